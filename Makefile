@@ -1,0 +1,46 @@
+# drift-harness — `make help` lists the targets.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+EXTRAS ?= dev,local,server
+
+.DEFAULT_GOAL := help
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install -e '.[$(EXTRAS)]'
+	touch $@
+
+setup: $(VENV)/.installed ## Create .venv and install everything (llama.cpp builds from source)
+
+run: setup ## Run the default experiment (drift format, SmolLM2, 3 rounds)
+	$(PY) -m harness.run
+
+debug: setup ## A debate on the scripted model that finishes in seconds
+	$(PY) -m harness.run experiment=debug
+
+test: setup lint ## Lint, type-check and run every test (slow ones included)
+	$(PY) -m pytest
+
+test-fast: setup ## Run the tests that use the scripted model only
+	$(PY) -m pytest -m "not slow"
+
+lint: setup ## ruff (lint + format check) and mypy
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy harness analysis
+
+format: setup ## Apply ruff's formatting and safe fixes
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+bench: setup ## Run the benchmarks (prints measured ratios)
+	$(PY) benchmarks/overhead.py
+
+clean: ## Remove caches (keeps .venv and research_runs)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: help setup run debug test test-fast lint format bench clean

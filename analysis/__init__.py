@@ -1,0 +1,1 @@
+"""Drift analysis: signals, tables and plots from run folders."""

@@ -1,0 +1,78 @@
+"""Critique agent: a deliberately hostile critic that approves a draft or
+sends it back with feedback, optionally with a revised argument.
+
+Its strictness text comes from the ``critic`` config group, so strictness can
+be swept. A missing draft, or a critic reply that fails validation, becomes a
+critique record with ``fallback=True`` under ``critic.on_schema_failure``.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.stance import JSON_ONLY, STANCE
+from harness.context import RunContext
+from harness.memory import TeamMemory
+from harness.records import CritiqueRecord, ThinkingRecord, record_id
+
+
+class CritiqueOutput(BaseModel):
+    critique_feedback: str = Field(max_length=400, description="the main flaw, or why it passes")
+    is_approved: bool
+    revised_argument: str | None = Field(default=None, max_length=800)
+
+
+class CritiqueAgent:
+    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+
+    def messages(self, topic: str, draft: ThinkingRecord) -> list[dict[str, str]]:
+        team = self.view.team
+        critic = self.ctx.cfg.critic
+        system = (
+            f"You are a hostile critic reviewing the {team.upper()} team's argument "
+            f"({STANCE[team]}). {critic.strictness} {JSON_ONLY}"
+        )
+        user = (
+            f"Motion: {topic}\nDraft argument: {draft.draft}\n"
+            'JSON fields: "critique_feedback", "is_approved" (true or false), '
+            'and optionally "revised_argument".'
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _record(self, round_: int, iteration: int, draft_id: str, **fields: object) -> CritiqueRecord:
+        team = self.view.team
+        record = CritiqueRecord(
+            id=record_id(round_, team, "critique", iteration),
+            round=round_, team=team, role="critique", iteration=iteration,  # type: ignore[arg-type]
+            draft_id=draft_id, **fields,  # type: ignore[arg-type]
+        )  # fmt: skip
+        return self.view.critique.append(record)
+
+    def __call__(
+        self, topic: str, round_: int, iteration: int, draft: ThinkingRecord | None
+    ) -> CritiqueRecord:
+        if draft is None:
+            return self._record(
+                round_, iteration, "none", is_approved=False, fallback=True,
+                feedback="No valid draft was produced; reply with the required JSON fields.",
+            )  # fmt: skip
+        team = self.view.team
+        result = self.ctx.ask(
+            "critic", "critique", self.messages(topic, draft), CritiqueOutput,
+            round_=round_, team=team, iteration=iteration,
+        )  # fmt: skip
+        spec = self.ctx.roles["critic"].spec
+        if result.value is None:
+            approve = self.ctx.cfg.critic.on_schema_failure == "approve"
+            return self._record(
+                round_, iteration, draft.id, is_approved=approve, fallback=True,
+                feedback="critic reply failed validation", model=spec, usage=result.usage,
+            )  # fmt: skip
+        out = result.value
+        return self._record(
+            round_, iteration, draft.id, is_approved=out.is_approved,
+            feedback=out.critique_feedback, revised_argument=out.revised_argument,
+            model=spec, usage=result.usage,
+        )  # fmt: skip

@@ -1,0 +1,74 @@
+"""Persona agent: keeps or evolves the team's identity, and says why.
+
+Every call writes a versioned ``PersonaRecord``; ``evolve`` bumps the version.
+On a schema failure the previous persona is kept (decision ``fallback``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from harness.agents.stance import JSON_ONLY, STANCE
+from harness.context import RunContext
+from harness.memory import TeamMemory
+from harness.records import PersonaRecord, record_id
+from harness.transcript import render, window
+
+Decision = Literal["keep", "evolve", "initial", "fallback"]
+DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
+
+
+class PersonaOutput(BaseModel):
+    decision: Literal["keep", "evolve"]
+    persona: str = Field(max_length=300, description="the team's persona, in one or two sentences")
+    rationale: str = Field(max_length=300, description="why keep or evolve it now")
+
+
+class PersonaAgent:
+    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+
+    def messages(self, topic: str, round_: int, feedback: str | None) -> list[dict[str, str]]:
+        team = self.view.team
+        current = self.view.persona.last()
+        persona = current.persona if current else DEFAULT_PERSONA.format(stance=STANCE[team])
+        mem = self.ctx.cfg.memory
+        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
+        user = (
+            f"Motion: {topic}\nYour team argues {STANCE[team]}. Round {round_}.\n"
+            f"Current persona: {persona}\n"
+            f"Recent debate:\n{transcript}\n"
+            + (f"The critic rejected your last draft: {feedback}\n" if feedback else "")
+            + "Decide whether to keep or evolve the persona. "
+            'JSON fields: "decision" ("keep" or "evolve"), "persona", "rationale".'
+        )
+        system = f"You shape the identity of the {team.upper()} debate team. {JSON_ONLY}"
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
+        team = self.view.team
+        result = self.ctx.ask(
+            team, "persona", self.messages(topic, round_, feedback), PersonaOutput,
+            round_=round_, team=team, iteration=iteration,
+        )  # fmt: skip
+        previous = self.view.persona.last()
+        version = previous.version if previous else 0
+        if result.value is None:
+            persona = previous.persona if previous else DEFAULT_PERSONA.format(stance=STANCE[team])
+            decision: Decision = "fallback"
+            rationale = "schema failure: previous persona kept"
+        else:
+            persona, rationale = result.value.persona, result.value.rationale
+            decision = result.value.decision
+            if decision == "evolve" or previous is None:
+                version += 1
+        record = PersonaRecord(
+            id=record_id(round_, team, "persona", iteration),
+            round=round_, team=team, role="persona", iteration=iteration,  # type: ignore[arg-type]
+            model=self.ctx.roles[team].spec, usage=result.usage,
+            decision=decision, persona=persona, rationale=rationale, version=max(version, 1),
+        )  # fmt: skip
+        return self.view.persona.append(record)

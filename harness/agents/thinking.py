@@ -1,0 +1,63 @@
+"""Thinking agent: a private scratchpad, then a draft argument.
+
+It reads only its team's view: the shared transcript window, its persona and
+its own last critique. On a schema failure it returns ``None`` (no draft),
+which the critic records as a rejection.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.stance import JSON_ONLY, STANCE
+from harness.context import RunContext
+from harness.memory import TeamMemory
+from harness.records import PersonaRecord, ThinkingRecord, record_id
+from harness.transcript import clip, opponent_last, render, window
+
+
+class ThinkingOutput(BaseModel):
+    scratchpad: str = Field(max_length=600, description="private reasoning and stress tests")
+    argument: str = Field(max_length=800, description="the argument to publish")
+
+
+class ThinkingAgent:
+    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+
+    def messages(
+        self, topic: str, round_: int, persona: PersonaRecord, feedback: str | None
+    ) -> list[dict[str, str]]:
+        team = self.view.team
+        mem = self.ctx.cfg.memory
+        items = window(self.view.shared, round_, mem.window_rounds)
+        rival = opponent_last(items, team)
+        user = (
+            f"Motion: {topic}\nYou argue {STANCE[team]}. Round {round_}.\n"
+            f"Debate so far:\n{render(items, mem.max_chars_per_item)}\n"
+            + (f"Answer this opposing point: {clip(rival.text, mem.max_chars_per_item)}\n" if rival else "")
+            + (f"Fix what the critic said: {feedback}\n" if feedback else "")
+            + "Think in the scratchpad (test your argument against objections), then write "
+            'the argument. JSON fields: "scratchpad", "argument".'
+        )
+        system = f"You are the {team.upper()} team's debater. Persona: {persona.persona} {JSON_ONLY}"
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(
+        self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None
+    ) -> ThinkingRecord | None:
+        team = self.view.team
+        result = self.ctx.ask(
+            team, "thinking", self.messages(topic, round_, persona, feedback), ThinkingOutput,
+            round_=round_, team=team, iteration=iteration,
+        )  # fmt: skip
+        if result.value is None:
+            return None
+        record = ThinkingRecord(
+            id=record_id(round_, team, "thinking", iteration),
+            round=round_, team=team, role="thinking", iteration=iteration,  # type: ignore[arg-type]
+            model=self.ctx.roles[team].spec, usage=result.usage,
+            scratchpad=result.value.scratchpad, draft=result.value.argument, persona_id=persona.id,
+        )  # fmt: skip
+        return self.view.thinking.append(record)

@@ -1,0 +1,33 @@
+"""Topic agent: writes the motion when ``topic.generate`` is true."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.stance import JSON_ONLY
+from harness.context import RunContext
+
+
+class TopicOutput(BaseModel):
+    topic: str = Field(min_length=10, max_length=200, description="a debatable motion")
+
+
+class TopicAgent:
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def __call__(self) -> str:
+        domain = self.ctx.cfg.topic.domain
+        messages = [
+            {"role": "system", "content": f"You write debate motions. {JSON_ONLY}"},
+            {
+                "role": "user",
+                "content": f'Write one clear, debatable motion about {domain}. JSON field: "topic".',
+            },
+        ]
+        result = self.ctx.ask("topic", "topic", messages, TopicOutput, round_=0, team=None, iteration=0)
+        topic = result.value.topic if result.value else (self.ctx.cfg.topic.text or "")
+        if not topic:
+            topic = f"This house believes {domain} does more good than harm."
+        self.ctx.event("topic", round_=0, team=None, role="topic", detail=topic, generated=result.ok)
+        return topic

@@ -1,0 +1,244 @@
+"""Structured-config schema: every value is checked here, before any folder is
+made or model loaded. ``validate(cfg)`` turns a composed Hydra config into
+typed dataclasses or raises ``ConfigError`` with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
+SCHEMA_FAILURE_POLICIES = ("reject", "approve")
+STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
+ROLES = ("pros", "cons", "critic", "topic")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class ConfigError(ValueError):
+    """A bad config value. ``str()`` is one line naming the key at fault."""
+
+
+def _require(ok: bool, key: str, message: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}: {message}")
+
+
+@dataclass
+class ModelConfig:
+    """One model, selected for all roles by the ``model`` group."""
+
+    spec: str = "local:smollm2"
+    # llama.cpp settings (local:* specs)
+    n_ctx: int = 2048
+    n_threads: int | None = None
+    n_gpu_layers: int = 0
+    # how to ask for JSON: auto picks per provider (see harness.models.registry)
+    structured_mode: str = "auto"
+    # passed through to LangChain's init_chat_model (base_url, api_key, ...)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # scripted:* fault injection, all seeded by `seed`
+    latency_s: float = 0.0
+    reject_first: int = 0
+    malformed_rate: float = 0.0
+    error_rate: float = 0.0
+    seed: int = 0
+    persona_switch_round: int | None = None  # plant a persona change (validity tests)
+
+    def check(self, key: str = "model") -> None:
+        _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
+        _require(self.n_ctx >= 256, f"{key}.n_ctx", f"must be >= 256, got {self.n_ctx}")
+        _require(
+            self.n_threads is None or self.n_threads >= 1,
+            f"{key}.n_threads",
+            f"must be >= 1, got {self.n_threads}",
+        )
+        _require(
+            self.structured_mode in STRUCTURED_MODES,
+            f"{key}.structured_mode",
+            f"must be one of {STRUCTURED_MODES}, got {self.structured_mode!r}",
+        )
+        _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
+        _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
+        for name in ("malformed_rate", "error_rate"):
+            value = getattr(self, name)
+            _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
+
+
+@dataclass
+class RoleOverride:
+    """Per-role changes on top of ``model`` (null keeps the shared value)."""
+
+    spec: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LLMConfig:
+    temperature: float = 0.7
+    max_tokens: int = 256
+
+    def check(self) -> None:
+        _require(
+            0 <= self.temperature <= 2,
+            "llm.temperature",
+            f"must be in [0, 2], got {self.temperature}",
+        )
+        _require(self.max_tokens >= 16, "llm.max_tokens", f"must be >= 16, got {self.max_tokens}")
+
+
+@dataclass
+class CriticConfig:
+    name: str = "balanced"
+    strictness: str = "Approve only arguments that are specific and logically sound."
+    max_iterations: int = 3
+    on_loop_lock: str = "publish_last"
+    on_schema_failure: str = "reject"
+    use_revision: bool = True
+
+    def check(self) -> None:
+        _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
+        _require(
+            self.on_loop_lock in LOOP_LOCK_POLICIES,
+            "critic.on_loop_lock",
+            f"must be one of {LOOP_LOCK_POLICIES}, got {self.on_loop_lock!r}",
+        )
+        _require(
+            self.on_schema_failure in SCHEMA_FAILURE_POLICIES,
+            "critic.on_schema_failure",
+            f"must be one of {SCHEMA_FAILURE_POLICIES}, got {self.on_schema_failure!r}",
+        )
+
+
+@dataclass
+class FormatConfig:
+    name: str = "drift"
+    teams: list[str] = field(default_factory=lambda: ["pros", "cons"])
+
+
+@dataclass
+class MemoryConfig:
+    window_rounds: int = 2  # how many past rounds of the transcript an agent sees
+    max_chars_per_item: int = 600  # each transcript item is clipped to this
+    log_prompts: bool = True  # keep each prompt in the team's prompts.jsonl
+
+    def check(self) -> None:
+        _require(self.window_rounds >= 0, "memory.window_rounds", "must be >= 0")
+        _require(self.max_chars_per_item >= 50, "memory.max_chars_per_item", "must be >= 50")
+
+
+@dataclass
+class StructuredConfig:
+    max_repairs: int = 2  # extra attempts, each shown the validation error
+
+    def check(self) -> None:
+        _require(self.max_repairs >= 0, "structured.max_repairs", "must be >= 0")
+
+
+@dataclass
+class RetryConfig:
+    max_attempts: int = 5
+    initial_s: float = 0.5
+    max_s: float = 30.0
+    jitter_s: float = 0.5
+
+    def check(self) -> None:
+        _require(self.max_attempts >= 1, "retry.max_attempts", "must be >= 1")
+        for name in ("initial_s", "max_s", "jitter_s"):
+            _require(getattr(self, name) >= 0, f"retry.{name}", "must be >= 0")
+
+
+@dataclass
+class TopicConfig:
+    text: str | None = "Remote work is better for society than office work."
+    generate: bool = False  # let the topic agent write the motion instead
+    domain: str = "technology and society"
+
+
+@dataclass
+class Config:
+    version: str = "1"
+    seed: int = 0
+    rounds: int = 3
+    runs_root: str = "research_runs"
+    topic: TopicConfig = field(default_factory=TopicConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    roles: dict[str, RoleOverride] = field(default_factory=lambda: {r: RoleOverride() for r in ROLES})
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    format: FormatConfig = field(default_factory=FormatConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    structured: StructuredConfig = field(default_factory=StructuredConfig)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    progress: bool = True
+    experiment_name: str = "default"
+
+    def check(self) -> None:
+        _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
+        _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        _require(
+            bool(_SAFE_NAME.match(self.version)) and ".." not in self.version,
+            "version",
+            f"must be letters, digits, '.', '_' or '-' with no '..', got {self.version!r}",
+        )
+        _require(bool(self.runs_root), "runs_root", "must not be empty")
+        unknown = set(self.roles) - set(ROLES)
+        _require(not unknown, "roles", f"unknown role(s) {sorted(unknown)}; known: {ROLES}")
+        _require(
+            self.topic.generate or bool(self.topic.text),
+            "topic.text",
+            "is empty; set it or topic.generate=true",
+        )
+        self.model.check()
+        for role, override in self.roles.items():
+            if override.spec is not None:
+                _require(":" in override.spec, f"roles.{role}.spec", "expected 'provider:name'")
+            if override.temperature is not None:
+                _require(0 <= override.temperature <= 2, f"roles.{role}.temperature", "in [0, 2]")
+            if override.max_tokens is not None:
+                _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
+        for part in (self.llm, self.critic, self.memory, self.structured, self.retry):
+            part.check()
+
+    def role_model(self, role: str) -> tuple[ModelConfig, float, int]:
+        """The model config, temperature and max_tokens one role runs with."""
+        override = self.roles.get(role, RoleOverride())
+        base = {f.name: getattr(self.model, f.name) for f in fields(self.model)}
+        if override.spec is not None:
+            base["spec"] = override.spec
+        base["kwargs"] = {**self.model.kwargs, **override.kwargs}
+        temperature = self.llm.temperature if override.temperature is None else override.temperature
+        max_tokens = self.llm.max_tokens if override.max_tokens is None else override.max_tokens
+        return ModelConfig(**base), temperature, max_tokens
+
+
+def validate(cfg: DictConfig | dict[str, Any]) -> Config:
+    """Type-check and range-check a composed config; raise a one-line ConfigError."""
+    try:
+        schema = OmegaConf.structured(Config)
+        merged = OmegaConf.merge(schema, cfg)
+        obj = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        key = getattr(exc, "full_key", None) or "config"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{key}: {first}") from None
+    assert isinstance(obj, Config)
+    obj.check()
+    return obj
+
+
+def redact(data: Any) -> Any:
+    """Copy of a plain config dict with secrets masked, for config.yaml."""
+    # "max_tokens" is not a secret; "api_key", "access_token", "password" are.
+    secret = re.compile(r"(api_?key|secret|password|(^|_)token)$", re.IGNORECASE)
+    if isinstance(data, dict):
+        return {k: ("***REDACTED***" if secret.search(str(k)) and v else redact(v)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v) for v in data]
+    return data

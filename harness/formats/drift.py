@@ -1,0 +1,173 @@
+"""The drift format: Pros then Cons each round, every turn going
+persona -> thinking -> critique, until the critic approves or the loop-lock
+cap applies.
+
+The state holds counters and record ids only; the transcript lives in the
+memory files. ``iteration`` counts the critiques already done in this turn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
+from harness.context import RunContext
+from harness.records import ArgumentRecord, record_id
+
+
+class DriftState(TypedDict):
+    topic: str
+    round: int
+    team: str
+    iteration: int
+    persona_id: str | None
+    draft_id: str | None
+    critique_id: str | None
+    done: bool
+    stop_reason: str | None
+
+
+def initial_state(topic: str) -> DriftState:
+    return DriftState(
+        topic=topic, round=1, team="pros", iteration=0, persona_id=None,
+        draft_id=None, critique_id=None, done=False, stop_reason=None,
+    )  # fmt: skip
+
+
+class DriftNodes:
+    """The drift format's nodes and routers, bound to one run context."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.teams = ctx.cfg.format.teams
+        self.views = {team: ctx.memory.team(team) for team in self.teams}
+        self.persona_agent = {t: PersonaAgent(ctx, v) for t, v in self.views.items()}
+        self.thinking_agent = {t: ThinkingAgent(ctx, v) for t, v in self.views.items()}
+        self.critique_agent = {t: CritiqueAgent(ctx, v) for t, v in self.views.items()}
+
+    def last_feedback(self, state: DriftState) -> str | None:
+        if state["critique_id"] is None:
+            return None
+        record = self.views[state["team"]].critique.get(state["critique_id"])
+        return record.feedback if record and not record.is_approved else None
+
+    def topic(self, state: DriftState) -> dict:
+        return {"topic": TopicAgent(self.ctx)()}
+
+    def persona(self, state: DriftState) -> dict:
+        team = state["team"]
+        feedback = self.last_feedback(state)
+        record = self.persona_agent[team](state["topic"], state["round"], state["iteration"], feedback)
+        return {"persona_id": record.id}
+
+    def thinking(self, state: DriftState) -> dict:
+        view = self.views[state["team"]]
+        record = view.persona.get(state["persona_id"] or "")
+        assert record is not None, "persona node always runs before thinking"
+        draft = self.thinking_agent[state["team"]](
+            state["topic"], state["round"], state["iteration"], record, self.last_feedback(state)
+        )
+        return {"draft_id": draft.id if draft else None}
+
+    def critique(self, state: DriftState) -> dict:
+        view = self.views[state["team"]]
+        draft = view.thinking.get(state["draft_id"]) if state["draft_id"] else None
+        agent = self.critique_agent[state["team"]]
+        record = agent(state["topic"], state["round"], state["iteration"], draft)
+        if record.is_approved:
+            self.ctx.counts.approvals += 1
+        else:
+            self.ctx.counts.rejections += 1
+        return {"critique_id": record.id, "iteration": state["iteration"] + 1}
+
+    def loop_lock(self, state: DriftState) -> dict:
+        self.ctx.counts.loop_locks += 1
+        policy = self.cfg.critic.on_loop_lock
+        self.ctx.event(
+            "loop_lock", round_=state["round"], team=state["team"], role="critique",
+            iteration=state["iteration"], detail=f"{state['iteration']} rejections; policy {policy}",
+            policy=policy,
+        )  # fmt: skip
+        if policy == "abort":
+            return {"done": True, "stop_reason": f"loop_lock_abort r{state['round']} {state['team']}"}
+        return {}
+
+    def publish(self, state: DriftState) -> dict:
+        view = self.views[state["team"]]
+        draft = view.thinking.get(state["draft_id"] or "")
+        verdict = view.critique.get(state["critique_id"] or "")
+        if draft is None:  # loop-lock with no valid draft at all: nothing to publish
+            return {}
+        text, source = draft.draft, "loop_lock"
+        if verdict is not None and verdict.is_approved:
+            revised = self.cfg.critic.use_revision and verdict.revised_argument
+            text, source = (verdict.revised_argument or "", "revised") if revised else (text, "approved")
+        view.shared.append(
+            ArgumentRecord(
+                id=record_id(state["round"], state["team"], "argument", 0),
+                round=state["round"], team=state["team"], role="argument",  # type: ignore[arg-type]
+                iteration=draft.iteration, model=draft.model, text=text, draft_id=draft.id,
+                critique_id=verdict.id if verdict else None, source=source,  # type: ignore[arg-type]
+            )
+        )  # fmt: skip
+        self.ctx.counts.published += 1
+        return {}
+
+    def advance(self, state: DriftState) -> dict:
+        index = self.teams.index(state["team"]) + 1
+        round_, team = state["round"], self.teams[index % len(self.teams)]
+        if index == len(self.teams):  # last team done: the round is complete
+            self.ctx.counts.rounds_completed = round_
+            round_ += 1
+        return {
+            "round": round_, "team": team, "iteration": 0, "persona_id": None,
+            "draft_id": None, "critique_id": None, "done": round_ > self.cfg.rounds,
+        }  # fmt: skip
+
+    def route_start(self, state: DriftState) -> Literal["topic", "persona"]:
+        return "topic" if not state["topic"] else "persona"
+
+    def route_after_critique(self, state: DriftState) -> Literal["publish", "persona", "loop_lock"]:
+        record = self.views[state["team"]].critique.get(state["critique_id"] or "")
+        if record is not None and record.is_approved:
+            return "publish"
+        return "loop_lock" if state["iteration"] >= self.cfg.critic.max_iterations else "persona"
+
+    def route_after_lock(self, state: DriftState) -> Literal["publish", "advance", "end"]:
+        if state["done"]:
+            return "end"
+        return "publish" if self.cfg.critic.on_loop_lock == "publish_last" else "advance"
+
+    def should_continue(self, state: DriftState) -> Literal["persona", "end"]:
+        return "end" if state["done"] else "persona"
+
+
+def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
+    """The compiled drift graph for one run."""
+    n = DriftNodes(ctx)
+    graph = StateGraph(DriftState)
+    for name in ("topic", "persona", "thinking", "critique", "loop_lock", "publish", "advance"):
+        graph.add_node(name, getattr(n, name))
+    graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "persona": "persona"})
+    graph.add_edge("topic", "persona")
+    graph.add_edge("persona", "thinking")
+    graph.add_edge("thinking", "critique")
+    graph.add_conditional_edges(
+        "critique", n.route_after_critique,
+        {"publish": "publish", "persona": "persona", "loop_lock": "loop_lock"},
+    )  # fmt: skip
+    graph.add_conditional_edges(
+        "loop_lock", n.route_after_lock, {"publish": "publish", "advance": "advance", "end": END}
+    )
+    graph.add_edge("publish", "advance")
+    graph.add_conditional_edges("advance", n.should_continue, {"persona": "persona", "end": END})
+    return graph.compile()
+
+
+def max_steps(ctx: RunContext) -> int:
+    """An upper bound on graph steps, for LangGraph's recursion limit."""
+    per_turn = ctx.cfg.critic.max_iterations * 3 + 3
+    return ctx.cfg.rounds * len(ctx.cfg.format.teams) * per_turn + 10

@@ -1,0 +1,56 @@
+"""The one registry: a ``provider:name`` spec in, a ``ChatModel`` out.
+
+``check_model`` runs before any folder is made or weight loaded and fails
+with one line; ``build_model`` imports backends lazily.
+"""
+
+from __future__ import annotations
+
+from harness.config import ModelConfig
+from harness.models.base import ChatModel, ModelConfigError
+
+
+def check_model(cfg: ModelConfig, key: str = "model.spec") -> None:
+    """Validate a spec without loading anything heavy."""
+    provider, _, name = cfg.spec.partition(":")
+    if provider == "scripted":
+        return
+    if provider == "local":
+        from harness.models.local import LOCAL_MODELS
+
+        if name not in LOCAL_MODELS and not name.endswith(".gguf"):
+            raise ModelConfigError(
+                f"{key}: unknown local model {name!r}; known: {', '.join(sorted(LOCAL_MODELS))}"
+            )
+        return
+    from harness.models.remote import check_remote
+
+    check_remote(cfg.spec, cfg.kwargs, key)
+
+
+def build_model(cfg: ModelConfig) -> ChatModel:
+    provider = cfg.spec.split(":", 1)[0]
+    if provider == "scripted":
+        from harness.models.scripted import ScriptedModel
+
+        return ScriptedModel(
+            cfg.spec,
+            latency_s=cfg.latency_s,
+            reject_first=cfg.reject_first,
+            malformed_rate=cfg.malformed_rate,
+            error_rate=cfg.error_rate,
+            seed=cfg.seed,
+            persona_switch_round=cfg.persona_switch_round,
+        )
+    if provider == "local":
+        from harness.models.local import LlamaCppModel
+
+        return LlamaCppModel(
+            cfg.spec, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, n_gpu_layers=cfg.n_gpu_layers
+        )
+    from harness.models.remote import LangChainModel
+
+    return LangChainModel(cfg.spec, kwargs=cfg.kwargs, structured_mode=cfg.structured_mode)
+
+
+__all__ = ["ChatModel", "ModelConfigError", "build_model", "check_model"]

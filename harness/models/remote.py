@@ -1,0 +1,132 @@
+"""Any provider LangChain's ``init_chat_model`` knows (``openai:gpt-4o``,
+``anthropic:...``, ``ollama:...``), including OpenAI-compatible local servers
+through ``model.kwargs.base_url``. SDKs are imported only when used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from typing import Any
+
+from harness.models.base import Completion, ModelConfigError, ModelRequest, StructuredMode
+
+# The environment variable each hosted provider reads its key from.
+API_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "azure_openai": "AZURE_OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google_genai": "GOOGLE_API_KEY",
+    "mistralai": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "fireworks": "FIREWORKS_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "cohere": "COHERE_API_KEY",
+    "perplexity": "PPLX_API_KEY",
+    "openrouter": "OPENROUTER_API_KEY",
+}
+
+
+def known_providers() -> dict[str, str]:
+    """{provider: python module} from LangChain's own table."""
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS
+    except ImportError:  # langchain moved it; fall back to the common ones
+        return {"openai": "langchain_openai", "anthropic": "langchain_anthropic"}
+    return {name: entry[0] for name, entry in _BUILTIN_PROVIDERS.items()}
+
+
+def check_remote(spec: str, kwargs: dict[str, Any], key: str) -> None:
+    """Fail early, in one line, on an unknown provider, missing SDK or missing key."""
+    provider = spec.split(":", 1)[0]
+    providers = known_providers()
+    if provider not in providers:
+        raise ModelConfigError(
+            f"{key}: unknown provider {provider!r} in {spec!r}; "
+            f"known: local, scripted, {', '.join(sorted(providers))}"
+        )
+    module = providers[provider].split(".")[0]
+    if importlib.util.find_spec(module) is None:
+        package = module.replace("_", "-")
+        raise ModelConfigError(f"{key}: {spec!r} needs the package {package} (pip install {package})")
+    env = API_KEY_ENV.get(provider)
+    if env and not os.environ.get(env) and kwargs.get("api_key") is None:
+        raise ModelConfigError(
+            f"{key}: {spec!r} needs {env} in the environment (or {key.rsplit('.', 1)[0]}.kwargs.api_key)"
+        )
+
+
+def pick_mode(provider: str, kwargs: dict[str, Any], mode: str) -> StructuredMode:
+    """How to ask this provider for JSON.
+
+    OpenAI proper takes a ``json_schema`` response format; OpenAI-compatible
+    servers (``base_url`` set, e.g. llama-cpp-python's) often reject it but take
+    ``json_object``; other providers get the schema in the prompt and the
+    reply is parsed and repaired by ``harness.structured``.
+    """
+    if mode != "auto":
+        return mode  # type: ignore[return-value]
+    if provider in ("openai", "azure_openai"):
+        return "json_object" if kwargs.get("base_url") else "json_schema"
+    if provider == "ollama":
+        return "json_schema"
+    return "prompt"
+
+
+class LangChainModel:
+    """Adapter from the harness contract to a LangChain chat model."""
+
+    def __init__(self, spec: str, *, kwargs: dict[str, Any], structured_mode: str = "auto"):
+        self.spec = spec
+        self.provider, self.name = spec.split(":", 1)
+        # null values in config mean "not set" (they exist so CLI overrides need no '+')
+        self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
+        self.mode = pick_mode(self.provider, self.kwargs, structured_mode)
+        self._chats: dict[tuple[float, int], Any] = {}
+
+    def model_files(self) -> dict[str, str]:
+        return {}
+
+    def _chat(self, temperature: float, max_tokens: int) -> Any:
+        key = (temperature, max_tokens)
+        if key not in self._chats:
+            from langchain.chat_models import init_chat_model
+
+            self._chats[key] = init_chat_model(
+                self.name,
+                model_provider=self.provider,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                **self.kwargs,
+            )
+        return self._chats[key]
+
+    def _format_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        if request.schema is None or self.mode == "prompt":
+            return {}
+        if self.provider == "ollama":
+            return {"format": request.schema if self.mode == "json_schema" else "json"}
+        if self.mode == "json_object":
+            return {"response_format": {"type": "json_object"}}
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": request.schema},
+            }
+        }
+
+    def complete(self, request: ModelRequest) -> Completion:
+        chat = self._chat(request.temperature, request.max_tokens)
+        started = time.perf_counter()
+        reply = chat.invoke(request.messages, **self._format_kwargs(request))
+        usage = getattr(reply, "usage_metadata", None) or {}
+        content = reply.content if isinstance(reply.content, str) else str(reply.content)
+        return Completion(
+            text=content,
+            input_tokens=int(usage.get("input_tokens", 0)),
+            output_tokens=int(usage.get("output_tokens", 0)),
+            latency_s=time.perf_counter() - started,
+        )

@@ -1,0 +1,169 @@
+"""``scripted:`` — a deterministic, dependency-free chat model for tests and
+benchmarks. It writes schema-valid JSON for any schema it is handed, and can
+be told to be slow, to reject drafts, to emit malformed JSON, and to raise
+transient provider errors. Everything is seeded, so two runs with the same
+config produce byte-identical arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections import Counter
+from typing import Any
+
+from harness.models.base import Completion, ModelRequest, ProviderError
+
+_WORDS = {
+    "pros": [
+        "benefit",
+        "gain",
+        "progress",
+        "freedom",
+        "growth",
+        "opportunity",
+        "efficiency",
+        "trust",
+        "evidence",
+    ],
+    "cons": ["risk", "cost", "harm", "burden", "loss", "inequality", "failure", "doubt", "danger"],
+    None: ["point", "claim", "reason", "question", "issue", "matter", "case", "view"],
+}
+_FILLER = [
+    "because",
+    "therefore",
+    "clearly",
+    "however",
+    "studies",
+    "show",
+    "that",
+    "the",
+    "data",
+    "suggests",
+    "we",
+]
+# Fields whose text is private to a team; each carries a canary marker so
+# isolation tests can prove it never reaches the other team.
+_PRIVATE_FIELDS = {"scratchpad", "rationale", "persona", "critique_feedback"}
+
+
+def _rng(*parts: object) -> random.Random:
+    digest = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class ScriptedModel:
+    """Deterministic fake model; see module docstring. Settings are per instance."""
+
+    def __init__(
+        self,
+        spec: str = "scripted:default",
+        *,
+        latency_s: float = 0.0,
+        reject_first: int = 0,
+        malformed_rate: float = 0.0,
+        error_rate: float = 0.0,
+        seed: int = 0,
+        persona_switch_round: int | None = None,
+    ) -> None:
+        self.spec = spec
+        self.latency_s = latency_s
+        self.reject_first = reject_first
+        self.malformed_rate = malformed_rate
+        self.error_rate = error_rate
+        self.seed = seed
+        self.persona_switch_round = persona_switch_round
+        self._calls: Counter[str] = Counter()  # per-request retry counter
+
+    def model_files(self) -> dict[str, str]:
+        return {}
+
+    def complete(self, request: ModelRequest) -> Completion:
+        started = time.perf_counter()
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        tags = request.tags
+        key = json.dumps([tags, request.seed], sort_keys=True, default=str)
+        self._calls[key] += 1
+        rng = _rng(self.seed, request.seed, key, self._calls[key])
+        if self.error_rate and rng.random() < self.error_rate:
+            raise ProviderError("scripted: injected transient provider error", status_code=503)
+        if request.schema is None:
+            text = self._sentence(rng, tags.get("team"), 24)
+        elif self.malformed_rate and rng.random() < self.malformed_rate:
+            text = '{"' + self._sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
+        else:
+            text = json.dumps(self._fill(request.schema, request.schema, rng, tags))
+        prompt_words = sum(len(m["content"].split()) for m in request.messages)
+        return Completion(
+            text=text,
+            input_tokens=prompt_words,
+            output_tokens=len(text.split()),
+            latency_s=time.perf_counter() - started,
+        )
+
+    # -- content ---------------------------------------------------------------
+    def _sentence(self, rng: random.Random, team: str | None, n: int) -> str:
+        words = _WORDS.get(team, _WORDS[None])
+        return " ".join(rng.choice(words if i % 3 else _FILLER) for i in range(n))
+
+    def _string(self, name: str, rng: random.Random, tags: dict[str, Any]) -> str:
+        team = tags.get("team")
+        round_ = tags.get("round", 0)
+        if name == "persona":
+            switched = self.persona_switch_round is not None and round_ >= self.persona_switch_round
+            style = "a furious contrarian who mocks" if switched else "a calm analyst who weighs"
+            text = f"We are {style} every {rng.choice(_WORDS.get(team, _WORDS[None]))}."
+        else:
+            text = self._sentence(rng, team, 12 if name != "argument" else 30)
+        if name in _PRIVATE_FIELDS and team:
+            text += f" [canary:{team}:{name}:{round_}.{tags.get('iteration', 0)}]"
+        return text
+
+    def _fill(
+        self, node: dict[str, Any], root: dict[str, Any], rng: random.Random, tags: dict[str, Any]
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, prop in node.get("properties", {}).items():
+            out[name] = self._value(name, prop, root, rng, tags)
+        return out
+
+    def _value(
+        self,
+        name: str,
+        prop: dict[str, Any],
+        root: dict[str, Any],
+        rng: random.Random,
+        tags: dict[str, Any],
+    ) -> Any:
+        if "$ref" in prop:
+            prop = root["$defs"][prop["$ref"].rsplit("/", 1)[-1]]
+        if "anyOf" in prop:  # Optional[...]: scripted replies leave it out
+            return None
+        if "enum" in prop:
+            return self._choice(name, prop["enum"], rng, tags)
+        kind = prop.get("type")
+        if kind == "boolean":
+            if name in ("is_approved", "approved"):
+                return int(tags.get("iteration", 0)) >= self.reject_first
+            return True
+        if kind == "integer":
+            return rng.randint(prop.get("minimum", 1), prop.get("maximum", 10))
+        if kind == "number":
+            return round(rng.uniform(prop.get("minimum", 0), prop.get("maximum", 1)), 3)
+        if kind == "array":
+            return [self._value(name, prop.get("items", {}), root, rng, tags) for _ in range(2)]
+        if kind == "object":
+            return self._fill(prop, root, rng, tags)
+        text = self._string(name, rng, tags)
+        limit = prop.get("maxLength")
+        return text[:limit] if limit else text
+
+    def _choice(self, name: str, options: list[Any], rng: random.Random, tags: dict[str, Any]) -> Any:
+        if name == "decision" and "evolve" in options:
+            switch = self.persona_switch_round
+            evolve = switch is not None and tags.get("round") == switch
+            return "evolve" if evolve else "keep"
+        return rng.choice(options)

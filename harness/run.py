@@ -1,0 +1,74 @@
+"""python -m harness.run — run one debate from the command line.
+
+    python -m harness.run rounds=50 llm.temperature=1.0 critic=strict model=gemma3_270m
+
+The story: check the group choices on the command line, let Hydra compose the
+config, validate every value, run the debate into a fresh run folder, print
+a one-line summary, and print the run folder's path as the last line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config import ConfigError, validate
+from harness.context import ModelCallError
+from harness.engine import run_debate
+from harness.models.base import ModelConfigError
+from harness.progress import summary_line
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
+
+
+def fail(message: str, code: int) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """Reject ``model=nope`` in one line, before Hydra prints a page about it."""
+    for arg in argv:
+        match = _GROUP_CHOICE.match(arg)
+        if not match or not (CONF_DIR / match.group(1)).is_dir():
+            continue
+        group = match.group(1)
+        for option in match.group(2).split(","):
+            if option != "null" and not (CONF_DIR / group / f"{option}.yaml").is_file():
+                known = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+                fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
+
+
+def main(cfg: DictConfig) -> None:
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    raw = {str(k): v for k, v in container.items()}
+    try:
+        settings = validate(cfg)
+        result = run_debate(settings, raw)
+    except (ConfigError, ModelConfigError) as exc:
+        fail(str(exc), 2)
+    except ModelCallError as exc:
+        fail(str(exc), 1)
+    except KeyboardInterrupt:
+        fail("interrupted", 130)
+    print(summary_line(result.manifest, settings.rounds))
+    print(result.run_dir)
+
+
+hydra_main = hydra.main(config_path="../conf", config_name="config", version_base="1.3")(main)
+
+
+def cli() -> None:
+    check_group_choices(sys.argv[1:])
+    hydra_main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,103 @@
+"""Run folders: atomic creation, config.yaml, manifest.json, provenance.
+
+A folder is claimed with ``mkdir`` (atomic on POSIX), so two runs started at
+once never share one: the loser tries the next suffix. JSON files are
+replaced atomically (temp file, fsync, rename, fsync of the folder).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import tempfile
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import Config, redact
+from harness.records import RunManifest
+
+PACKAGES = (
+    "drift-harness",
+    "langgraph",
+    "langchain",
+    "langchain-core",
+    "pydantic",
+    "tenacity",
+    "hydra-core",
+    "llama-cpp-python",
+    "langchain-openai",
+)
+
+
+def run_dir_name(cfg: Config) -> str:
+    return f"memory-v{cfg.version}-temp-{cfg.llm.temperature}-max-tokens-{cfg.llm.max_tokens}"
+
+
+def create_run_dir(root: Path, base: str) -> Path:
+    """Claim ``root/base``, or ``base-2``, ``base-3``... whichever is free first."""
+    root.mkdir(parents=True, exist_ok=True)
+    for n in count(1):
+        path = root / (base if n == 1 else f"{base}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so a reader sees the old or the new file, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_config(run_dir: Path, raw: dict[str, Any]) -> None:
+    write_atomic(run_dir / "config.yaml", yaml.safe_dump(redact(raw), sort_keys=False))
+
+
+def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    write_atomic(run_dir / "manifest.json", manifest.model_dump_json(indent=2))
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    return RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit() -> str | None:
+    """The harness checkout's commit, if it is a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

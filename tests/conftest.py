@@ -1,0 +1,59 @@
+"""Shared fixtures: configs composed from conf/ exactly as the CLI composes
+them, with every run folder under pytest's tmp_path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config import Config, validate
+from harness.engine import RunResult, run_debate
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+REPO = CONF_DIR.parent
+
+
+def compose_cfg(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+@pytest.fixture
+def runs_root(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def make_cfg(runs_root: Path) -> Callable[..., DictConfig]:
+    """Compose a config on the scripted model (unless overridden) under tmp_path."""
+
+    def make(*overrides: str) -> DictConfig:
+        base = ["model=scripted", f"runs_root={runs_root}", "progress=false"]
+        return compose_cfg([*base, *overrides])
+
+    return make
+
+
+@pytest.fixture
+def settings(make_cfg: Callable[..., DictConfig]) -> Callable[..., Config]:
+    def make(*overrides: str) -> Config:
+        return validate(make_cfg(*overrides))
+
+    return make
+
+
+@pytest.fixture
+def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
+    """Run a whole debate in-process and return its result."""
+
+    def go(*overrides: str) -> RunResult:
+        cfg = make_cfg(*overrides)
+        raw = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(raw, dict)
+        return run_debate(validate(cfg), raw)
+
+    return go
