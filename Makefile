@@ -1,7 +1,7 @@
 # drift-harness — `make help` lists the targets.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,local,server
+EXTRAS ?= dev,local,server,analysis,sweep
 
 .DEFAULT_GOAL := help
 
@@ -37,8 +37,8 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-bench: setup ## Run the benchmarks (prints measured ratios)
-	$(PY) benchmarks/overhead.py
+bench: setup ## Run every benchmark in benchmarks/ (prints measured ratios)
+	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
