@@ -178,6 +178,7 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     progress: bool = True
     experiment_name: str = "default"
+    resume: str | None = None  # a run folder: continue it (its own config wins)
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")

@@ -1,10 +1,15 @@
-"""The run context: what every node of every format shares.
+"""Contexts: what the engine's nodes and the agents may reach.
 
-``RunContext.ask`` is the single path from an agent to a model: it logs the
+``RunContext`` belongs to the engine and holds the whole run memory. Agents
+get an ``AgentContext`` instead, built for one team: the config, the models,
+the event log, and that team's own prompt log, so no attribute path leads
+from an agent to the other team's files.
+
+``AgentContext.ask`` is the single path from an agent to a model: it logs the
 prompt to the asking team's folder, calls the model through the retry policy,
-validates and repairs the reply, records retries and schema failures as
-events, and counts tokens. A fatal error becomes one ``ModelCallError`` line
-naming role, round and model.
+validates and repairs the reply, and records retries and schema failures as
+events. A fatal error becomes one ``ModelCallError`` line naming role, round
+and model.
 """
 
 from __future__ import annotations
@@ -17,14 +22,14 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from harness.config import Config
-from harness.memory import RunMemory
+from harness.memory import JsonlLog, RunMemory
 from harness.models.base import ChatModel, Completion, Message, ModelRequest
 from harness.records import (
     ErrorInfo,
     EventKind,
     EventRecord,
     PromptRecord,
-    RunCounts,
+    Usage,
     record_id,
 )
 from harness.retry import call_with_retry, error_info
@@ -55,6 +60,13 @@ class RoleModel:
         return self.model.spec
 
 
+@dataclass
+class StepHook:
+    """Where the progress bar listens for 'agent X is working'."""
+
+    fn: Callable[[str], None] = lambda label: None
+
+
 def call_seed(seed: int, *parts: object) -> int:
     """Per-call seed derived from the run seed and the call's position, so a
     replayed call after resume samples exactly as the original would have."""
@@ -62,15 +74,16 @@ def call_seed(seed: int, *parts: object) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-@dataclass
-class RunContext:
-    cfg: Config
-    memory: RunMemory
-    roles: dict[str, RoleModel]
-    counts: RunCounts = field(default_factory=RunCounts)
-    on_step: Callable[[str], None] = lambda label: None
+class EventLog:
+    """Typed writes to ``events.jsonl``, with deterministic ids."""
 
-    def event(
+    def __init__(self, log: JsonlLog[EventRecord]) -> None:
+        self._log = log
+
+    def get(self, rid: str) -> EventRecord | None:
+        return self._log.get(rid)
+
+    def emit(
         self,
         kind: EventKind,
         *,
@@ -81,22 +94,84 @@ class RunContext:
         detail: str = "",
         error: ErrorInfo | None = None,
         n: int = 0,
+        usage: Usage | None = None,
+        model: str | None = None,
         **data: Any,
     ) -> EventRecord:
-        rid = record_id(round_, team, role, iteration, kind, n)
-        return self.memory.events.append(
+        return self._log.append(
             EventRecord(
-                id=rid,
+                id=record_id(round_, team, role, iteration, kind, n),
                 round=round_,
                 team=team,  # type: ignore[arg-type]
                 role=role,
                 iteration=iteration,
+                model=model,
                 event=kind,
                 detail=detail,
                 error=error,
+                usage=usage or Usage(),
                 data=data,
             )
         )
+
+
+@dataclass
+class AgentContext:
+    """What one team's agents can reach; see the module docstring."""
+
+    cfg: Config
+    roles: dict[str, RoleModel]
+    events: EventLog
+    prompts: JsonlLog[PromptRecord] | None
+    step: StepHook
+
+    def spec(self, role: str) -> str:
+        return self.roles[role].spec
+
+    def _log_prompt(self, agent: str, tags: dict[str, Any], suffix: str, messages: list[Message]) -> str:
+        rid = record_id(tags["round"], tags["team"], agent, tags["iteration"], suffix)
+        if self.prompts is not None and self.cfg.memory.log_prompts:
+            self.prompts.append(
+                PromptRecord(
+                    id=rid,
+                    round=tags["round"],
+                    team=tags["team"],
+                    role=agent,
+                    iteration=tags["iteration"],
+                    model=tags["model"],
+                    messages=messages,
+                )  # fmt: skip
+            )
+        return rid
+
+    def _caller(
+        self, bound: RoleModel, agent: str, tags: dict[str, Any]
+    ) -> Callable[[ModelRequest], Completion]:
+        """One request through the retry policy; retries and failures become events."""
+        where = {"round_": tags["round"], "team": tags["team"], "role": agent, "iteration": tags["iteration"]}
+        retries = 0
+
+        def on_retry(attempt: int, exc: BaseException, wait: float) -> None:
+            nonlocal retries
+            retries += 1
+            self.events.emit(
+                "retry", **where, detail=f"attempt {attempt} failed; retrying in {wait:.2f}s",
+                error=error_info(exc), n=retries, model=bound.spec,
+            )  # fmt: skip
+
+        def call(request: ModelRequest) -> Completion:
+            try:
+                return call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
+            except Exception as exc:  # classified fatal, or retries exhausted
+                info = error_info(exc)
+                self.events.emit("error", **where, detail="model call failed", error=info, model=bound.spec)
+                raise ModelCallError(
+                    f"role={agent} team={tags['team']} round={tags['round']} model={bound.spec}: "
+                    f"{info.type}: {info.message}",
+                    info,
+                ) from exc
+
+        return call
 
     def ask(
         self,
@@ -111,67 +186,47 @@ class RunContext:
     ) -> StructuredResult[M]:
         """One structured call for ``agent`` (persona, thinking, critique...) of ``role``."""
         bound = self.roles[role]
-        tags = {"round": round_, "team": team, "role": agent, "iteration": iteration}
-        self.on_step(f"{team or ''} {agent}".strip())
-        if team is not None and self.cfg.memory.log_prompts:
-            self.memory.team(team).prompts.append(
-                PromptRecord(
-                    id=record_id(round_, team, agent, iteration, "prompt"),
-                    round=round_,
-                    team=team,  # type: ignore[arg-type]
-                    role=agent,
-                    iteration=iteration,
-                    model=bound.spec,
-                    messages=messages,
-                )
-            )
-        retries = 0
-
-        def on_retry(attempt: int, exc: BaseException, wait: float) -> None:
-            nonlocal retries
-            retries += 1
-            self.counts.retries += 1
-            self.event(
-                "retry", round_=round_, team=team, role=agent, iteration=iteration,
-                detail=f"attempt {attempt} failed; retrying in {wait:.2f}s",
-                error=error_info(exc), n=retries, model=bound.spec,
-            )  # fmt: skip
-
-        def call(request: ModelRequest) -> Completion:
-            try:
-                return call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
-            except Exception as exc:  # classified fatal, or retries exhausted
-                info = error_info(exc)
-                self.event(
-                    "error", round_=round_, team=team, role=agent, iteration=iteration,
-                    detail="model call failed", error=info, model=bound.spec,
-                )  # fmt: skip
-                raise ModelCallError(
-                    f"role={agent} team={team} round={round_} model={bound.spec}: "
-                    f"{info.type}: {info.message}",
-                    info,
-                ) from exc
-
+        tags = {"round": round_, "team": team, "role": agent, "iteration": iteration, "model": bound.spec}
+        self.step.fn(f"{team or ''} {agent}".strip())
+        self._log_prompt(agent, tags, "prompt", messages)
         result = generate_structured(
             bound.model,
-            call,
+            self._caller(bound, agent, tags),
             messages,
             schema_cls,
             temperature=bound.temperature,
             max_tokens=bound.max_tokens,
             seed=call_seed(self.cfg.seed, round_, team, agent, iteration),
             max_repairs=self.cfg.structured.max_repairs,
-            tags=tags,
+            tags={k: v for k, v in tags.items() if k != "model"},
         )
-        self.counts.model_calls += result.usage.calls
-        self.counts.input_tokens += result.usage.input_tokens
-        self.counts.output_tokens += result.usage.output_tokens
         if not result.ok:
-            self.counts.schema_failures += 1
-            self.event(
+            # The failed reply may hold private text: it goes to the team's own
+            # folder; the event (readable by all) only points at it.
+            reply_id = self._log_prompt(
+                agent, tags, "failed-reply", [{"role": "assistant", "content": result.raw[:2000]}]
+            )
+            self.events.emit(
                 "schema_failure", round_=round_, team=team, role=agent, iteration=iteration,
                 detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
                 error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
-                model=bound.spec, raw=result.raw[:1000],
+                usage=result.usage, model=bound.spec, reply_id=reply_id,
             )  # fmt: skip
         return result
+
+
+@dataclass
+class RunContext:
+    """The engine's context: the whole run memory. Never handed to an agent."""
+
+    cfg: Config
+    memory: RunMemory
+    roles: dict[str, RoleModel]
+    step: StepHook = field(default_factory=StepHook)
+
+    def __post_init__(self) -> None:
+        self.events = EventLog(self.memory.events)
+
+    def for_team(self, team: str | None) -> AgentContext:
+        prompts = self.memory.team(team).prompts if team is not None else None
+        return AgentContext(self.cfg, self.roles, self.events, prompts, self.step)

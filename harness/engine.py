@@ -1,7 +1,8 @@
 """The engine: from a validated config to a finished run folder.
 
-``run_debate`` is the programmatic API (tests and notebooks call it); the
-command line in ``harness.run`` is a thin Hydra wrapper around it.
+``run_debate`` starts a run; ``harness.resume`` continues one; both end in
+``execute``, which drives the format's graph, snapshots every round, and
+records how the run ended (completed, failed, interrupted) in the manifest.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from typing import Any
 
 from harness.config import ROLES, Config, ConfigError
 from harness.context import ModelCallError, RoleModel, RunContext
+from harness.fingerprint import components, digest, write_fingerprint
 from harness.formats import FORMATS
+from harness.interrupt import StopOnSignal
 from harness.memory import RunMemory
 from harness.models.base import ChatModel
 from harness.models.registry import build_model, check_model
 from harness.progress import Progress
-from harness.records import ErrorInfo, HistoryEntry, RunManifest, utcnow
+from harness.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
+from harness.retry import error_info
 from harness.rundir import (
+    RunLock,
     create_run_dir,
     git_commit,
     package_versions,
@@ -27,6 +32,7 @@ from harness.rundir import (
     write_config,
     write_manifest,
 )
+from harness.snapshot import Snapshotter
 
 
 @dataclass
@@ -34,6 +40,8 @@ class RunResult:
     run_dir: Path
     manifest: RunManifest
     final_state: dict[str, Any]
+    rounds: int  # rounds the config asks for
+    note: str = ""  # e.g. why a resume had nothing to do
 
 
 def preflight(cfg: Config) -> None:
@@ -78,39 +86,72 @@ def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> Run
     )
 
 
-def drive(graph: Any, ctx: RunContext, state: dict[str, Any], steps: int, run_dir: Path) -> dict[str, Any]:
-    """Stream the graph to its end, keeping the progress bar current."""
+def rounds_completed(state: dict[str, Any], rounds: int) -> int:
+    return min(state["round"] - 1, rounds)
+
+
+def drive(
+    graph: Any, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter, stop: StopOnSignal
+) -> dict[str, Any]:
+    """Stream the graph until it ends or a stop is requested; snapshot each round."""
+    cfg = ctx.cfg
+    _, _, max_steps = FORMATS[cfg.format.name]
     config = {
-        "recursion_limit": steps,
-        "run_name": f"{ctx.cfg.format.name}:{run_dir.name}",
-        "tags": ["drift-harness", ctx.cfg.format.name],
-        "metadata": {"run_dir": str(run_dir), "experiment": ctx.cfg.experiment_name},
+        "recursion_limit": max_steps(ctx),
+        "run_name": f"{cfg.format.name}:{ctx.memory.run_dir.name}",
+        "tags": ["drift-harness", cfg.format.name],
+        "metadata": {"run_dir": str(ctx.memory.run_dir), "experiment": cfg.experiment_name},
     }
-    with Progress(ctx.cfg.rounds, enabled=ctx.cfg.progress) as progress:
+    with Progress(cfg.rounds, enabled=cfg.progress) as progress:
         current = state
-        ctx.on_step = lambda label: progress.step(current["round"], label)
+        progress.round_done(rounds_completed(state, cfg.rounds))
+        ctx.step.fn = lambda label: progress.step(current["round"], label)
         for values in graph.stream(state, config, stream_mode="values"):
             current = values
-            progress.round_done(ctx.counts.rounds_completed)
+            snapshots.observe(current)
+            progress.round_done(rounds_completed(current, cfg.rounds))
+            if stop.requested:
+                break
     return current
 
 
-def run_debate(cfg: Config, raw_cfg: dict[str, Any]) -> RunResult:
-    """Run one debate end to end and archive it in a new run folder."""
-    preflight(cfg)
-    roles = build_roles(cfg)
-    run_dir = create_run_dir(Path(cfg.runs_root), run_dir_name(cfg))
-    write_config(run_dir, raw_cfg)
-    manifest = new_manifest(cfg, run_dir, roles)
-    write_manifest(run_dir, manifest)
-    ctx = RunContext(cfg=cfg, memory=RunMemory(run_dir), roles=roles)
-    build_graph, initial_state, max_steps = FORMATS[cfg.format.name]
-    state: dict[str, Any] = dict(initial_state("" if cfg.topic.generate else cfg.topic.text))
+def execute(
+    cfg: Config,
+    run_dir: Path,
+    roles: dict[str, RoleModel],
+    manifest: RunManifest,
+    state: dict[str, Any],
+    base: Snapshot | None = None,
+    resumed: str | None = None,
+) -> RunResult:
+    """Run (or continue, from snapshot ``base``) the graph in ``run_dir`` and
+    record how it ended. ``resumed`` describes a resume, recorded as an event."""
+    memory = RunMemory(run_dir, start=base.window if base else None)
+    ctx = RunContext(cfg=cfg, memory=memory, roles=roles)
+    if resumed is not None:
+        ctx.events.emit(
+            "resume", round_=state["round"], team=None, role="resume",
+            n=len(manifest.history), detail=resumed,
+        )  # fmt: skip
+    fingerprint = digest(components(cfg, roles))
+    snapshots = Snapshotter(
+        run_dir, memory, seed=cfg.seed, fingerprint=fingerprint,
+        window_rounds=cfg.memory.window_rounds, base=base,
+    )  # fmt: skip
+    build_graph, _, _ = FORMATS[cfg.format.name]
     started = time.perf_counter()
+    manifest.status, manifest.error, manifest.ended_at = "running", None, None
+    write_manifest(run_dir, manifest)
     try:
-        state = drive(build_graph(ctx), ctx, state, max_steps(ctx), run_dir)
-        manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
-        manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
+        with StopOnSignal() as stop:
+            state = drive(build_graph(ctx), ctx, state, snapshots, stop)
+        finished = state["done"] or rounds_completed(state, cfg.rounds) >= cfg.rounds
+        if finished:
+            manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
+            manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
+        else:
+            manifest.status = "interrupted"
+            manifest.history.append(HistoryEntry(action="interrupt", detail=stop.requested or ""))
     except ModelCallError as exc:
         manifest.status, manifest.error = "failed", exc.info
         manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))
@@ -118,12 +159,31 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any]) -> RunResult:
     except KeyboardInterrupt:
         manifest.status = "interrupted"
         manifest.error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
-        manifest.history.append(HistoryEntry(action="interrupt"))
+        manifest.history.append(HistoryEntry(action="interrupt", detail="second signal"))
+        raise
+    except Exception as exc:  # a bug or an unexpected backend error: stored as data
+        manifest.status, manifest.error = "failed", error_info(exc)
+        manifest.history.append(HistoryEntry(action="fail", detail=f"{type(exc).__name__}: {exc}"))
         raise
     finally:
         manifest.topic = state.get("topic") or manifest.topic
-        manifest.counts = ctx.counts
+        manifest.counts = snapshots.totals()
+        manifest.counts.rounds_completed = rounds_completed(state, cfg.rounds)
         manifest.ended_at = utcnow()
-        manifest.wall_s = round(time.perf_counter() - started, 3)
+        manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
         write_manifest(run_dir, manifest)
-    return RunResult(run_dir, manifest, state)
+    return RunResult(run_dir, manifest, state, cfg.rounds)
+
+
+def run_debate(cfg: Config, raw_cfg: dict[str, Any]) -> RunResult:
+    """Run one debate end to end and archive it in a new run folder."""
+    preflight(cfg)
+    roles = build_roles(cfg)
+    run_dir = create_run_dir(Path(cfg.runs_root), run_dir_name(cfg))
+    with RunLock(run_dir):
+        write_config(run_dir, raw_cfg)
+        write_fingerprint(run_dir, components(cfg, roles))
+        manifest = new_manifest(cfg, run_dir, roles)
+        _, initial_state, _ = FORMATS[cfg.format.name]
+        state = dict(initial_state("" if cfg.topic.generate else cfg.topic.text))
+        return execute(cfg, run_dir, roles, manifest, state)

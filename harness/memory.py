@@ -24,8 +24,10 @@ from harness.records import (
     CritiqueRecord,
     Envelope,
     EventRecord,
+    LogPosition,
     PersonaRecord,
     PromptRecord,
+    RunCounts,
     ThinkingRecord,
     parse_record,
 )
@@ -43,14 +45,21 @@ def line_hash(line: bytes) -> str:
 
 
 class JsonlLog(Generic[R]):
-    """One append-only JSONL file of records, with an in-memory mirror."""
+    """One append-only JSONL file of records, with an in-memory mirror.
 
-    def __init__(self, path: Path, *, fsync: bool = True) -> None:
+    ``start`` loads only the records after that position (resume reads the
+    tail it needs, so its cost does not grow with the rounds already run).
+    """
+
+    def __init__(self, path: Path, *, fsync: bool = True, start: LogPosition | None = None) -> None:
         self.path = path
         self.fsync = fsync
+        self._base = start or LogPosition()
         self._records: list[R] = []
+        self._offsets: list[int] = []  # byte offset where each in-memory record starts
         self._index: dict[str, int] = {}
-        self._last_hash: str | None = None
+        self._last_hash = self._base.last_hash
+        self._size = self._base.offset
         self.quarantined: list[str] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
@@ -59,23 +68,24 @@ class JsonlLog(Generic[R]):
             path.touch()  # every log exists from the start, even if it stays empty
 
     def _load(self) -> None:
-        data = self.path.read_bytes()
+        with open(self.path, "rb") as fh:
+            fh.seek(self._base.offset)
+            data = fh.read()
         lines = data.split(b"\n")
         tail = lines.pop()  # b"" when the file ends with a newline
-        good_bytes = len(data) - len(tail)
         for i, line in enumerate(lines):
             try:
                 record = cast(R, parse_record(line))
             except ValueError as exc:
                 if i < len(lines) - 1:
                     raise CorruptLogError(f"{self.path}: line {i + 1} is unreadable: {exc}") from None
-                tail, good_bytes = line + b"\n" + tail, good_bytes - len(line) - 1
+                tail = line + b"\n" + tail
                 break
-            self._remember(record, line_hash(line))
+            self._remember(record, line_hash(line), len(line) + 1)
         if tail.strip():
-            self._quarantine(tail, good_bytes)
+            self._quarantine(tail)
 
-    def _quarantine(self, tail: bytes, good_bytes: int) -> None:
+    def _quarantine(self, tail: bytes) -> None:
         """Move a torn last line (a crash mid-write) aside, never drop it."""
         qpath = self.path.with_name(self.path.name + ".quarantine")
         with open(qpath, "ab") as fh:
@@ -83,20 +93,22 @@ class JsonlLog(Generic[R]):
             fh.flush()
             os.fsync(fh.fileno())
         with open(self.path, "r+b") as fh:
-            fh.truncate(good_bytes)
+            fh.truncate(self._size)
             os.fsync(fh.fileno())
         self.quarantined.append(tail.decode("utf-8", "replace")[:200])
 
-    def _remember(self, record: R, digest: str) -> None:
+    def _remember(self, record: R, digest: str, nbytes: int) -> None:
         self._index[record.id] = len(self._records)
         self._records.append(record)
+        self._offsets.append(self._size)
+        self._size += nbytes
         self._last_hash = digest
 
     def append(self, record: R) -> R:
         """Append ``record`` once; an id already present returns the stored copy."""
         if record.id in self._index:
             return self._records[self._index[record.id]]
-        record = record.model_copy(update={"seq": len(self._records), "prev_hash": self._last_hash})
+        record = record.model_copy(update={"seq": len(self), "prev_hash": self._last_hash})
         line = (record.model_dump_json() + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -105,8 +117,32 @@ class JsonlLog(Generic[R]):
                 os.fsync(fd)
         finally:
             os.close(fd)
-        self._remember(record, line_hash(line))
+        self._remember(record, line_hash(line), len(line))
         return record
+
+    def position(self) -> LogPosition:
+        """The end of the log."""
+        return LogPosition(offset=self._size, count=len(self), last_hash=self._last_hash)
+
+    def position_before_round(self, round_: int) -> LogPosition:
+        """Where the first in-memory record of ``round_`` or later starts."""
+        i = len(self._records)
+        while i > 0 and self._records[i - 1].round >= round_:
+            i -= 1
+        if i == len(self._records):
+            return self.position()
+        return LogPosition(
+            offset=self._offsets[i], count=self._base.count + i, last_hash=self._records[i].prev_hash
+        )
+
+    def hash_at(self, count: int) -> str | None:
+        """Hash of the line before position ``count`` (as its successor records it)."""
+        i = count - self._base.count
+        if i == len(self._records):
+            return self._last_hash
+        if 0 <= i < len(self._records):
+            return self._records[i].prev_hash
+        raise IndexError(f"{self.path.name}: position {count} is outside the loaded records")
 
     def get(self, record_id: str) -> R | None:
         i = self._index.get(record_id)
@@ -131,8 +167,12 @@ class JsonlLog(Generic[R]):
             out.append(record)
         return out[::-1]
 
+    def after(self, count: int) -> list[R]:
+        """Loaded records from global position ``count`` on."""
+        return self._records[max(0, count - self._base.count) :]
+
     def __len__(self) -> int:
-        return len(self._records)
+        return self._base.count + len(self._records)
 
     def __iter__(self) -> Iterator[R]:
         return iter(self._records)
@@ -150,36 +190,73 @@ class TeamMemory:
     prompts: JsonlLog[PromptRecord]
 
 
+TEAM_LOGS = ("persona", "thinking", "critique", "prompts")
+
+
 class RunMemory:
-    """All logs of one run folder. Only the engine holds this; agents get views."""
+    """All logs of one run folder. Only the engine holds this; agents get views.
 
-    def __init__(self, run_dir: Path, *, fsync: bool = True) -> None:
+    ``start`` maps a log's relative path to the position to load it from
+    (taken from a snapshot); logs not named load whole.
+    """
+
+    def __init__(
+        self, run_dir: Path, *, fsync: bool = True, start: dict[str, LogPosition] | None = None
+    ) -> None:
         self.run_dir = run_dir
-        self.shared: JsonlLog[ArgumentRecord] = JsonlLog(run_dir / "shared_memory.jsonl", fsync=fsync)
-        self.events: JsonlLog[EventRecord] = JsonlLog(run_dir / "events.jsonl", fsync=fsync)
-        self._teams = {team: self._team(team, fsync) for team in TEAMS}
-
-    def _team(self, team: str, fsync: bool) -> TeamMemory:
-        base = self.run_dir / team
-        return TeamMemory(
-            team=team,
-            shared=self.shared,
-            persona=JsonlLog(base / "persona.jsonl", fsync=fsync),
-            thinking=JsonlLog(base / "thinking.jsonl", fsync=fsync),
-            critique=JsonlLog(base / "critique.jsonl", fsync=fsync),
-            prompts=JsonlLog(base / "prompts.jsonl", fsync=fsync),
-        )
+        names = ["shared_memory.jsonl", "events.jsonl"]
+        names += [f"{team}/{kind}.jsonl" for team in TEAMS for kind in TEAM_LOGS]
+        start = start or {}
+        self._logs: dict[str, JsonlLog] = {  # type: ignore[type-arg]
+            name: JsonlLog(run_dir / name, fsync=fsync, start=start.get(name)) for name in names
+        }
+        self.shared: JsonlLog[ArgumentRecord] = self._logs["shared_memory.jsonl"]
+        self.events: JsonlLog[EventRecord] = self._logs["events.jsonl"]
+        self._teams = {
+            team: TeamMemory(team, self.shared, *(self._logs[f"{team}/{k}.jsonl"] for k in TEAM_LOGS))
+            for team in TEAMS
+        }
 
     def team(self, team: str) -> TeamMemory:
         return self._teams[team]
 
     def logs(self) -> dict[str, JsonlLog]:  # type: ignore[type-arg]
         """Every log by its path relative to the run folder."""
-        out: dict[str, JsonlLog] = {"shared_memory.jsonl": self.shared, "events.jsonl": self.events}  # type: ignore[type-arg]
-        for team, view in self._teams.items():
-            for kind in ("persona", "thinking", "critique", "prompts"):
-                out[f"{team}/{kind}.jsonl"] = getattr(view, kind)
-        return out
+        return dict(self._logs)
+
+    def positions(self) -> dict[str, LogPosition]:
+        return {name: log.position() for name, log in self._logs.items()}
+
+    def window_positions(self, round_: int) -> dict[str, LogPosition]:
+        """Where each log's records of ``round_`` and later begin."""
+        return {name: log.position_before_round(round_) for name, log in self._logs.items()}
 
     def quarantined(self) -> dict[str, list[str]]:
-        return {name: log.quarantined for name, log in self.logs().items() if log.quarantined}
+        return {name: log.quarantined for name, log in self._logs.items() if log.quarantined}
+
+    def tally(self, since: dict[str, LogPosition] | None = None) -> RunCounts:
+        """Counts derived from the records after ``since`` (all loaded ones if None).
+
+        Derived, not incremented, so a resumed run counts exactly what landed.
+        """
+        since = since or {}
+        counts = RunCounts()
+        for name, log in self._logs.items():
+            records = log.after(since.get(name, LogPosition()).count)
+            if name == "shared_memory.jsonl":
+                counts.published += len(records)
+                continue
+            for record in records:
+                if isinstance(record, PromptRecord):
+                    continue
+                counts.model_calls += record.usage.calls
+                counts.input_tokens += record.usage.input_tokens
+                counts.output_tokens += record.usage.output_tokens
+                if isinstance(record, CritiqueRecord):
+                    counts.approvals += record.is_approved
+                    counts.rejections += not record.is_approved
+                elif isinstance(record, EventRecord):
+                    counts.loop_locks += record.event == "loop_lock"
+                    counts.schema_failures += record.event == "schema_failure"
+                    counts.retries += record.event == "retry"
+        return counts

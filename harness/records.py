@@ -164,11 +164,48 @@ class RunCounts(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
 
+    def __add__(self, other: RunCounts) -> RunCounts:
+        # rounds_completed is a position, not a sum: the later value wins
+        summed = {k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields}
+        summed["rounds_completed"] = max(self.rounds_completed, other.rounds_completed)
+        return RunCounts(**summed)
+
 
 class HistoryEntry(BaseModel):
     ts: datetime = Field(default_factory=utcnow)
-    action: Literal["start", "resume", "complete", "fail", "interrupt"]
+    action: Literal["start", "resume", "complete", "fail", "interrupt", "resume_forced"]
     detail: str = ""
+
+
+class LogPosition(BaseModel):
+    """A point in a log: ``count`` records (``offset`` bytes) precede it, and
+    the last of them hashes to ``last_hash``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    offset: int = 0
+    count: int = 0
+    last_hash: str | None = None
+
+
+class Snapshot(BaseModel):
+    """``snapshots/round-NNNN.json``: what resuming after round N needs.
+
+    It holds positions in the memory files, never their content, so its size
+    does not grow with the round number.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    round: int  # rounds completed
+    ts: datetime = Field(default_factory=utcnow)
+    state: dict[str, Any]  # the graph state to continue from
+    logs: dict[str, LogPosition]  # each file's end at snapshot time
+    window: dict[str, LogPosition]  # where resume starts reading each file
+    counts: RunCounts
+    seed: int
+    # No RNG object to save: every call's seed is derived from these parts.
+    seed_derivation: str = "sha256(seed|round|team|agent|iteration)[:4]"
+    fingerprint: str
 
 
 class RunManifest(BaseModel):

@@ -21,7 +21,8 @@ from harness.config import ConfigError, validate
 from harness.context import ModelCallError
 from harness.engine import run_debate
 from harness.models.base import ModelConfigError
-from harness.progress import summary_line
+from harness.resume import main as resume_main
+from harness.resume import report
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
@@ -46,20 +47,22 @@ def check_group_choices(argv: list[str]) -> None:
 
 
 def main(cfg: DictConfig) -> None:
+    if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: the run's own config wins
+        sys.exit(resume_main([str(cfg.resume)]))
     container = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(container, dict)
     raw = {str(k): v for k, v in container.items()}
     try:
-        settings = validate(cfg)
-        result = run_debate(settings, raw)
+        result = run_debate(validate(cfg), raw)
     except (ConfigError, ModelConfigError) as exc:
         fail(str(exc), 2)
     except ModelCallError as exc:
         fail(str(exc), 1)
     except KeyboardInterrupt:
-        fail("interrupted", 130)
-    print(summary_line(result.manifest, settings.rounds))
-    print(result.run_dir)
+        fail("interrupted twice; the run folder is resumable with python -m harness.resume", 130)
+    code = report(result)
+    if code:
+        sys.exit(code)
 
 
 hydra_main = hydra.main(config_path="../conf", config_name="config", version_base="1.3")(main)

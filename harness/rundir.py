@@ -101,3 +101,32 @@ def git_commit() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+class RunInUseError(RuntimeError):
+    """Another process holds this run folder (a run or resume in flight)."""
+
+
+class RunLock:
+    """An exclusive ``flock`` on ``<run_dir>/.lock`` for the life of a run, so
+    two processes never append to one run folder. The OS drops it if the
+    process dies, so a ``kill -9`` never leaves a stale lock."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+        self.fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        import fcntl
+
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            raise RunInUseError(f"{self.path.parent}: in use by another process") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd is not None:
+            os.close(self.fd)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import RunContext
+from harness.context import AgentContext
 from harness.memory import TeamMemory
 from harness.records import CritiqueRecord, ThinkingRecord, record_id
 
@@ -23,7 +23,7 @@ class CritiqueOutput(BaseModel):
 
 
 class CritiqueAgent:
-    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
         self.ctx = ctx
         self.view = view
 
@@ -53,6 +53,9 @@ class CritiqueAgent:
     def __call__(
         self, topic: str, round_: int, iteration: int, draft: ThinkingRecord | None
     ) -> CritiqueRecord:
+        landed = self.view.critique.get(record_id(round_, self.view.team, "critique", iteration))
+        if landed is not None:
+            return landed  # replay after resume: the record already landed, reuse it
         if draft is None:
             return self._record(
                 round_, iteration, "none", is_approved=False, fallback=True,
@@ -63,12 +66,12 @@ class CritiqueAgent:
             "critic", "critique", self.messages(topic, draft), CritiqueOutput,
             round_=round_, team=team, iteration=iteration,
         )  # fmt: skip
-        spec = self.ctx.roles["critic"].spec
+        spec = self.ctx.spec("critic")
         if result.value is None:
             approve = self.ctx.cfg.critic.on_schema_failure == "approve"
             return self._record(
                 round_, iteration, draft.id, is_approved=approve, fallback=True,
-                feedback="critic reply failed validation", model=spec, usage=result.usage,
+                feedback="critic reply failed validation", model=spec,
             )  # fmt: skip
         out = result.value
         return self._record(

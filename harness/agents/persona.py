@@ -11,9 +11,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import RunContext
+from harness.context import AgentContext
 from harness.memory import TeamMemory
-from harness.records import PersonaRecord, record_id
+from harness.records import PersonaRecord, Usage, record_id
 from harness.transcript import render, window
 
 Decision = Literal["keep", "evolve", "initial", "fallback"]
@@ -27,7 +27,7 @@ class PersonaOutput(BaseModel):
 
 
 class PersonaAgent:
-    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
         self.ctx = ctx
         self.view = view
 
@@ -50,6 +50,9 @@ class PersonaAgent:
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
         team = self.view.team
+        rid = record_id(round_, team, "persona", iteration)
+        if (landed := self.view.persona.get(rid)) is not None:
+            return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
             team, "persona", self.messages(topic, round_, feedback), PersonaOutput,
             round_=round_, team=team, iteration=iteration,
@@ -66,9 +69,10 @@ class PersonaAgent:
             if decision == "evolve" or previous is None:
                 version += 1
         record = PersonaRecord(
-            id=record_id(round_, team, "persona", iteration),
+            id=rid,
             round=round_, team=team, role="persona", iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.roles[team].spec, usage=result.usage,
+            model=self.ctx.spec(team),
+            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
             decision=decision, persona=persona, rationale=rationale, version=max(version, 1),
         )  # fmt: skip
         return self.view.persona.append(record)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import RunContext
+from harness.context import AgentContext
 from harness.memory import TeamMemory
 from harness.records import PersonaRecord, ThinkingRecord, record_id
 from harness.transcript import clip, opponent_last, render, window
@@ -22,7 +22,7 @@ class ThinkingOutput(BaseModel):
 
 
 class ThinkingAgent:
-    def __init__(self, ctx: RunContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
         self.ctx = ctx
         self.view = view
 
@@ -48,6 +48,9 @@ class ThinkingAgent:
         self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None
     ) -> ThinkingRecord | None:
         team = self.view.team
+        rid = record_id(round_, team, "thinking", iteration)
+        if (landed := self.view.thinking.get(rid)) is not None:
+            return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
             team, "thinking", self.messages(topic, round_, persona, feedback), ThinkingOutput,
             round_=round_, team=team, iteration=iteration,
@@ -55,9 +58,9 @@ class ThinkingAgent:
         if result.value is None:
             return None
         record = ThinkingRecord(
-            id=record_id(round_, team, "thinking", iteration),
+            id=rid,
             round=round_, team=team, role="thinking", iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.roles[team].spec, usage=result.usage,
+            model=self.ctx.spec(team), usage=result.usage,
             scratchpad=result.value.scratchpad, draft=result.value.argument, persona_id=persona.id,
         )  # fmt: skip
         return self.view.thinking.append(record)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.agents.stance import JSON_ONLY
-from harness.context import RunContext
+from harness.context import AgentContext
+from harness.records import record_id
 
 
 class TopicOutput(BaseModel):
@@ -13,10 +14,13 @@ class TopicOutput(BaseModel):
 
 
 class TopicAgent:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: AgentContext) -> None:
         self.ctx = ctx
 
     def __call__(self) -> str:
+        landed = self.ctx.events.get(record_id(0, None, "topic", 0, "topic", 0))
+        if landed is not None:
+            return landed.detail  # replay after resume: keep the motion already written
         domain = self.ctx.cfg.topic.domain
         messages = [
             {"role": "system", "content": f"You write debate motions. {JSON_ONLY}"},
@@ -29,5 +33,8 @@ class TopicAgent:
         topic = result.value.topic if result.value else (self.ctx.cfg.topic.text or "")
         if not topic:
             topic = f"This house believes {domain} does more good than harm."
-        self.ctx.event("topic", round_=0, team=None, role="topic", detail=topic, generated=result.ok)
+        usage = result.usage if result.ok else None  # a failure's usage is on its own event
+        self.ctx.events.emit(
+            "topic", round_=0, team=None, role="topic", detail=topic, usage=usage, generated=result.ok
+        )
         return topic

@@ -44,9 +44,11 @@ class DriftNodes:
         self.cfg = ctx.cfg
         self.teams = ctx.cfg.format.teams
         self.views = {team: ctx.memory.team(team) for team in self.teams}
-        self.persona_agent = {t: PersonaAgent(ctx, v) for t, v in self.views.items()}
-        self.thinking_agent = {t: ThinkingAgent(ctx, v) for t, v in self.views.items()}
-        self.critique_agent = {t: CritiqueAgent(ctx, v) for t, v in self.views.items()}
+        # each team's agents get that team's context and view, nothing wider
+        team_ctx = {t: ctx.for_team(t) for t in self.teams}
+        self.persona_agent = {t: PersonaAgent(team_ctx[t], v) for t, v in self.views.items()}
+        self.thinking_agent = {t: ThinkingAgent(team_ctx[t], v) for t, v in self.views.items()}
+        self.critique_agent = {t: CritiqueAgent(team_ctx[t], v) for t, v in self.views.items()}
 
     def last_feedback(self, state: DriftState) -> str | None:
         if state["critique_id"] is None:
@@ -55,7 +57,7 @@ class DriftNodes:
         return record.feedback if record and not record.is_approved else None
 
     def topic(self, state: DriftState) -> dict:
-        return {"topic": TopicAgent(self.ctx)()}
+        return {"topic": TopicAgent(self.ctx.for_team(None))()}
 
     def persona(self, state: DriftState) -> dict:
         team = state["team"]
@@ -77,16 +79,11 @@ class DriftNodes:
         draft = view.thinking.get(state["draft_id"]) if state["draft_id"] else None
         agent = self.critique_agent[state["team"]]
         record = agent(state["topic"], state["round"], state["iteration"], draft)
-        if record.is_approved:
-            self.ctx.counts.approvals += 1
-        else:
-            self.ctx.counts.rejections += 1
         return {"critique_id": record.id, "iteration": state["iteration"] + 1}
 
     def loop_lock(self, state: DriftState) -> dict:
-        self.ctx.counts.loop_locks += 1
         policy = self.cfg.critic.on_loop_lock
-        self.ctx.event(
+        self.ctx.events.emit(
             "loop_lock", round_=state["round"], team=state["team"], role="critique",
             iteration=state["iteration"], detail=f"{state['iteration']} rejections; policy {policy}",
             policy=policy,
@@ -113,14 +110,12 @@ class DriftNodes:
                 critique_id=verdict.id if verdict else None, source=source,  # type: ignore[arg-type]
             )
         )  # fmt: skip
-        self.ctx.counts.published += 1
         return {}
 
     def advance(self, state: DriftState) -> dict:
         index = self.teams.index(state["team"]) + 1
         round_, team = state["round"], self.teams[index % len(self.teams)]
         if index == len(self.teams):  # last team done: the round is complete
-            self.ctx.counts.rounds_completed = round_
             round_ += 1
         return {
             "round": round_, "team": team, "iteration": 0, "persona_id": None,

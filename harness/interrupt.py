@@ -1,0 +1,33 @@
+"""Clean interruption: the first SIGINT or SIGTERM asks the run to stop after
+the node in flight (its model call finishes and its record lands); a second
+one abandons the call at once. Either way the run stays resumable."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType, TracebackType
+from typing import Any
+
+
+class StopOnSignal:
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested is not None:
+            raise KeyboardInterrupt  # second signal: abandon the call in flight
+        self.requested = signal.Signals(signum).name
+
+    def __enter__(self) -> StopOnSignal:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,127 @@
+"""Round snapshots: written atomically before a round advances, read on resume.
+
+A snapshot names positions in the memory files (offset, count, hash of the
+last line), so resume can check that the files still hold what the snapshot
+saw, and read each file from near its end.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.memory import RunMemory, line_hash
+from harness.records import LogPosition, RunCounts, Snapshot
+from harness.rundir import write_atomic
+
+SNAPSHOT_DIR = "snapshots"
+
+
+def snapshot_path(run_dir: Path, round_: int) -> Path:
+    return run_dir / SNAPSHOT_DIR / f"round-{round_:04d}.json"
+
+
+def list_snapshots(run_dir: Path) -> list[Path]:
+    return sorted((run_dir / SNAPSHOT_DIR).glob("round-*.json"))
+
+
+def read_snapshot(path: Path) -> Snapshot:
+    return Snapshot.model_validate_json(path.read_text())
+
+
+def line_before(path: Path, offset: int) -> bytes | None:
+    """The complete line that ends exactly at byte ``offset`` (None at offset 0)."""
+    if offset == 0:
+        return None
+    chunk = 4096
+    with open(path, "rb") as fh:
+        while True:
+            start = max(0, offset - chunk)
+            fh.seek(start)
+            data = fh.read(offset - start)
+            cut = data.rfind(b"\n", 0, len(data) - 1)
+            if cut >= 0 or start == 0:
+                return data[cut + 1 :]
+            chunk *= 4
+
+
+def check_position(run_dir: Path, name: str, pos: LogPosition) -> str | None:
+    """Why ``name`` no longer holds what ``pos`` recorded, or None if it does."""
+    path = run_dir / name
+    if not path.exists():
+        return f"{name}: missing"
+    if os.path.getsize(path) < pos.offset:
+        return f"{name}: shorter than the snapshot saw ({os.path.getsize(path)} < {pos.offset} bytes)"
+    line = line_before(path, pos.offset)
+    if (line_hash(line) if line is not None else None) != pos.last_hash:
+        return f"{name}: the record before byte {pos.offset} differs from the snapshot's"
+    return None
+
+
+def snapshot_problems(run_dir: Path, snap: Snapshot) -> list[str]:
+    problems = [check_position(run_dir, n, p) for n, p in {**snap.logs, **snap.window}.items()]
+    return [p for p in problems if p]
+
+
+def latest_valid(run_dir: Path) -> tuple[Snapshot | None, list[str]]:
+    """The newest snapshot the memory files agree with, and why newer ones were skipped."""
+    skipped: list[str] = []
+    for path in reversed(list_snapshots(run_dir)):
+        snap = read_snapshot(path)
+        problems = snapshot_problems(run_dir, snap)
+        if not problems:
+            return snap, skipped
+        skipped.append(f"{path.name}: {problems[0]}")
+    return None, skipped
+
+
+class Snapshotter:
+    """Writes ``round-NNNN.json`` when the graph state moves to a new round.
+
+    Counts accumulate per round (the records since the last snapshot), so the
+    cost of a snapshot does not grow with the rounds already run.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        memory: RunMemory,
+        *,
+        seed: int,
+        fingerprint: str,
+        window_rounds: int,
+        base: Snapshot | None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.memory = memory
+        self.seed = seed
+        self.fingerprint = fingerprint
+        self.window_rounds = max(1, window_rounds)
+        self.counts = base.counts if base else RunCounts()
+        self.since = base.logs if base else {}
+        self.last_round = base.round if base else 0
+        (run_dir / SNAPSHOT_DIR).mkdir(exist_ok=True)
+
+    def totals(self) -> RunCounts:
+        """Counts so far: up to the last snapshot, plus everything since."""
+        return self.counts + self.memory.tally(self.since)
+
+    def observe(self, state: dict[str, Any]) -> None:
+        completed = state["round"] - 1
+        if completed <= self.last_round:
+            return
+        self.counts = self.totals()
+        self.counts.rounds_completed = completed
+        self.since = self.memory.positions()
+        snap = Snapshot(
+            round=completed,
+            state=dict(state),
+            logs=self.since,
+            window=self.memory.window_positions(completed + 1 - self.window_rounds),
+            counts=self.counts,
+            seed=self.seed,
+            fingerprint=self.fingerprint,
+        )
+        write_atomic(snapshot_path(self.run_dir, completed), snap.model_dump_json(indent=1))
+        self.last_round = completed
