@@ -60,8 +60,9 @@ def check_position(run_dir: Path, name: str, pos: LogPosition) -> str | None:
 
 
 def snapshot_problems(run_dir: Path, snap: Snapshot) -> list[str]:
-    problems = [check_position(run_dir, n, p) for n, p in {**snap.logs, **snap.window}.items()]
-    return [p for p in problems if p]
+    positions = [*snap.logs.items(), *snap.window.items()]
+    problems = [check_position(run_dir, name, pos) for name, pos in positions]
+    return list(dict.fromkeys(p for p in problems if p))  # one line per distinct problem
 
 
 def latest_valid(run_dir: Path) -> tuple[Snapshot | None, list[str]]:

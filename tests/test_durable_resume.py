@@ -1,0 +1,145 @@
+"""Resume in-process: failures, fingerprints, extension, snapshots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.records import Snapshot
+from harness.resume import ResumeError, resume_run
+from harness.snapshot import list_snapshots, read_snapshot
+from harness.verify import verify
+
+FAIL_FAST = ["retry.max_attempts=1", "retry.initial_s=0", "retry.jitter_s=0"]
+
+
+def shared(run_dir: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in (run_dir / "shared_memory.jsonl").read_text().splitlines()]
+
+
+def events(run_dir: Path, kind: str) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(json.loads, lines) if e["event"] == kind]
+
+
+def failing_run(run, runs_root: Path) -> Path:
+    """A run that fails part-way: transient errors with no retries left."""
+    from harness.context import ModelCallError
+
+    with pytest.raises(ModelCallError):
+        run("rounds=6", "model.error_rate=0.05", "model.seed=3", *FAIL_FAST)
+    (run_dir,) = runs_root.iterdir()
+    return run_dir
+
+
+def test_failed_run_is_stored_as_data_and_resumes_once_fixed(run, runs_root):
+    run_dir = failing_run(run, runs_root)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert manifest["error"]["kind"] == "transient" and manifest["error"]["type"] == "ProviderError"
+    assert events(run_dir, "error")
+    # fixing the cause changes the config, so resume refuses unless forced
+    with pytest.raises(ResumeError, match="model.error_rate"):
+        resume_run(run_dir, overrides=["model.error_rate=0"])
+    result = resume_run(run_dir, force=True, overrides=["model.error_rate=0"])
+    assert result.manifest.status == "completed"
+    assert [h.action for h in result.manifest.history][-2:] == ["resume_forced", "complete"]
+    assert "forced past" in events(run_dir, "resume")[-1]["detail"]
+    assert verify(run_dir)[0] == []
+    reference = run("rounds=6", "model.seed=3")
+    assert shared(run_dir) == shared(reference.run_dir)
+
+
+def test_fingerprint_mismatch_names_what_differs(run):
+    result = run("rounds=2")
+    cfg_path = result.run_dir / "config.yaml"
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["llm"]["temperature"] = 1.3
+    cfg["rounds"] = 3  # rounds may change: it is how a run is extended
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ResumeError) as err:
+        resume_run(result.run_dir)
+    assert "config.llm.temperature: 0.7 -> 1.3" in str(err.value)
+    assert "rounds" not in str(err.value).split("):")[1]
+
+
+def test_extending_a_finished_run_equals_a_longer_run(run):
+    short = run("rounds=3", "model.reject_first=1")
+    extended = resume_run(short.run_dir, overrides=["rounds=5"])
+    longer = run("rounds=5", "model.reject_first=1")
+    assert extended.manifest.status == "completed"
+    assert extended.manifest.counts.rounds_completed == 5
+    assert shared(short.run_dir) == shared(longer.run_dir)
+    assert extended.manifest.counts.model_dump(exclude={"input_tokens", "output_tokens"}) == (
+        longer.manifest.counts.model_dump(exclude={"input_tokens", "output_tokens"})
+    )
+
+
+def test_resuming_a_finished_run_does_nothing(run):
+    result = run("rounds=2")
+    before = {p: p.read_bytes() for p in result.run_dir.rglob("*.jsonl")}
+    again = resume_run(result.run_dir)
+    assert again.note == "already completed; nothing to do"
+    assert {p: p.read_bytes() for p in result.run_dir.rglob("*.jsonl")} == before
+
+
+def test_snapshots_stay_small_and_hold_no_transcript(run):
+    result = run("rounds=30", "model.reject_first=1")
+    paths = list_snapshots(result.run_dir)
+    assert [p.name for p in paths[:2]] == ["round-0001.json", "round-0002.json"] and len(paths) == 30
+    sizes = [p.stat().st_size for p in paths]
+    # once every window is past round 1 (no null hashes), only digits grow
+    assert max(sizes[4:]) - min(sizes[4:]) < 64
+    snap: Snapshot = read_snapshot(paths[-1])
+    text = paths[-1].read_text()
+    assert all(arg not in text for arg in shared(result.run_dir))
+    assert snap.round == 30 and snap.counts.published == 60
+    assert snap.logs["shared_memory.jsonl"].count == 60
+
+
+def test_resume_replays_landed_records_without_new_model_calls(run, runs_root):
+    """Kill mid-round (simulated by cutting the logs back to a mid-round point):
+    resume reuses what landed and calls the model only for what is missing."""
+    full = run("rounds=3", "model.reject_first=1")
+    run_dir = full.run_dir
+    snap = read_snapshot(list_snapshots(run_dir)[1])  # after round 2
+    # as if killed in round 3 right after the pros persona record landed
+    list_snapshots(run_dir)[2].unlink()
+    landed = (
+        (run_dir / "pros/persona.jsonl")
+        .read_bytes()
+        .splitlines(keepends=True)[snap.logs["pros/persona.jsonl"].count]
+    )
+    for name, pos in snap.logs.items():
+        path = run_dir / name
+        lines = path.read_bytes().splitlines(keepends=True)
+        keep = pos.count + (name in ("pros/persona.jsonl", "pros/prompts.jsonl"))
+        path.write_bytes(b"".join(lines[:keep]))
+    resumed = resume_run(run_dir)
+    # the landed record was reused as it was, not rewritten by a new call
+    assert landed in (run_dir / "pros/persona.jsonl").read_bytes()
+    assert resumed.manifest.status == "completed"
+    assert verify(run_dir)[0] == []
+    assert shared(run_dir) == shared(run("rounds=3", "model.reject_first=1").run_dir)
+
+
+def test_cli_resume_through_run_entry_point(run, tmp_path):
+    result = run("rounds=2")
+    (result.run_dir / "snapshots" / "round-0002.json").unlink()
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    manifest["status"] = "running"  # as a kill -9 leaves it
+    (result.run_dir / "manifest.json").write_text(json.dumps(manifest))
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.run", f"resume={result.run_dir}", "rounds=99"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == str(result.run_dir)
+    # the run's own config won: rounds=99 on the command line did not apply
+    assert json.loads((result.run_dir / "manifest.json").read_text())["counts"]["rounds_completed"] == 2
+    assert not (result.run_dir / ".hydra").exists()

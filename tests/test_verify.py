@@ -1,0 +1,90 @@
+"""``verify`` passes a clean run and catches hand-made damage, one test each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.verify import verify
+
+
+@pytest.fixture
+def clean(run):
+    result = run("rounds=4", "model.reject_first=1")
+    assert verify(result.run_dir) == ([], [])
+    return result.run_dir
+
+
+def cli_verify(run_dir):
+    return subprocess.run(
+        [sys.executable, "-m", "harness.verify", str(run_dir)], capture_output=True, text=True, timeout=60
+    )
+
+
+def test_clean_run_passes_on_the_command_line(clean):
+    out = cli_verify(clean)
+    assert out.returncode == 0 and out.stdout.strip().endswith(f"0 violation(s) in {clean}")
+
+
+def test_catches_truncation(clean):
+    path = clean / "pros" / "critique.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:-3]))  # the last three records vanish
+    problems, _ = verify(clean)
+    assert any("pros/critique.jsonl: shorter than the snapshot saw" in p for p in problems)
+    assert any("has no critique in pros/critique.jsonl" in p for p in problems)
+    out = cli_verify(clean)
+    assert out.returncode == 1 and len(out.stdout.splitlines()) == len(problems) + 1
+
+
+def test_catches_an_edit_in_the_middle(clean):
+    path = clean / "shared_memory.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    record = json.loads(lines[2])
+    record["text"] = "an argument nobody approved"
+    lines[2] = json.dumps(record, separators=(",", ":")) + "\n"
+    path.write_text("".join(lines))
+    problems, _ = verify(clean)
+    assert any(p.startswith("shared_memory.jsonl:4: hash chain broken") for p in problems)
+
+
+def test_catches_a_duplicated_shared_record(clean):
+    path = clean / "shared_memory.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines) + lines[1])
+    problems, _ = verify(clean)
+    rid = json.loads(lines[1])["id"]
+    assert f"shared_memory.jsonl:{len(lines) + 1}: duplicate id {rid}" in problems
+    assert any("2 arguments for round 1 cons" in p for p in problems)
+
+
+def test_catches_private_text_in_the_other_teams_prompts(clean):
+    secret = json.loads((clean / "pros" / "thinking.jsonl").read_text().splitlines()[0])["scratchpad"]
+    path = clean / "cons" / "prompts.jsonl"
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[-1])
+    record["messages"][-1]["content"] += " " + secret
+    # rewrite the chain honestly, so only the leak is wrong
+    path.write_text("\n".join([*lines[:-1], json.dumps(record, separators=(",", ":"))]) + "\n")
+    problems, _ = verify(clean)
+    assert any(p.startswith("cons/prompts.jsonl: contains pros's private text") for p in problems)
+
+
+def test_torn_line_is_reported_then_quarantined_by_resume(clean):
+    from harness.resume import resume_run
+
+    # what a kill -9 during the last round's write leaves behind
+    (clean / "snapshots" / "round-0004.json").unlink()
+    manifest = json.loads((clean / "manifest.json").read_text())
+    (clean / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    with open(clean / "events.jsonl", "ab") as fh:
+        fh.write(b'{"schema_version":1,"id":"r0009')
+    problems, _ = verify(clean)
+    assert problems == ["events.jsonl: last line is torn (no newline); resume will quarantine it"]
+    assert resume_run(clean).manifest.status == "completed"
+    problems, notes = verify(clean)
+    assert problems == [] and notes == ["events.jsonl.quarantine: quarantined torn line(s)"]
+    assert (clean / "events.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"r0009\n'
