@@ -87,12 +87,15 @@ class ScriptedModel:
         tags = request.tags
         key = json.dumps([tags, request.seed], sort_keys=True, default=str)
         self._calls[key] += 1
-        rng = _rng(self.seed, request.seed, key, self._calls[key])
-        if self.error_rate and rng.random() < self.error_rate:
+        # Faults draw from their own stream (varying per retry); content depends
+        # on the request alone, so injected errors never change what is argued.
+        faults = _rng(self.seed, request.seed, key, self._calls[key], "faults")
+        rng = _rng(self.seed, request.seed, key)
+        if self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:
             text = self._sentence(rng, tags.get("team"), 24)
-        elif self.malformed_rate and rng.random() < self.malformed_rate:
+        elif self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + self._sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
             text = json.dumps(self._fill(request.schema, request.schema, rng, tags))
