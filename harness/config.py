@@ -178,11 +178,19 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     progress: bool = True
     experiment_name: str = "default"
+    replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
+    replicate: int = 0  # this cell's replicate; its seed was derived from it
     resume: str | None = None  # a run folder: continue it (its own config wins)
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
         _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
+        _require(self.replicates >= 1, "replicates", f"must be >= 1, got {self.replicates}")
+        _require(
+            0 <= self.replicate < self.replicates,
+            "replicate",
+            f"must be in [0, replicates={self.replicates}), got {self.replicate}",
+        )
         _require(
             bool(_SAFE_NAME.match(self.version)) and ".." not in self.version,
             "version",

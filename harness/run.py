@@ -23,6 +23,7 @@ from harness.engine import run_debate
 from harness.models.base import ModelConfigError
 from harness.resume import main as resume_main
 from harness.resume import report
+from harness.sweep_cell import is_sweep_job, run_cell
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
@@ -47,6 +48,9 @@ def check_group_choices(argv: list[str]) -> None:
 
 
 def main(cfg: DictConfig) -> None:
+    if is_sweep_job():  # a multirun cell: its own folder, log and status; it never exits
+        run_cell(cfg, main)
+        return
     if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: the run's own config wins
         sys.exit(resume_main([str(cfg.resume)]))
     container = OmegaConf.to_container(cfg, resolve=True)

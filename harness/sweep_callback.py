@@ -1,0 +1,152 @@
+"""The Hydra callback that turns a multirun into a sweep (see ``harness.sweep``).
+
+Configured under ``hydra.callbacks`` in ``conf/config.yaml``; it acts in the
+driver process only (``on_multirun_start`` / ``on_multirun_end``):
+
+- expands ``replicates=N`` into ``replicate=0,...,N-1`` cells;
+- plans every cell and writes ``sweep.json`` before any cell starts;
+- sets ``DRIFT_WORKERS`` to the number of cells that run at once on this
+  machine, so llama.cpp threads x workers never oversubscribe the cores;
+- prints cells done / running / failed while the sweep runs, and at the end a
+  table of cell statuses, then exits non-zero if any cell did not complete.
+
+The progress thread lives in a module global, not on the callback, because
+launchers pickle the callback object to send it to their workers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from harness.sweep import (
+    INDEX_JSON,
+    RESUME_ENV,
+    SweepIndex,
+    plan_cells,
+    progress_line,
+    read_index,
+    refresh_index,
+    status_table,
+    write_index,
+)
+
+_PROGRESS: dict[str, Any] = {}
+
+
+def _fail(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def replicate_override(arguments: list[str]) -> list[str]:
+    """``replicates=3`` -> ``["replicate=0,1,2"]``: replicates are cells differing only in seed."""
+    values = [o.split("=", 1)[1] for o in arguments if o.split("=", 1)[0].lstrip("+") == "replicates"]
+    if not values:
+        return []
+    if any(o.split("=", 1)[0].lstrip("+") == "replicate" for o in arguments):
+        _fail("replicate: set by replicates=N in a sweep; give one or the other")
+    if not values[-1].isdigit() or int(values[-1]) < 1:
+        _fail(f"replicates: must be a whole number >= 1 (one value, not a sweep), got {values[-1]!r}")
+    count = int(values[-1])
+    return [] if count == 1 else ["replicate=" + ",".join(map(str, range(count)))]
+
+
+def concurrent_workers(launcher: DictConfig, cells: int) -> int:
+    """How many cells run at once on one machine under this launcher."""
+    target = str(launcher.get("_target_", ""))
+    if "joblib" in target:
+        n_jobs = int(launcher.get("n_jobs", -1))
+        cores = os.cpu_count() or 1
+        return max(1, min(cells, n_jobs if n_jobs > 0 else cores + 1 + n_jobs))
+    if "submitit" in target and "LocalLauncher" in target:  # all local jobs start together
+        return max(1, min(cells, int(launcher.get("array_parallelism", cells) or cells)))
+    return 1  # basic: one at a time; Slurm/Ray: each job gets its own CPUs
+
+
+def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:
+    cells = plan_cells(arguments)
+    if os.environ.get(RESUME_ENV):
+        index = read_index(sweep_dir)
+        if [(c.name, c.overrides) for c in index.cells] != [(c.name, c.overrides) for c in cells]:
+            _fail(f"{sweep_dir}: these overrides plan different cells than its {INDEX_JSON}")
+        index.history.append(f"resume {index.updated_at.isoformat()}")
+        return index
+    if (sweep_dir / INDEX_JSON).exists():
+        _fail(
+            f"{sweep_dir} already holds a sweep; continue it with: python -m harness.sweep resume {sweep_dir}"
+        )
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    hydra_overrides = OmegaConf.to_container(config.hydra.overrides.hydra)
+    return SweepIndex(
+        name=sweep_dir.name,
+        launcher=str(config.hydra.launcher.get("_target_", "")),
+        task_overrides=[str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)],  # type: ignore[union-attr]
+        hydra_overrides=[str(o) for o in hydra_overrides],  # type: ignore[union-attr]
+        history=["start"],
+        cells=cells,
+    )
+
+
+def _watch(sweep_dir: Path, index: SweepIndex, stop: threading.Event, out: TextIO, every_s: float) -> None:
+    """Print a progress line (and each new failure) whenever the cells' states change."""
+    last, reported = "", set()
+    while not stop.wait(every_s):
+        current = refresh_index(sweep_dir, index, final=False)
+        for cell in current.cells:
+            if cell.status == "failed" and cell.name not in reported:
+                reported.add(cell.name)
+                print(f"[sweep] {cell.name} failed: {cell.error}", file=out, flush=True)
+        line = progress_line(current.cells)
+        if line != last:
+            last = line
+            print(line, file=out, flush=True)
+            write_index(sweep_dir, current, parquet=False)
+
+
+class SweepIndexCallback(Callback):
+    def __init__(self, progress_every_s: float = 1.0, driver_env: dict[str, str] | None = None) -> None:
+        self.progress_every_s = progress_every_s
+        self.driver_env = dict(driver_env or {})  # e.g. RAY_AUTH_MODE=token, read by ray.init here
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.update({k: str(v) for k, v in self.driver_env.items() if v is not None})
+        task = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
+        # the basic sweeper puts hydra.sweeper.params (conf/sweep presets) before the command line's
+        params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+        expanded = task + replicate_override(params + task)
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        index = _start_index(sweep_dir, config, params + expanded)
+        write_index(sweep_dir, index, parquet=False)
+        with read_write(config.hydra), open_dict(config.hydra):
+            config.hydra.overrides.task = expanded  # what the sweeper splits into cells
+        workers = concurrent_workers(config.hydra.launcher, len(index.cells))
+        os.environ.setdefault("DRIFT_WORKERS", str(workers))
+        print(
+            f"[sweep] {len(index.cells)} cells -> {sweep_dir} (DRIFT_WORKERS={os.environ['DRIFT_WORKERS']})",
+            file=sys.stderr,
+            flush=True,
+        )
+        stop = threading.Event()
+        args = (sweep_dir, index, stop, sys.stderr, self.progress_every_s)
+        thread = threading.Thread(target=_watch, args=args, name="sweep-progress", daemon=True)
+        thread.start()
+        _PROGRESS.update(stop=stop, thread=thread, index=index, sweep_dir=sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        _PROGRESS["stop"].set()
+        _PROGRESS["thread"].join()
+        sweep_dir: Path = _PROGRESS["sweep_dir"]
+        index = refresh_index(sweep_dir, _PROGRESS["index"], final=True)
+        write_index(sweep_dir, index)
+        print(progress_line(index.cells), file=sys.stderr, flush=True)
+        print(status_table(index), flush=True)
+        print(sweep_dir, flush=True)
+        if any(c.status != "completed" for c in index.cells):
+            sys.exit(1)

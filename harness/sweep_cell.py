@@ -1,0 +1,178 @@
+"""One sweep cell, run in whichever process the launcher chose (the driver, a
+joblib worker, a Slurm job, a Ray worker).
+
+``harness.run.main`` hands a multirun job to ``run_cell``, which makes the
+cell's run happen exactly once across launches and resumes:
+
+- a cell whose run folder is completed is skipped;
+- a cell whose run folder exists but did not complete is resumed
+  (``harness.resume.resume_run``);
+- otherwise the debate runs fresh, into ``<sweep_dir>/<cell name>``.
+
+Its output goes to ``cell.log`` in its run folder, never to the console, and
+every failure is recorded in ``cells/<name>.json`` instead of ending the
+process, so one bad cell never stops the others.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextvars import ContextVar
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, open_dict
+
+from harness.records import utcnow
+from harness.sweep import (
+    CELL_LOG,
+    CELLS_DIR,
+    Cell,
+    CellRecord,
+    _manifest,
+    read_index,
+    replicate_seed,
+    write_cell_record,
+)
+
+_CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
+_EXIT_STATUS = {0: "completed", 130: "interrupted"}
+
+
+def current_cell_name() -> str | None:
+    """The run folder name of the cell being run in this process, if any."""
+    return _CELL.get()
+
+
+def is_sweep_job() -> bool:
+    """True for a multirun job not yet inside ``run_cell``."""
+    if _CELL.get() is not None or not HydraConfig.initialized():
+        return False
+    return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def find_cell(sweep_dir: Path, num: int, overrides: list[str]) -> Cell:
+    """This job's planned cell: by job number, checked against its overrides."""
+    cells = read_index(sweep_dir).cells
+    if 0 <= num < len(cells) and cells[num].overrides == overrides:
+        return cells[num]
+    for cell in cells:
+        if cell.overrides == overrides:
+            return cell
+    raise RuntimeError(f"job {num} ({' '.join(overrides)}) is not a cell of {sweep_dir}/sweep.json")
+
+
+def cell_config(cfg: DictConfig, sweep_dir: Path) -> DictConfig:
+    """The cell's config: its run lands in the sweep folder, and a replicate gets its seed."""
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.runs_root = str(sweep_dir)
+        seed, replicate = out.get("seed"), out.get("replicate", 0)
+        if isinstance(seed, int) and isinstance(replicate, int) and replicate > 0:
+            out.seed = replicate_seed(seed, replicate)  # config.yaml keeps the derived seed
+    return out
+
+
+@contextmanager
+def cell_output(sweep_dir: Path, name: str) -> Iterator[Path]:
+    """Send stdout/stderr to the cell's log. Until the engine makes the run folder
+    the log lives in ``cells/<name>.log``; it then moves into the run folder."""
+    run_dir, pending = sweep_dir / name, sweep_dir / CELLS_DIR / f"{name}.log"
+    _adopt_log(pending, run_dir)
+    path = run_dir / CELL_LOG if run_dir.is_dir() else pending
+    with open(path, "a", encoding="utf-8", buffering=1) as log, redirect_stdout(log), redirect_stderr(log):
+        print(f"=== cell {name} at {utcnow().isoformat()} ===")
+        yield path
+    _adopt_log(pending, run_dir)
+
+
+def _adopt_log(pending: Path, run_dir: Path) -> None:
+    """Append a log left in ``cells/`` (by a run that died early) to the run folder's."""
+    if not pending.is_file() or not run_dir.is_dir():
+        return
+    with open(run_dir / CELL_LOG, "a", encoding="utf-8") as out:
+        out.write(pending.read_text(encoding="utf-8"))
+    pending.unlink()
+
+
+def _set_aside(run_dir: Path) -> None:
+    """A folder without a manifest died before its first write: keep it, but out of the way."""
+    n = 1
+    while (aside := run_dir.with_name(f"{run_dir.name}.incomplete-{n}")).exists():
+        n += 1
+    run_dir.rename(aside)
+
+
+def _resume(run_dir: Path) -> int:
+    """Continue the cell's run from its own folder (durable runs), as
+    ``python -m harness.resume`` would: same messages, same exit codes."""
+    from harness.resume import main as resume_main
+
+    return resume_main([str(run_dir)])
+
+
+def _invoke(single_run: Callable[[DictConfig], None], cfg: DictConfig, run_dir: Path, resume: bool) -> int:
+    """The cell's exit code; nothing a cell does may end the sweep except Ctrl-C."""
+    try:
+        if resume:
+            return _resume(run_dir)
+        single_run(cfg)
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug in one cell must not take the others down
+        traceback.print_exc()
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _last_error(log: Path, offset: int) -> str | None:
+    with open(log, encoding="utf-8", errors="replace") as fh:
+        fh.seek(offset)
+        errors = [line[7:].strip() for line in fh if line.startswith("error: ")]
+    return errors[-1] if errors else None
+
+
+def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
+    """Run (or skip, or resume) this job's cell; record how it ended; never exit."""
+    hydra = HydraConfig.get()
+    sweep_dir = Path(hydra.sweep.dir)
+    cell = find_cell(sweep_dir, int(hydra.job.num), list(hydra.overrides.task))
+    run_dir = sweep_dir / cell.name
+    manifest = _manifest(run_dir)
+    if manifest is not None and manifest.status == "completed":
+        skip = CellRecord(status="completed", action="skip", rounds=manifest.counts.rounds_completed)
+        write_cell_record(sweep_dir, cell.name, skip)
+        return
+    if manifest is None and run_dir.exists():
+        _set_aside(run_dir)
+    cell_cfg = cell_config(cfg, sweep_dir)
+    record = CellRecord(
+        status="running",
+        action="run" if manifest is None else "resume",
+        rounds=cell_cfg.get("rounds"),
+        seed=cell_cfg.get("seed"),
+    )
+    write_cell_record(sweep_dir, cell.name, record)
+    token = _CELL.set(cell.name)
+    try:
+        with cell_output(sweep_dir, cell.name) as log:
+            offset = log.stat().st_size
+            code = _invoke(single_run, cell_cfg, run_dir, resume=manifest is not None)
+    finally:
+        _CELL.reset(token)
+    log = run_dir / CELL_LOG if run_dir.is_dir() else log
+    record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
+    record.exit_code, record.ended_at = code, utcnow()
+    record.error = _last_error(log, offset) if code else None
+    write_cell_record(sweep_dir, cell.name, record)
+    if code == 130:
+        raise KeyboardInterrupt  # Ctrl-C stops the whole sweep, after recording this cell

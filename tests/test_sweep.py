@@ -1,0 +1,217 @@
+"""Sweeps: ``python -m harness.run -m ...`` on the scripted model, end to end.
+
+Each test runs the real command line in a subprocess (launchers fork, pickle
+and exit, which only a real process shows), with every folder under tmp_path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.records import parse_record
+from harness.sweep import main as sweep_main
+from harness.sweep import plan_cells, read_index, replicate_seed
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = ["model=scripted", "progress=false"]
+
+
+def command(runs_root: Path, *overrides: str) -> list[str]:
+    return [sys.executable, "-m", "harness.run", "-m", f"runs_root={runs_root}", *BASE, *overrides]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("DRIFT_WORKERS", "OPENAI_API_KEY")}
+    return {**env, "PYTHONPATH": str(REPO)}
+
+
+def sweep(runs_root: Path, *overrides: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        command(runs_root, *overrides),
+        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def sweep_dir_of(runs_root: Path) -> Path:
+    (found,) = runs_root.glob("sweep-*")
+    return found
+
+
+def arguments(run_dir: Path) -> list[str]:
+    lines = (run_dir / "shared_memory.jsonl").read_text().splitlines()
+    return [parse_record(line).text for line in lines]  # type: ignore[union-attr]
+
+
+def test_two_by_two_sweep_gives_each_cell_its_own_folder_and_an_index(tmp_path):
+    out = sweep(tmp_path, "llm.temperature=0.2,1.0", "critic=lenient,strict", "rounds=2")
+    assert out.returncode == 0, out.stderr
+    sweep_dir = sweep_dir_of(tmp_path)
+    names = {"temp-0.2_critic-lenient", "temp-0.2_critic-strict", "temp-1.0_critic-lenient"}
+    names.add("temp-1.0_critic-strict")
+    run_dirs = {p.name for p in sweep_dir.iterdir() if (p / "manifest.json").is_file()}
+    assert run_dirs == names
+    for name in names:
+        manifest = json.loads((sweep_dir / name / "manifest.json").read_text())
+        assert manifest["status"] == "completed" and manifest["counts"]["rounds_completed"] == 2
+        assert "completed: rounds 2/2" in (sweep_dir / name / "cell.log").read_text()
+        assert not (sweep_dir / name / ".hydra").exists()
+    # each cell's own output went to its log, not the console; the console has the table
+    assert "completed: rounds" not in out.stdout
+    assert "4 cells: 4 completed" in out.stdout and "[sweep] 4/4 done" in out.stderr
+    index = read_index(sweep_dir)
+    assert [c.status for c in index.cells] == ["completed"] * 4
+    assert {c.name for c in index.cells} == names
+    assert all(c.rounds_done == 2 and c.input_tokens > 0 and c.wall_s > 0 for c in index.cells)
+    assert index.cells[0].params == {"llm.temperature": "0.2", "critic": "lenient"}
+    table = pd.read_parquet(sweep_dir / "sweep.parquet")
+    assert len(table) == 4 and set(table["status"]) == {"completed"}
+    assert sorted(table["param.critic"]) == ["lenient", "lenient", "strict", "strict"]
+    # same config, other temperature: the scripted model ignores temperature
+    assert arguments(sweep_dir / "temp-0.2_critic-lenient") == arguments(
+        sweep_dir / "temp-1.0_critic-lenient"
+    )
+
+
+def _wait_for_round(run_dir: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if list((run_dir / "snapshots").glob("round-*.json")):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{run_dir} never reached round 1 (sweep exited {proc.poll()})")
+
+
+def test_resume_after_one_cell_is_killed(tmp_path):
+    """Kill the sweep mid-cell: resume skips the two completed cells, resumes the
+    killed one from its snapshots, runs the one never started; then has nothing to do."""
+    args = ["llm.temperature=0.2,1.0", "critic=lenient,strict", "rounds=4", "model.latency_s=0.03"]
+    proc = subprocess.Popen(
+        command(tmp_path, *args),
+        cwd=REPO, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while not list(tmp_path.glob("sweep-*/sweep.json")):
+            time.sleep(0.02)
+        sweep_dir = sweep_dir_of(tmp_path)
+        _wait_for_round(sweep_dir / "temp-1.0_critic-lenient", proc)
+    finally:
+        proc.kill()
+        proc.communicate()
+    assert not (sweep_dir / "temp-1.0_critic-strict").exists()
+
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
+        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "2 completed (skipped), 1 to resume, 1 never started" in out.stdout
+    index = read_index(sweep_dir)
+    assert [c.status for c in index.cells] == ["completed"] * 4
+    assert [c.action for c in index.cells] == ["skip", "skip", "resume", "run"]
+    killed = sweep_dir / "temp-1.0_critic-lenient"
+    history = [h["action"] for h in json.loads((killed / "manifest.json").read_text())["history"]]
+    assert history[0] == "start" and "resume" in history and history[-1] == "complete"
+    # the resumed transcript equals the uninterrupted one of the same config
+    assert arguments(killed) == arguments(sweep_dir / "temp-0.2_critic-lenient")
+    assert len(arguments(killed)) == 8
+
+    again = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
+        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 0 and "all 4 cells completed; nothing to do" in again.stdout
+
+
+def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):
+    out = sweep(tmp_path, "llm.temperature=0.5,-1", "model.spec=scripted:x/y,scripted:x:y", "rounds=1")
+    assert out.returncode == 1
+    sweep_dir = sweep_dir_of(tmp_path)
+    index = read_index(sweep_dir)
+    by_name = {c.name: c for c in index.cells}
+    assert {n: c.status for n, c in by_name.items()} == {
+        "temp-0.5_spec-scripted-x-y": "completed",
+        "temp-0.5_spec-scripted-x-y-2": "completed",  # x/y and x:y sanitise alike
+        "temp--1_spec-scripted-x-y": "failed",
+        "temp--1_spec-scripted-x-y-2": "failed",
+    }
+    error = "llm.temperature: must be in [0, 2], got -1.0"
+    assert by_name["temp--1_spec-scripted-x-y"].error == error and error in out.stdout
+    assert by_name["temp--1_spec-scripted-x-y"].exit_code == 2
+    assert not (sweep_dir / "temp--1_spec-scripted-x-y").exists()  # rejected before any folder
+    run_dirs = [p for p in sweep_dir.rglob("manifest.json")]
+    assert sorted(p.parent.parent for p in run_dirs) == [sweep_dir, sweep_dir]  # nothing nested
+    assert "4 cells: 2 completed, 2 failed" in out.stdout
+
+
+def test_joblib_sweep_runs_cells_in_workers_with_replicates(tmp_path):
+    out = sweep(
+        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "critic=lenient,strict",
+        "replicates=2", "rounds=1",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "DRIFT_WORKERS=2" in out.stderr  # the thread rule: cores split over 2 workers
+    sweep_dir = sweep_dir_of(tmp_path)
+    index = read_index(sweep_dir)
+    assert [c.name for c in index.cells] == [
+        "critic-lenient_rep-0", "critic-lenient_rep-1", "critic-strict_rep-0", "critic-strict_rep-1",
+    ]  # fmt: skip
+    assert [c.seed for c in index.cells] == [0, replicate_seed(0, 1), 0, replicate_seed(0, 1)]
+    records = [json.loads((sweep_dir / "cells" / f"{c.name}.json").read_text()) for c in index.cells]
+    assert all(r["status"] == "completed" and r["pid"] != os.getpid() for r in records)
+    rep0, rep1 = arguments(sweep_dir / "critic-lenient_rep-0"), arguments(sweep_dir / "critic-lenient_rep-1")
+    assert rep0 != rep1 and len(rep0) == len(rep1) == 2  # replicates differ only in seed
+
+
+def test_submitit_local_sweep(tmp_path):
+    out = sweep(tmp_path, "hydra/launcher=submitit_local", "critic=lenient,strict", "rounds=1")
+    assert out.returncode == 0, out.stderr
+    index = read_index(sweep_dir_of(tmp_path))
+    assert [(c.name, c.status) for c in index.cells] == [
+        ("critic-lenient", "completed"),
+        ("critic-strict", "completed"),
+    ]
+
+
+def test_ray_sweep_on_a_local_cluster(tmp_path):
+    pytest.importorskip("ray")
+    pytest.importorskip("hydra_plugins.hydra_ray_launcher")
+    out = sweep(
+        tmp_path, "hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2",
+        "llm.temperature=0.2,1.0", "critic=lenient,strict", "rounds=1", timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert [c.status for c in read_index(sweep_dir_of(tmp_path)).cells] == ["completed"] * 4
+
+
+# -- pieces, in-process ------------------------------------------------------------
+def test_cell_names_are_one_safe_path_component_each():
+    cells = plan_cells(["model.spec=openai:gpt-4o,a/../b,a:..:b", "llm.temperature=0.2", "replicate=0,1"])
+    names = [c.name for c in cells]
+    assert names[:2] == ["spec-openai-gpt-4o_rep-0", "spec-openai-gpt-4o_rep-1"]
+    assert len(set(names)) == 6 and all("/" not in n and ".." not in n for n in names)
+    assert cells[0].overrides[1:] == ["llm.temperature=0.2", "replicate=0"]
+    assert cells[0].params == {"model.spec": "openai:gpt-4o", "replicate": "0"}
+
+
+def test_replicate_seeds_are_deterministic_and_distinct():
+    seeds = [replicate_seed(7, r) for r in range(50)]
+    assert seeds[0] == 7 and len(set(seeds)) == 50
+    assert seeds == [replicate_seed(7, r) for r in range(50)]
+
+
+def test_single_run_folder_name_is_unchanged(run):
+    assert run("rounds=1").run_dir.name == "memory-v1-temp-0.7-max-tokens-256"
+
+
+def test_sweep_command_line_errors(tmp_path, capsys):
+    assert sweep_main(["resume"]) == 2
+    assert sweep_main(["status", str(tmp_path)]) == 2
+    assert "no sweep.json" in capsys.readouterr().err
