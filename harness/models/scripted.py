@@ -31,6 +31,9 @@ _WORDS = {
     "cons": ["risk", "cost", "harm", "burden", "loss", "inequality", "failure", "doubt", "danger"],
     None: ["point", "claim", "reason", "question", "issue", "matter", "case", "view"],
 }
+# After a planted persona switch, every team argues in this register, so
+# text signals (lexicon, embedding) can see the switch, not only the persona.
+_SWITCHED = ["absurd", "ridiculous", "nonsense", "furious", "never", "always", "stupid", "outrage", "mock"]
 _FILLER = [
     "because",
     "therefore",
@@ -108,19 +111,19 @@ class ScriptedModel:
         )
 
     # -- content ---------------------------------------------------------------
-    def _sentence(self, rng: random.Random, team: str | None, n: int) -> str:
-        words = _WORDS.get(team, _WORDS[None])
+    def _sentence(self, rng: random.Random, team: str | None, n: int, switched: bool = False) -> str:
+        words = _SWITCHED if switched else _WORDS.get(team, _WORDS[None])
         return " ".join(rng.choice(words if i % 3 else _FILLER) for i in range(n))
 
     def _string(self, name: str, rng: random.Random, tags: dict[str, Any]) -> str:
         team = tags.get("team")
         round_ = tags.get("round", 0)
+        switched = self.persona_switch_round is not None and round_ >= self.persona_switch_round
         if name == "persona":
-            switched = self.persona_switch_round is not None and round_ >= self.persona_switch_round
             style = "a furious contrarian who mocks" if switched else "a calm analyst who weighs"
             text = f"We are {style} every {rng.choice(_WORDS.get(team, _WORDS[None]))}."
         else:
-            text = self._sentence(rng, team, 12 if name != "argument" else 30)
+            text = self._sentence(rng, team, 12 if name != "argument" else 30, switched)
         if name in _PRIVATE_FIELDS and team:
             text += f" [canary:{team}:{name}:{round_}.{tags.get('iteration', 0)}]"
         return text
