@@ -1,0 +1,97 @@
+"""Signals for a whole ``Tables``: text signals per run (cached beside the
+table cache, keyed by the run's files and the embedder), plus the process
+signals, which come from the critique and event tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from analysis.embed import DEFAULT_EMBEDDER, get_embedder
+from analysis.load import Tables, cache_slot, read_cached, write_cached
+from analysis.registry import signal_names
+from analysis.signals import run_signals, team_rank
+from analysis.text import text_signals
+
+SIGNALS_VERSION = 1  # bump when a signal's method changes
+KEYS = ["run_id", "round", "team"]
+
+
+@dataclass
+class Signals:
+    """Signal values: one row per published turn, and one per draft."""
+
+    turns: pd.DataFrame
+    drafts: pd.DataFrame
+    embedder: str
+
+
+def process_signals(tables: Tables) -> pd.DataFrame:
+    """Per published turn: critique iterations, rejections, loop-locks, schema failures, cost."""
+    d = tables.drafts
+    if d.empty:
+        return pd.DataFrame(columns=[*KEYS, "critique_iterations", "rejection_rate", "tokens", "latency_s"])
+    g = d.assign(rejected=d.approved.eq(False), critiqued=d.approved.notna()).groupby(KEYS)
+    out = pd.DataFrame({
+        "critique_iterations": g.critiqued.sum(), "rejection_rate": g.rejected.sum() / g.critiqued.sum().clip(lower=1),
+        "tokens": g.tokens.sum(), "latency_s": g.latency_s.sum(),
+    }).reset_index()  # fmt: skip
+    ev = tables.events
+    for name, kind in (("loop_lock", "loop_lock"), ("schema_failures", "schema_failure")):
+        counts = ev[ev.event == kind].groupby(KEYS).size().rename(name) if not ev.empty else None
+        out = out.merge(counts, on=KEYS, how="left") if counts is not None else out.assign(**{name: 0})
+        out[name] = out[name].fillna(0).astype(float)
+    out["loop_lock"] = out.loop_lock.clip(upper=1)
+    return out
+
+
+def _slug(embedder: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in embedder)
+
+
+def _by_run(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {str(k): g for k, g in df.groupby("run_id")} if not df.empty else {}
+
+
+def compute_signals(tables: Tables, *, embedder: str = DEFAULT_EMBEDDER, progress: bool = True) -> Signals:
+    """Every signal of every turn and draft. The embedder loads only if some run is not cached."""
+    memo = lru_cache(maxsize=4096)(text_signals)
+    parts = {name: _by_run(tables.table(name)) for name in ("turns", "drafts", "personas")}
+    empty = {name: tables.table(name).iloc[0:0] for name in parts}
+    tparts, dparts = [], []
+    bar = tqdm(total=len(tables.turns), desc="signals", unit="turn", disable=not progress)
+    for row in tables.runs.to_dict("records"):
+        run_id = row["run_id"]
+        slot = (
+            cache_slot(tables.cache_dir, run_id) / f"signals-{_slug(embedder)}" if tables.cache_dir else None
+        )
+        stamp = {"tables": tables.stamps.get(run_id), "version": SIGNALS_VERSION, "embedder": embedder}
+        cached = read_cached(slot, stamp, ("turns", "drafts")) if slot else None
+        if cached is None:
+            turns, drafts, personas = (
+                parts[name].get(run_id, empty[name]) for name in ("turns", "drafts", "personas")
+            )
+            tsig, dsig = run_signals(turns, drafts, personas, team_rank(row), get_embedder(embedder), memo)
+            if slot:
+                write_cached(slot, stamp, {"turns": tsig, "drafts": dsig})
+        else:
+            tsig, dsig = cached["turns"], cached["drafts"]
+        tparts.append(tsig.assign(run_id=run_id))
+        dparts.append(dsig.assign(run_id=run_id))
+        bar.update(len(tsig))
+    bar.close()
+    turns = pd.concat(tparts, ignore_index=True) if tparts else pd.DataFrame(columns=KEYS)
+    turns = turns.merge(process_signals(tables), on=KEYS, how="left")
+    drafts = pd.concat(dparts, ignore_index=True) if dparts else pd.DataFrame(columns=KEYS)
+    return Signals(turns=_front(turns), drafts=_front(drafts), embedder=embedder)
+
+
+def _front(df: pd.DataFrame) -> pd.DataFrame:
+    """Key columns first, then signals in registry order, for readable tables."""
+    keys = [c for c in ("run_id", "round", "team", "order", "iteration") if c in df.columns]
+    known = [n for n in signal_names() if n in df.columns]
+    return df[keys + known + [c for c in df.columns if c not in keys and c not in known]]

@@ -1,0 +1,78 @@
+"""The whole path from run folders to files: load, compute signals, score,
+detect change points, aggregate, and write ``_analysis/*.parquet`` and the
+figures beside the runs. ``python -m analysis`` is a thin wrapper."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from analysis import plots
+from analysis.compute import Signals, compute_signals
+from analysis.embed import DEFAULT_EMBEDDER
+from analysis.load import Tables, analysis_dir, load_runs
+from analysis.scoring import aggregate, change_points, early_late, final_drift, score
+
+
+@dataclass
+class Analysis:
+    """Everything ``analyze`` computed, as tidy DataFrames."""
+
+    tables: Tables
+    signals: Signals
+    scores: pd.DataFrame
+    change_points: pd.DataFrame
+    trajectory: pd.DataFrame
+    early_late: pd.DataFrame
+    final: pd.DataFrame
+    files: list[Path] = field(default_factory=list)
+
+
+def write_parquet(df: pd.DataFrame, path: Path) -> Path:
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
+    return path
+
+
+def analyze(
+    path: str | Path, *, embedder: str = DEFAULT_EMBEDDER, out_dir: Path | None = None,
+    figures: bool = True, progress: bool = True, cache: bool = True,
+) -> Analysis:  # fmt: skip
+    """Analyse every run at or under ``path`` and write tables and figures to ``out_dir``
+    (default ``_analysis`` beside the runs)."""
+    path = Path(path)
+    out = out_dir or analysis_dir(path)
+    tables = load_runs(path, cache=cache)
+    if tables.runs.empty:
+        raise FileNotFoundError(f"{path}: no run folders (no manifest.json found)")
+    signals = compute_signals(tables, embedder=embedder, progress=progress)
+    scores = score(signals.turns)
+    result = Analysis(
+        tables=tables, signals=signals, scores=scores, change_points=change_points(scores),
+        trajectory=pd.concat([aggregate(scores, tables.runs, v) for v in ("drift_index", "drift_from_opening")]),
+        early_late=early_late(scores, tables.runs), final=final_drift(scores, tables.runs),
+    )  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    named = {
+        "runs": tables.runs, "turns": tables.turns, "drafts": tables.drafts, "personas": tables.personas,
+        "events": tables.events, "turn_signals": signals.turns, "draft_signals": signals.drafts,
+        "scores": scores, "change_points": result.change_points, "trajectory": result.trajectory,
+        "early_late": result.early_late,
+    }  # fmt: skip
+    result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
+    if figures:
+        result.files += write_figures(result, out / "figures")
+    return result
+
+
+def write_figures(result: Analysis, out: Path) -> list[Path]:
+    runs = result.tables.runs
+    return [
+        *plots.save(plots.trajectories(result.scores, runs), out, "drift_trajectories"),
+        *plots.save(plots.sweep_heatmap(result.final), out, "sweep_heatmap"),
+        *plots.save(plots.correlation_matrix(result.signals.turns), out, "signal_correlations"),
+        *plots.save(plots.process_rates(result.signals.turns, runs), out, "approval_loop_lock"),
+    ]

@@ -1,0 +1,142 @@
+"""Per-turn and per-draft signals for every run in a ``Tables``.
+
+For each run: score every distinct text once (``analysis.text``), embed the
+turns, drafts and persona anchors in one batch, then relate each text to the
+agent's history, the opponent and the anchor (``analysis.semantic``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analysis.embed import Embedder
+from analysis.semantic import against, big5_proxy, history_signals
+from analysis.text import text_signals
+
+BASELINE_TURNS = 2  # an agent's "opening": its first published turns
+Vec = Callable[[str], np.ndarray]
+
+
+def team_rank(runs_row: dict[str, Any]) -> dict[str, int]:
+    """Each team's index within a round (the format's team order)."""
+    teams = runs_row.get("cfg.format.teams")
+    order = json.loads(teams) if isinstance(teams, str) else ["pros", "cons"]
+    return {team: i for i, team in enumerate(order)}
+
+
+def anchor_text(personas: pd.DataFrame, team: str) -> str | None:
+    """The team's persona anchor: its first persona record."""
+    rows = personas[personas.team == team].sort_values(["round", "iteration"])
+    return None if rows.empty else str(rows.persona.iloc[0])
+
+
+class RunContext:
+    """One run's texts, embeddings and turn order, shared by the row builders."""
+
+    def __init__(self, turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame,
+                 rank: dict[str, int], embedder: Embedder) -> None:  # fmt: skip
+        self.rank = rank
+        self.turns = turns.sort_values("order").reset_index(drop=True)
+        self.turns["pos"] = [
+            (r, rank.get(t, 0)) for r, t in zip(self.turns["round"], self.turns.team, strict=True)
+        ]
+        teams = sorted(set(turns.team) | set(drafts.team))
+        self.anchors = {t: anchor_text(personas, t) for t in teams}
+        pool = list(dict.fromkeys([*self.turns.text, *drafts.text, *(a for a in self.anchors.values() if a)]))
+        self.emb = embedder.encode(pool) if pool else np.zeros((0, 1), dtype=np.float32)
+        self.index = {text: i for i, text in enumerate(pool)}
+
+    def vec(self, text: str) -> np.ndarray:
+        return self.emb[self.index[text]]
+
+    def last_before(self, team: str, pos: tuple[int, int]) -> Any:
+        """The latest turn of ``team`` strictly before ``pos``, or None."""
+        earlier = self.turns[(self.turns.team == team) & (self.turns.pos < pos)]
+        return None if earlier.empty else earlier.iloc[-1]
+
+    def opponent_before(self, team: str, pos: tuple[int, int]) -> Any:
+        found = [r for r in (self.last_before(t, pos) for t in self.rank if t != team) if r is not None]
+        return max(found, key=lambda r: r.pos) if found else None
+
+    def relate(self, text: str, other: Any) -> dict[str, float]:
+        if other is None:
+            return against(text, self.vec(text), None, None)
+        return against(text, self.vec(text), other.text, self.vec(other.text))
+
+    def anchor_sim(self, text: str, team: str) -> float:
+        anchor = self.anchors.get(team)
+        return float(self.vec(text) @ self.vec(anchor)) if anchor else math.nan
+
+
+def turn_rows(ctx: RunContext, texts: Callable[[str], dict[str, float]]) -> list[dict[str, float]]:
+    turns = ctx.turns
+    rows: list[dict[str, float]] = [{} for _ in range(len(turns))]
+    for _, group in turns.groupby("team"):
+        hist = history_signals(list(group.text), np.stack([ctx.vec(t) for t in group.text]))
+        for j, i in enumerate(group.index):
+            rows[i].update({k: v[j] for k, v in hist.items()})
+    for i, turn in enumerate(turns.itertuples()):
+        rival = ctx.relate(turn.text, ctx.opponent_before(turn.team, turn.pos))
+        rows[i].update(
+            sem_anchor_sim=ctx.anchor_sim(turn.text, turn.team),
+            sem_opponent_sim=rival["sim"], lsm_opponent=rival["lsm"], **texts(turn.text),
+        )  # fmt: skip
+    return rows
+
+
+def draft_rows(ctx: RunContext, drafts: pd.DataFrame, texts: Callable[[str], dict[str, float]]) -> list[dict]:
+    rows = []
+    for d in drafts.itertuples():
+        pos = (d.round, ctx.rank.get(d.team, 0))
+        own = ctx.relate(d.text, ctx.last_before(d.team, pos))
+        rival = ctx.relate(d.text, ctx.opponent_before(d.team, pos))
+        rows.append({
+            "sem_anchor_sim": ctx.anchor_sim(d.text, d.team),
+            "sem_prev_sim": own["sim"], "ngram_rep_prev": own["ngram"],
+            "sem_opponent_sim": rival["sim"], "lsm_opponent": rival["lsm"], **texts(d.text),
+        })  # fmt: skip
+    return rows
+
+
+def add_anchor_shift(sig: pd.DataFrame, teams: pd.Series, baseline: dict[str, float]) -> None:
+    sig["sem_anchor_shift"] = sig["sem_anchor_sim"] - teams.map(baseline).astype(float).to_numpy()
+
+
+def add_big5(ctx: RunContext, sig: pd.DataFrame, texts: pd.Series, embedder: Embedder) -> None:
+    if len(texts):
+        for name, values in big5_proxy(np.stack([ctx.vec(t) for t in texts]), embedder).items():
+            sig[name] = values
+
+
+def run_signals(
+    turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame, rank: dict[str, int],
+    embedder: Embedder, texts: Callable[[str], dict[str, float]] = text_signals,
+) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    """Text signals of one run: (per published turn, per draft), keyed like the tables."""
+    drafts = drafts[drafts.text.notna()].reset_index(drop=True)
+    ctx = RunContext(turns, drafts, personas, rank, embedder)
+    tsig = pd.DataFrame(turn_rows(ctx, texts))
+    dsig = pd.DataFrame(draft_rows(ctx, drafts, texts))
+    teams = sorted(set(ctx.turns.team))
+    baseline = {
+        t: float(tsig[(ctx.turns.team == t).to_numpy()].sem_anchor_sim.head(BASELINE_TURNS).mean())
+        for t in teams
+    }
+    if len(tsig):
+        add_anchor_shift(tsig, ctx.turns.team, baseline)
+        add_big5(ctx, tsig, ctx.turns.text, embedder)
+    if len(dsig):
+        add_anchor_shift(dsig, drafts.team, baseline)
+        add_big5(ctx, dsig, drafts.text, embedder)
+    tsig.insert(0, "order", ctx.turns["order"].to_numpy())
+    dsig.insert(0, "iteration", drafts.iteration.to_numpy())
+    for frame, sig in ((ctx.turns, tsig), (drafts, dsig)):
+        sig.insert(0, "team", frame.team.to_numpy())
+        sig.insert(0, "round", frame["round"].to_numpy())
+    return tsig, dsig
