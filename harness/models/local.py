@@ -123,6 +123,10 @@ class LlamaCppModel:
 
     def complete(self, request: ModelRequest) -> Completion:
         llama = self.llama
+        # Evaluate every prompt from scratch: reusing the KV cache of whatever
+        # call came before changes batch splits and so, rarely, the argmax. A
+        # resumed run must sample exactly what an uninterrupted one did.
+        llama.reset()
         started = time.perf_counter()
         response_format = {"type": "json_object", "schema": request.schema} if request.schema else None
         out = llama.create_chat_completion(

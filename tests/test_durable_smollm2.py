@@ -1,0 +1,54 @@
+"""Resume on the real SmolLM2: kill -9 mid-run, resume, compare with an
+uninterrupted run at temperature 0 and a fixed seed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from harness.config import validate
+from harness.engine import run_debate
+from harness.resume import resume_run
+from harness.verify import verify
+
+ARGS = ["model=smollm2", "rounds=2", "llm.temperature=0", "llm.max_tokens=48", "seed=7", "progress=false"]
+
+
+def shared(run_dir: Path) -> list[str]:
+    return [json.loads(x)["text"] for x in (run_dir / "shared_memory.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_path: Path) -> None:
+    cfg = make_cfg(*ARGS)
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(raw, dict)
+    reference = run_debate(validate(cfg), raw)  # type: ignore[arg-type]
+
+    crashed_root = tmp_path / "crashed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.run", *ARGS, f"runs_root={crashed_root}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        if list(crashed_root.glob("*/snapshots/round-0001.json")):  # mid-way: round 2 under way
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    (run_dir,) = crashed_root.iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "running"
+
+    result = resume_run(run_dir)
+    assert result.manifest.status == "completed"
+    assert verify(run_dir)[0] == []
+    assert shared(run_dir) == shared(reference.run_dir)
+    assert len(shared(run_dir)) == 4
