@@ -118,15 +118,55 @@ class LangChainModel:
             }
         }
 
+    def _compat_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        """ChatOpenAI sends ``max_tokens`` as ``max_completion_tokens``, which
+        OpenAI-compatible servers (llama-cpp-python's among them) ignore, so
+        they generate up to the context size; send ``max_tokens`` as well."""
+        if self.provider not in ("openai", "azure_openai") or not self.kwargs.get("base_url"):
+            return {}
+        return {"extra_body": {"max_tokens": request.max_tokens, **(self.kwargs.get("extra_body") or {})}}
+
     def complete(self, request: ModelRequest) -> Completion:
         chat = self._chat(request.temperature, request.max_tokens)
         started = time.perf_counter()
-        reply = chat.invoke(request.messages, **self._format_kwargs(request))
-        usage = getattr(reply, "usage_metadata", None) or {}
-        content = reply.content if isinstance(reply.content, str) else str(reply.content)
+        try:
+            reply = chat.invoke(
+                request.messages, **self._format_kwargs(request), **self._compat_kwargs(request)
+            )
+        except Exception as exc:
+            cut = _length_cut(exc)
+            if cut is None:
+                raise
+            text, input_tokens, output_tokens = cut
+        else:
+            usage = getattr(reply, "usage_metadata", None) or {}
+            text = reply.content if isinstance(reply.content, str) else str(reply.content)
+            input_tokens, output_tokens = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
         return Completion(
-            text=content,
-            input_tokens=int(usage.get("input_tokens", 0)),
-            output_tokens=int(usage.get("output_tokens", 0)),
+            text=text,
+            input_tokens=int(input_tokens),
+            output_tokens=int(output_tokens),
             latency_s=time.perf_counter() - started,
         )
+
+
+def _length_cut(exc: BaseException) -> tuple[str, int, int] | None:
+    """The partial reply inside openai's ``LengthFinishReasonError``, if that is what ``exc`` is.
+
+    With a ``response_format`` set, the OpenAI SDK raises instead of returning a
+    reply cut off by ``max_tokens``. A cut-off reply is a structured-output
+    problem, not a provider failure: hand it to the repair step.
+    """
+    if type(exc).__name__ != "LengthFinishReasonError":
+        return None
+    completion = getattr(exc, "completion", None)
+    choices = getattr(completion, "choices", None)
+    if not choices:
+        return None
+    text = getattr(choices[0].message, "content", None) or ""
+    usage = getattr(completion, "usage", None)
+    return (
+        text,
+        getattr(usage, "prompt_tokens", 0) or 0,
+        getattr(usage, "completion_tokens", 0) or 0,
+    )
