@@ -67,12 +67,18 @@ def concurrent_workers(launcher: DictConfig, cells: int) -> int:
         return max(1, min(cells, n_jobs if n_jobs > 0 else cores + 1 + n_jobs))
     if "submitit" in target and "LocalLauncher" in target:  # all local jobs start together
         return max(1, min(cells, int(launcher.get("array_parallelism", cells) or cells)))
-    return 1  # basic: one at a time; Slurm/Ray: each job gets its own CPUs
+    if "RayLauncher" in target and not launcher.ray.init.get("address"):
+        # a local Ray cluster started here: as many cells at once as cores / num_cpus per task
+        per_task = float(launcher.ray.remote.get("num_cpus", 1) or 1)
+        return max(1, min(cells, int((os.cpu_count() or 1) // per_task)))
+    return 1  # basic: one at a time; Slurm, a Ray cluster: each job has its own CPUs
 
 
 def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:
     cells = plan_cells(arguments)
     if os.environ.get(RESUME_ENV):
+        if not (sweep_dir / INDEX_JSON).is_file():
+            _fail(f"{RESUME_ENV} is set but {sweep_dir} holds no {INDEX_JSON} to resume")
         index = read_index(sweep_dir)
         if [(c.name, c.overrides) for c in index.cells] != [(c.name, c.overrides) for c in cells]:
             _fail(f"{sweep_dir}: these overrides plan different cells than its {INDEX_JSON}")

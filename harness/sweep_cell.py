@@ -17,6 +17,7 @@ process, so one bad cell never stops the others.
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -86,7 +87,8 @@ def cell_output(sweep_dir: Path, name: str) -> Iterator[Path]:
     _adopt_log(pending, run_dir)
     path = run_dir / CELL_LOG if run_dir.is_dir() else pending
     with open(path, "a", encoding="utf-8", buffering=1) as log, redirect_stdout(log), redirect_stderr(log):
-        print(f"=== cell {name} at {utcnow().isoformat()} ===")
+        workers = os.environ.get("DRIFT_WORKERS", "1")
+        print(f"=== cell {name} at {utcnow().isoformat()} (pid {os.getpid()}, DRIFT_WORKERS={workers}) ===")
         yield path
     _adopt_log(pending, run_dir)
 
@@ -149,7 +151,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
     run_dir = sweep_dir / cell.name
     manifest = _manifest(run_dir)
     if manifest is not None and manifest.status == "completed":
-        skip = CellRecord(status="completed", action="skip", rounds=manifest.counts.rounds_completed)
+        skip = CellRecord(status="completed", action="skip", rounds=cfg.get("rounds"), seed=manifest.seed)
         write_cell_record(sweep_dir, cell.name, skip)
         return
     if manifest is None and run_dir.exists():

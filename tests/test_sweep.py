@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from omegaconf import DictConfig, OmegaConf
 
 from harness.records import parse_record
 from harness.sweep import main as sweep_main
 from harness.sweep import plan_cells, read_index, replicate_seed
+from harness.sweep_callback import concurrent_workers, replicate_override
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]
@@ -165,6 +167,7 @@ def test_joblib_sweep_runs_cells_in_workers_with_replicates(tmp_path):
     ]  # fmt: skip
     assert [c.seed for c in index.cells] == [0, replicate_seed(0, 1), 0, replicate_seed(0, 1)]
     records = [json.loads((sweep_dir / "cells" / f"{c.name}.json").read_text()) for c in index.cells]
+    assert "DRIFT_WORKERS=2" in (sweep_dir / "critic-strict_rep-1" / "cell.log").read_text()
     assert all(r["status"] == "completed" and r["pid"] != os.getpid() for r in records)
     rep0, rep1 = arguments(sweep_dir / "critic-lenient_rep-0"), arguments(sweep_dir / "critic-lenient_rep-1")
     assert rep0 != rep1 and len(rep0) == len(rep1) == 2  # replicates differ only in seed
@@ -215,3 +218,28 @@ def test_sweep_command_line_errors(tmp_path, capsys):
     assert sweep_main(["resume"]) == 2
     assert sweep_main(["status", str(tmp_path)]) == 2
     assert "no sweep.json" in capsys.readouterr().err
+
+
+def test_thread_rule_counts_the_cells_running_at_once_per_machine():
+    def launcher(target: str, **kw: object) -> DictConfig:
+        return OmegaConf.create({"_target_": target, **kw})
+
+    cores = os.cpu_count() or 1
+    basic = launcher("hydra._internal.core_plugins.basic_launcher.BasicLauncher")
+    joblib = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    local = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"
+    slurm = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+    assert concurrent_workers(basic, 36) == 1
+    assert concurrent_workers(launcher(joblib, n_jobs=2), 36) == 2
+    assert concurrent_workers(launcher(joblib, n_jobs=8), 3) == 3  # never more than cells
+    assert concurrent_workers(launcher(joblib, n_jobs=-1), 36) == cores
+    assert concurrent_workers(launcher(local, array_parallelism=256), 4) == 4
+    assert concurrent_workers(launcher(slurm, array_parallelism=256), 36) == 1
+
+
+def test_replicates_expand_to_one_cell_each(capsys):
+    assert replicate_override(["critic=lenient,strict", "replicates=3"]) == ["replicate=0,1,2"]
+    assert replicate_override(["replicates=1"]) == []
+    with pytest.raises(SystemExit):
+        replicate_override(["replicates=1,3"])
+    assert "replicates: must be a whole number" in capsys.readouterr().err
