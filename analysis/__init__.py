@@ -18,13 +18,13 @@ from analysis.pipeline import Analysis, analyze
 from analysis.plots import correlation_matrix, process_rates, sweep_heatmap, trajectories
 from analysis.records_io import RunReadWarning, find_runs
 from analysis.registry import DIMENSIONS, SIGNALS, Signal, markdown_table, signal_names
-from analysis.scoring import aggregate, change_points, early_late, final_drift, score
+from analysis.scoring import aggregate, change_points, compare_cells, early_late, final_drift, score
 from analysis.text import text_signals
 
 __all__ = [
     "DEFAULT_EMBEDDER", "DIMENSIONS", "RUBRIC", "SIGNALS", "Analysis", "MissingDependency",
     "RunReadWarning", "Signal", "Signals", "Tables", "aggregate", "analyze", "change_points",
-    "compute_signals", "correlation_matrix", "early_late", "final_drift", "find_runs", "get_embedder",
+    "compare_cells", "compute_signals", "correlation_matrix", "early_late", "final_drift", "find_runs", "get_embedder",
     "judge_turns", "load_runs", "markdown_table", "process_rates", "process_signals", "score",
     "signal_names", "sweep_heatmap", "text_signals", "trajectories",
 ]  # fmt: skip

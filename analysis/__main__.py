@@ -31,6 +31,9 @@ def _analyze(argv: list[str]) -> int:
     parser.add_argument("--no-cache", action="store_true", help="reload every run and recompute its signals")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
     from analysis.pipeline import analyze
 
     result = analyze(

@@ -11,8 +11,9 @@ from functools import lru_cache
 import pandas as pd
 from tqdm.auto import tqdm
 
+from analysis.cache import cached_rows
 from analysis.embed import DEFAULT_EMBEDDER, get_embedder
-from analysis.load import Tables, cache_slot, read_cached, write_cached
+from analysis.load import Tables
 from analysis.registry import signal_names
 from analysis.signals import run_signals, team_rank
 from analysis.text import text_signals
@@ -61,33 +62,23 @@ def compute_signals(tables: Tables, *, embedder: str = DEFAULT_EMBEDDER, progres
     """Every signal of every turn and draft. The embedder loads only if some run is not cached."""
     memo = lru_cache(maxsize=4096)(text_signals)
     parts = {name: _by_run(tables.table(name)) for name in ("turns", "drafts", "personas")}
-    empty = {name: tables.table(name).iloc[0:0] for name in parts}
-    tparts, dparts = [], []
+    ranks = {row["run_id"]: team_rank(row) for row in tables.runs.to_dict("records")}
     bar = tqdm(total=len(tables.turns), desc="signals", unit="turn", disable=not progress)
-    for row in tables.runs.to_dict("records"):
-        run_id = row["run_id"]
-        slot = (
-            cache_slot(tables.cache_dir, run_id) / f"signals-{_slug(embedder)}" if tables.cache_dir else None
+
+    def build(run_id: str) -> dict[str, pd.DataFrame]:
+        turns, drafts, personas = (
+            parts[n].get(run_id, tables.table(n).iloc[0:0]) for n in ("turns", "drafts", "personas")
         )
-        stamp = {"tables": tables.stamps.get(run_id), "version": SIGNALS_VERSION, "embedder": embedder}
-        cached = read_cached(slot, stamp, ("turns", "drafts")) if slot else None
-        if cached is None:
-            turns, drafts, personas = (
-                parts[name].get(run_id, empty[name]) for name in ("turns", "drafts", "personas")
-            )
-            tsig, dsig = run_signals(turns, drafts, personas, team_rank(row), get_embedder(embedder), memo)
-            if slot:
-                write_cached(slot, stamp, {"turns": tsig, "drafts": dsig})
-        else:
-            tsig, dsig = cached["turns"], cached["drafts"]
-        tparts.append(tsig.assign(run_id=run_id))
-        dparts.append(dsig.assign(run_id=run_id))
+        tsig, dsig = run_signals(turns, drafts, personas, ranks[run_id], get_embedder(embedder), memo)
         bar.update(len(tsig))
+        return {"turns": tsig.assign(run_id=run_id), "drafts": dsig.assign(run_id=run_id)}
+
+    folder = tables.cache_dir / f"signals-{_slug(embedder)}" if tables.cache_dir else None
+    stamps = {r: {"tables": s, "v": SIGNALS_VERSION, "embedder": embedder} for r, s in tables.stamps.items()}
+    frames, _ = cached_rows(folder, ("turns", "drafts"), stamps, build)
     bar.close()
-    turns = pd.concat(tparts, ignore_index=True) if tparts else pd.DataFrame(columns=KEYS)
-    turns = turns.merge(process_signals(tables), on=KEYS, how="left")
-    drafts = pd.concat(dparts, ignore_index=True) if dparts else pd.DataFrame(columns=KEYS)
-    return Signals(turns=_front(turns), drafts=_front(drafts), embedder=embedder)
+    turns = frames["turns"].merge(process_signals(tables), on=KEYS, how="left")
+    return Signals(turns=_front(turns), drafts=_front(frames["drafts"]), embedder=embedder)
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:

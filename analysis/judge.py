@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, create_model
 
 from analysis.load import Tables
 from harness.config import ModelConfig, RetryConfig
+from harness.models.base import Completion, ModelRequest
 from harness.models.registry import build_model
 from harness.retry import call_with_retry
 from harness.structured import generate_structured
@@ -76,9 +77,13 @@ def judge_turns(
         .persona.first()
         .to_dict()
     )
+    policy = RetryConfig()
+
+    def call(request: ModelRequest) -> Completion:  # transient provider errors are retried
+        return call_with_retry(lambda: model.complete(request), policy, None)
+
     rows = []
     for i, turn in enumerate(tables.turns.itertuples()):
-        call = lambda request, m=model: call_with_retry(lambda: m.complete(request), RetryConfig(), None)  # noqa: E731
         result = generate_structured(
             model, call, messages(turn.text, turn.team, anchors.get((turn.run_id, turn.team), ""), rubric),
             schema, temperature=0.0, max_tokens=256, seed=i, max_repairs=max_repairs,

