@@ -57,3 +57,47 @@ def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
         return run_debate(validate(cfg), raw)
 
     return go
+
+
+def read_records(path: Path) -> list:
+    """Every record of one JSONL log, parsed and validated."""
+    from harness.records import parse_record
+
+    return [parse_record(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def records() -> Callable[[Path], list]:
+    """``records(path)``: the parsed records of one log file."""
+    return read_records
+
+
+@pytest.fixture
+def cli(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Run ``python -m harness.run`` as a subprocess in a scratch cwd.
+
+    The cwd is an empty folder under tmp_path, so a test can also assert that
+    Hydra wrote nothing of its own anywhere.
+    """
+    import os
+    import subprocess
+    import sys
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+
+    def go(*args: str, env: dict[str, str] | None = None, timeout: float = 120):  # type: ignore[no-untyped-def]
+        # no real provider key leaks in from the developer's shell
+        full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        full_env.update(env or {})
+        return subprocess.run(
+            [sys.executable, "-m", "harness.run", *args],
+            cwd=cwd,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    go.cwd = cwd  # type: ignore[attr-defined]
+    return go

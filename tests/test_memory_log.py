@@ -1,0 +1,172 @@
+"""Append-only logs: record fields, the hash chain, idempotent appends and
+torn-line quarantine, both on ``JsonlLog`` directly and on a whole run."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+
+from harness.memory import CorruptLogError, JsonlLog, line_hash
+from harness.records import EventRecord, PersonaRecord
+
+RUN_LOGS = [
+    "shared_memory.jsonl",
+    "events.jsonl",
+    *(
+        f"{team}/{kind}.jsonl"
+        for team in ("pros", "cons")
+        for kind in ("persona", "thinking", "critique", "prompts")
+    ),
+]
+
+
+def persona(i: int, round_: int = 1) -> PersonaRecord:
+    return PersonaRecord(
+        id=f"r{round_:04d}.pros.persona.i{i}", round=round_, team="pros", role="persona", iteration=i,
+        decision="keep", persona=f"persona {i}", rationale="why", version=1,
+    )  # fmt: skip
+
+
+def assert_chain(path) -> list[dict]:
+    """Seq counts 0, 1, 2...; each prev_hash is the sha256 of the line before."""
+    lines = path.read_bytes().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [r["seq"] for r in rows] == list(range(len(rows))), path
+    previous = None
+    for line, row in zip(lines, rows, strict=True):
+        assert row["prev_hash"] == previous, path
+        previous = line_hash(line)
+    return rows
+
+
+def test_append_only_prefix_and_chain(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path)
+    assert path.exists() and path.read_bytes() == b""
+    before = b""
+    for i in range(5):
+        stored = log.append(persona(i))
+        after = path.read_bytes()
+        assert after.startswith(before) and after.endswith(b"\n")
+        assert after.count(b"\n") == i + 1  # exactly one new line per append
+        assert stored.seq == i
+        before = after
+    assert_chain(path)
+    assert log.last_hash == line_hash(path.read_bytes().splitlines()[-1])
+
+
+def test_duplicate_id_is_not_appended_twice(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path)
+    first = log.append(persona(0))
+    log.append(persona(1))
+    size = path.stat().st_size
+    again = log.append(persona(0).model_copy(update={"persona": "a different text"}))
+    assert path.stat().st_size == size
+    assert again == first and again.persona == "persona 0"
+    assert len(log) == 2
+    # the same holds after a reopen (a replayed node after a crash)
+    reopened: JsonlLog[PersonaRecord] = JsonlLog(path)
+    assert reopened.append(persona(1)).seq == 1
+    assert path.stat().st_size == size
+
+
+def test_reopen_continues_the_chain(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path)
+    for i in range(3):
+        log.append(persona(i))
+    reopened: JsonlLog[PersonaRecord] = JsonlLog(path)
+    assert [r.id for r in reopened] == [r.id for r in log]
+    assert reopened.append(persona(3)).seq == 3
+    assert_chain(path)
+
+
+@pytest.mark.parametrize(
+    "torn",
+    [
+        b'{"schema_version": 1, "id": "r0001.pros.pers',  # crash mid-write, no newline
+        b'{"kind": "persona", "id": "x"}\n',  # complete JSON line that is not a valid record
+        b"\x00\x00\x00",  # zeros after a power cut
+    ],
+)
+def test_torn_last_line_is_quarantined_on_reopen(tmp_path, torn):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path)
+    for i in range(2):
+        log.append(persona(i))
+    good = path.read_bytes()
+    with open(path, "ab") as fh:
+        fh.write(torn)
+    reopened: JsonlLog[PersonaRecord] = JsonlLog(path)
+    assert path.read_bytes() == good  # the torn line is gone from the log...
+    quarantine = path.with_name("log.jsonl.quarantine")
+    assert quarantine.read_bytes().rstrip(b"\n") == torn.rstrip(b"\n")  # ...but kept aside
+    assert len(reopened.quarantined) == 1
+    assert len(reopened) == 2
+    # the next append chains onto the last good line, not the torn one
+    assert reopened.append(persona(2)).prev_hash == line_hash(good.splitlines()[-1])
+    assert_chain(path)
+
+
+def test_corrupt_middle_line_refuses_to_open(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path)
+    for i in range(3):
+        log.append(persona(i))
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[1] = b'{"edited": true}\n'
+    path.write_bytes(b"".join(lines))
+    with pytest.raises(CorruptLogError, match="line 2"):
+        JsonlLog(path)
+
+
+def test_every_run_log_is_a_valid_chain_with_full_envelopes(run, records):
+    result = run("rounds=3", "model.reject_first=1", "model.error_rate=0.2",
+                 "retry.initial_s=0", "retry.jitter_s=0")  # fmt: skip
+    run_dir = result.run_dir
+    assert sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.jsonl")) == sorted(RUN_LOGS)
+    for name in RUN_LOGS:
+        rows = assert_chain(run_dir / name)
+        ids = [r["id"] for r in rows]
+        assert len(ids) == len(set(ids)), f"duplicate ids in {name}"
+        for row in rows:
+            for key in ("id", "seq", "round", "team", "role", "iteration", "ts", "model", "usage"):
+                assert key in row, (name, key)
+            datetime.fromisoformat(row["ts"])
+            assert set(row["usage"]) >= {"input_tokens", "output_tokens", "latency_s"}
+    # model calls carry the spec and real usage on the record that consumed them
+    for team in ("pros", "cons"):
+        for kind in ("persona", "thinking", "critique"):
+            for rec in records(run_dir / team / f"{kind}.jsonl"):
+                assert rec.team == team and rec.role == kind
+                assert rec.model == "scripted:default"
+                assert rec.usage.calls >= 1
+                assert rec.usage.input_tokens > 0 and rec.usage.output_tokens > 0
+                assert rec.usage.latency_s >= 0
+        for prompt in records(run_dir / team / "prompts.jsonl"):
+            assert prompt.model == "scripted:default" and prompt.messages
+    # ids are deterministic: round, team, role, iteration
+    first = records(run_dir / "pros" / "critique.jsonl")[0]
+    assert (first.id, first.round, first.iteration) == ("r0001.pros.critique.i0", 1, 0)
+    # timestamps never go backwards within a file
+    for name in RUN_LOGS:
+        stamps = [r.ts for r in records(run_dir / name)]
+        assert stamps == sorted(stamps), name
+
+
+def test_model_call_events_carry_the_model_spec_in_the_envelope(run, records):
+    result = run("rounds=2", "model.error_rate=0.3", "retry.initial_s=0", "retry.jitter_s=0")
+    retries = [e for e in records(result.run_dir / "events.jsonl") if e.event == "retry"]
+    assert retries
+    assert all(isinstance(e, EventRecord) and e.model == "scripted:default" for e in retries)
+
+
+def test_second_run_never_touches_the_first(run):
+    first = run("rounds=2")
+    snapshot = {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()}
+    second = run("rounds=2")
+    assert second.run_dir != first.run_dir
+    assert {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()} == snapshot

@@ -1,0 +1,126 @@
+"""Routing of a drift turn: approve, reject-then-approve, and loop-lock under
+each ``critic.on_loop_lock`` policy (scripted model)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def turn(run_dir, team, kind, records):
+    return [(r.round, r.iteration) for r in records(run_dir / team / f"{kind}.jsonl")]
+
+
+def test_approve_first_draft_publishes_it(run, records):
+    result = run("rounds=2")
+    shared = records(result.run_dir / "shared_memory.jsonl")
+    assert [(a.round, a.team, a.source, a.iteration) for a in shared] == [
+        (1, "pros", "approved", 0),
+        (1, "cons", "approved", 0),
+        (2, "pros", "approved", 0),
+        (2, "cons", "approved", 0),
+    ]
+    for team in ("pros", "cons"):
+        assert turn(result.run_dir, team, "critique", records) == [(1, 0), (2, 0)]
+        # the published text is the approved draft, linked by id
+        drafts = {t.id: t for t in records(result.run_dir / team / "thinking.jsonl")}
+        for arg in (a for a in shared if a.team == team):
+            assert arg.text == drafts[arg.draft_id].draft
+    counts = result.manifest.counts
+    assert (counts.approvals, counts.rejections, counts.loop_locks, counts.published) == (4, 0, 0, 4)
+    assert records(result.run_dir / "events.jsonl") == []
+
+
+def test_reject_then_approve_loops_back_to_persona_with_feedback(run, records):
+    result = run("rounds=1", "model.reject_first=2", "critic.max_iterations=3")
+    run_dir = result.run_dir
+    for team in ("pros", "cons"):
+        # every rejection sends the turn back to the persona agent, not just thinking
+        assert turn(run_dir, team, "persona", records) == [(1, 0), (1, 1), (1, 2)]
+        assert turn(run_dir, team, "thinking", records) == [(1, 0), (1, 1), (1, 2)]
+        critiques = records(run_dir / team / "critique.jsonl")
+        assert [c.is_approved for c in critiques] == [False, False, True]
+        # the critic's feedback is in the next persona and thinking prompts
+        prompts = {(p.role, p.iteration): p for p in records(run_dir / team / "prompts.jsonl")}
+        for i, rejected in enumerate(critiques[:2], start=1):
+            for role in ("persona", "thinking"):
+                text = "\n".join(m["content"] for m in prompts[(role, i)].messages)
+                assert rejected.feedback in text
+        first = "\n".join(m["content"] for m in prompts[("persona", 0)].messages)
+        assert "rejected" not in first
+    shared = records(run_dir / "shared_memory.jsonl")
+    assert [(a.team, a.source, a.iteration) for a in shared] == [
+        ("pros", "approved", 2),
+        ("cons", "approved", 2),
+    ]
+    approved = records(run_dir / "pros" / "critique.jsonl")[2]
+    assert shared[0].critique_id == approved.id
+    counts = result.manifest.counts
+    assert (counts.approvals, counts.rejections, counts.loop_locks) == (2, 4, 0)
+
+
+@pytest.mark.parametrize("reject_first", [2, 5])
+def test_loop_lock_publish_last(run, records, reject_first):
+    result = run("rounds=2", f"model.reject_first={reject_first}", "critic.max_iterations=2",
+                 "critic.on_loop_lock=publish_last")  # fmt: skip
+    run_dir = result.run_dir
+    # capped at max_iterations critiques per turn, however many rejections are scripted
+    assert turn(run_dir, "pros", "critique", records) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    locks = records(run_dir / "events.jsonl")
+    assert [(e.event, e.round, e.team, e.data["policy"]) for e in locks] == [
+        ("loop_lock", 1, "pros", "publish_last"),
+        ("loop_lock", 1, "cons", "publish_last"),
+        ("loop_lock", 2, "pros", "publish_last"),
+        ("loop_lock", 2, "cons", "publish_last"),
+    ]
+    shared = records(run_dir / "shared_memory.jsonl")
+    assert [(a.round, a.team, a.source) for a in shared] == [
+        (1, "pros", "loop_lock"), (1, "cons", "loop_lock"),
+        (2, "pros", "loop_lock"), (2, "cons", "loop_lock"),
+    ]  # fmt: skip
+    # the last (rejected) draft is what gets published
+    last_drafts = {(t.round, t.team): t for t in records(run_dir / "pros" / "thinking.jsonl")}
+    assert shared[0].draft_id == last_drafts[(1, "pros")].id
+    assert shared[0].text == last_drafts[(1, "pros")].draft
+    assert result.manifest.status == "completed"
+    assert result.manifest.counts.loop_locks == 4
+    assert result.manifest.counts.approvals == 0
+
+
+def test_loop_lock_skip_turn_publishes_nothing_and_moves_on(run, records):
+    result = run("rounds=2", "model.reject_first=3", "critic.max_iterations=3",
+                 "critic.on_loop_lock=skip_turn")  # fmt: skip
+    run_dir = result.run_dir
+    assert records(run_dir / "shared_memory.jsonl") == []
+    events = records(run_dir / "events.jsonl")
+    assert [(e.event, e.round, e.team) for e in events] == [
+        ("loop_lock", 1, "pros"), ("loop_lock", 1, "cons"),
+        ("loop_lock", 2, "pros"), ("loop_lock", 2, "cons"),
+    ]  # fmt: skip
+    assert turn(run_dir, "cons", "critique", records) == [(r, i) for r in (1, 2) for i in range(3)]
+    assert result.manifest.status == "completed"
+    assert result.manifest.counts.rounds_completed == 2
+    assert result.manifest.counts.published == 0
+
+
+def test_loop_lock_abort_stops_the_run(run, records):
+    result = run("rounds=3", "model.reject_first=2", "critic.max_iterations=2",
+                 "critic.on_loop_lock=abort")  # fmt: skip
+    run_dir = result.run_dir
+    events = records(run_dir / "events.jsonl")
+    assert [(e.event, e.round, e.team) for e in events] == [("loop_lock", 1, "pros")]
+    # nothing after the locked turn: Cons never spoke, nothing was published
+    assert records(run_dir / "cons" / "persona.jsonl") == []
+    assert records(run_dir / "shared_memory.jsonl") == []
+    assert len(records(run_dir / "pros" / "critique.jsonl")) == 2
+    manifest = result.manifest
+    assert manifest.stop_reason is not None and "loop_lock_abort" in manifest.stop_reason
+    assert manifest.counts.rounds_completed == 0
+    assert manifest.counts.loop_locks == 1
+
+
+def test_reject_below_cap_never_locks(run, records):
+    # reject_first = max_iterations - 1: the last allowed critique approves
+    result = run("rounds=1", "model.reject_first=1", "critic.max_iterations=2",
+                 "critic.on_loop_lock=abort")  # fmt: skip
+    assert records(result.run_dir / "events.jsonl") == []
+    assert [a.source for a in records(result.run_dir / "shared_memory.jsonl")] == ["approved"] * 2
