@@ -70,7 +70,7 @@ def model(base_url: str) -> LangChainModel:
 
 @pytest.mark.network_loopback
 def test_compatible_server_gets_json_object_and_max_tokens(canned):
-    good = '{"critique_feedback": "ok", "is_approved": true}'
+    good = '{"critique_feedback": "the draft is sound", "is_approved": true}'
     canned["replies"] = [(good, "stop")]
     out = model(canned["base_url"]).complete(request(max_tokens=77))
     assert out.text == good
@@ -90,11 +90,11 @@ def test_reply_cut_by_max_tokens_is_returned_for_repair(canned):
     assert out.text == cut and out.output_tokens == 7
     # through the structured layer: the cut-off object is closed, found to lack
     # is_approved, and the re-ask (naming the missing field) succeeds
-    canned["replies"] = [(cut, "length"), ('{"critique_feedback": "fine", "is_approved": false}', "stop")]
+    canned["replies"] = [(cut, "length"), ('{"critique_feedback": "the draft is sound", "is_approved": false}', "stop")]
     result = generate_structured(m, m.complete, [{"role": "user", "content": "judge"}], CritiqueOutput,
                                  temperature=0.1, max_tokens=32, seed=1, max_repairs=1, tags={})  # fmt: skip
     assert result.ok and result.attempts == 2
-    assert result.value == CritiqueOutput(critique_feedback="fine", is_approved=False)
+    assert result.value == CritiqueOutput(critique_feedback="the draft is sound", is_approved=False)
     assert "is_approved" in canned["bodies"][-1]["messages"][-1]["content"]
 
 

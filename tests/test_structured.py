@@ -1,0 +1,225 @@
+"""Structured output: parse and repair, bounded re-asks with the validation
+error in the prompt, ``schema_failure`` events, and each agent's documented
+fallback. Unvalidated data never reaches memory or routing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import harness.engine
+from harness.agents import CritiqueOutput, PersonaOutput
+from harness.models.base import Completion, ModelRequest
+from harness.models.scripted import ScriptedModel
+from harness.structured import extract_json, generate_structured
+
+TEAMS = ("pros", "cons")
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"a": 1}', {"a": 1}),
+        ('```json\n{"a": 1}\n```', {"a": 1}),
+        ('Sure! Here it is: {"a": 1} Hope that helps.', {"a": 1}),
+        ('{"a": [1, 2,], "b": 3,}', {"a": [1, 2], "b": 3}),
+        ('{"a": "cut off by max_tok', {"a": "cut off by max_tok"}),
+        ('{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),
+        ('{"a": "brace } and \\" quote"}', {"a": 'brace } and " quote'}),
+    ],
+)
+def test_extract_json_repairs_common_damage(reply, expected):
+    assert extract_json(reply) == expected
+
+
+@pytest.mark.parametrize("reply", ["", "no json here", '{"a": tru', "[1, 2]"])
+def test_extract_json_gives_up_with_value_error(reply):
+    with pytest.raises(ValueError):
+        extract_json(reply)
+
+
+class Replies:
+    """A fake model that returns canned replies in order and keeps each request."""
+
+    spec = "fake:replies"
+
+    def __init__(self, *texts: str) -> None:
+        self.texts = list(texts)
+        self.requests: list[ModelRequest] = []
+
+    def complete(self, request: ModelRequest) -> Completion:
+        self.requests.append(request)
+        return Completion(self.texts.pop(0), input_tokens=10, output_tokens=5, latency_s=0.01)
+
+    def model_files(self) -> dict[str, str]:
+        return {}
+
+
+def ask(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
+    messages = [{"role": "user", "content": "critique this"}]
+    return generate_structured(
+        model, model.complete, messages, CritiqueOutput,
+        temperature=0.5, max_tokens=64, seed=7, max_repairs=max_repairs, tags={"round": 1},
+    )  # fmt: skip
+
+
+def test_repair_shows_the_validation_error_and_succeeds():
+    good = json.dumps({"critique_feedback": "the draft is sound", "is_approved": True})
+    model = Replies('{"critique_feedback": "x"}', good)  # first lacks is_approved
+    result = ask(model, max_repairs=2)
+    assert result.ok and result.value == CritiqueOutput(critique_feedback="the draft is sound", is_approved=True)
+    assert result.attempts == 2
+    assert result.usage.calls == 2 and result.usage.input_tokens == 20
+    assert len(result.errors) == 1 and "is_approved" in result.errors[0]
+    first, second = model.requests
+    assert first.schema == CritiqueOutput.model_json_schema()
+    assert second.messages[0] == first.messages[0]
+    assert second.messages[1] == {"role": "assistant", "content": '{"critique_feedback": "x"}'}
+    assert "is_approved" in second.messages[-1]["content"]  # the error is in the re-ask
+    assert first.seed != second.seed  # a re-ask may sample differently
+
+
+def test_repairs_are_bounded_and_failure_returns_no_value():
+    model = Replies('{"is_approved": "maybe"}', "nothing", '{"critique_feedback": 3}', "never asked")
+    result = ask(model, max_repairs=2)
+    assert not result.ok and result.value is None
+    assert result.attempts == 3 and len(model.requests) == 3
+    assert len(result.errors) == 3
+    assert result.raw == '{"critique_feedback": 3}'
+
+
+def test_over_long_field_fails_validation():
+    model = Replies(json.dumps({"critique_feedback": "x" * 401, "is_approved": True}))
+    assert not ask(model, max_repairs=0).ok
+
+
+def test_malformed_replies_are_repaired_and_only_valid_records_are_stored(run, records):
+    result = run("rounds=4", "model.malformed_rate=0.4", "structured.max_repairs=3")
+    run_dir = result.run_dir
+    repaired = [
+        rec
+        for team in TEAMS
+        for kind in ("persona", "thinking", "critique")
+        for rec in records(run_dir / team / f"{kind}.jsonl")
+        if rec.usage.calls > 1
+    ]
+    assert repaired, "malformed_rate=0.4 should force at least one repair"
+    # every reply that reached memory validated; malformed text appears only
+    # as a kept failed reply in the team's prompt log
+    for path in run_dir.rglob("*.jsonl"):
+        for rec in records(path):
+            if rec.kind == "prompt" and rec.id.endswith("failed-reply"):
+                continue
+            # the scripted model's broken reply ends '": tru' (JSON-escaped in the dump)
+            assert '\\": tru"' not in rec.model_dump_json(), rec.id
+    assert result.manifest.counts.model_calls > sum(
+        len(records(run_dir / t / "prompts.jsonl")) for t in TEAMS
+    )
+
+
+def test_schema_failures_fall_back_as_documented(run, records):
+    # nothing ever validates: persona keeps the default, thinking yields no
+    # draft, the critic is never asked, and the turn loop-locks with nothing to publish
+    result = run("rounds=1", "model.malformed_rate=1.0", "structured.max_repairs=1",
+                 "critic.max_iterations=2", "critic.on_loop_lock=publish_last")  # fmt: skip
+    run_dir = result.run_dir
+    events = records(run_dir / "events.jsonl")
+    failures = [e for e in events if e.event == "schema_failure"]
+    assert [(e.team, e.role, e.iteration) for e in failures] == [
+        (team, role, i) for team in TEAMS for i in range(2) for role in ("persona", "thinking")
+    ]
+    for e in failures:
+        assert e.error is not None and e.error.kind == "validation"
+        assert "2 attempts" in e.detail
+        assert e.usage.calls == 2  # the failed calls still cost tokens
+        # the last bad reply is kept, in the team's own folder (it may be private)
+        kept = {p.id: p for p in records(run_dir / e.team / "prompts.jsonl")}[e.data["reply_id"]]
+        assert kept.role == e.role and kept.messages[0]["role"] == "assistant"
+        assert ": tru" in kept.messages[0]["content"]
+    for team in TEAMS:
+        personas = records(run_dir / team / "persona.jsonl")
+        assert {p.decision for p in personas} == {"fallback"}
+        assert {p.version for p in personas} == {1}
+        assert "argues" in personas[0].persona  # the default persona text
+        assert records(run_dir / team / "thinking.jsonl") == []
+        critiques = records(run_dir / team / "critique.jsonl")
+        assert [(c.is_approved, c.fallback, c.draft_id) for c in critiques] == [(False, True, "none")] * 2
+        prompts = records(run_dir / team / "prompts.jsonl")
+        assert {p.role for p in prompts} == {"persona", "thinking"}  # critic not called
+        assert all(p.iteration in (0, 1) for p in prompts)
+    assert [e.event for e in events].count("loop_lock") == 2
+    assert records(run_dir / "shared_memory.jsonl") == []
+    assert result.manifest.counts.schema_failures == 8
+    assert result.manifest.status == "completed"
+
+
+def test_persona_fallback_keeps_the_previous_persona(run, records):
+    result = run("rounds=6", "model.malformed_rate=0.5", "structured.max_repairs=0")
+    checked = 0
+    for team in TEAMS:
+        personas = records(result.run_dir / team / "persona.jsonl")
+        for before, now in zip(personas, personas[1:], strict=False):
+            if now.decision == "fallback":
+                assert (now.persona, now.version) == (before.persona, before.version)
+                assert "schema failure" in now.rationale
+                checked += 1
+    assert checked, "seeded malformed_rate=0.5 should hit at least one persona fallback"
+
+
+@pytest.fixture
+def broken_critic(monkeypatch):
+    """Every model is scripted; the one named ``scripted:broken`` always emits bad JSON."""
+    real = harness.engine.build_model
+
+    def build(cfg):  # type: ignore[no-untyped-def]
+        if cfg.spec == "scripted:broken":
+            return ScriptedModel(cfg.spec, malformed_rate=1.0)
+        return real(cfg)
+
+    monkeypatch.setattr(harness.engine, "build_model", build)
+
+
+@pytest.mark.parametrize(("policy", "published"), [("reject", []), ("approve", ["approved", "approved"])])
+def test_critic_schema_failure_policy(run, records, broken_critic, policy, published):
+    result = run("rounds=1", "roles.critic.spec=scripted:broken", f"critic.on_schema_failure={policy}",
+                 "critic.max_iterations=2", "critic.on_loop_lock=skip_turn")  # fmt: skip
+    run_dir = result.run_dir
+    for team in TEAMS:
+        critiques = records(run_dir / team / "critique.jsonl")
+        assert critiques and all(c.fallback for c in critiques)
+        assert {c.is_approved for c in critiques} == {policy == "approve"}
+        assert {c.model for c in critiques} == {"scripted:broken"}
+        assert critiques[0].feedback == "critic reply failed validation"
+    shared = records(run_dir / "shared_memory.jsonl")
+    assert [a.source for a in shared] == published
+    if policy == "approve":  # the draft itself is published, never the broken reply
+        drafts = {t.id: t.draft for team in TEAMS for t in records(run_dir / team / "thinking.jsonl")}
+        assert all(a.text == drafts[a.draft_id] for a in shared)
+    failures = [e for e in records(run_dir / "events.jsonl") if e.event == "schema_failure"]
+    assert failures and {e.role for e in failures} == {"critique"}
+
+
+def test_generated_topic_falls_back_to_the_configured_text(run, records, broken_critic):
+    result = run("rounds=1", "topic.generate=true", "roles.topic.spec=scripted:broken")
+    events = records(result.run_dir / "events.jsonl")
+    topic = [e for e in events if e.event == "topic"]
+    assert len(topic) == 1 and topic[0].data["generated"] is False
+    assert topic[0].detail == "Remote work is better for society than office work."
+    assert result.manifest.topic == topic[0].detail
+    assert [e.role for e in events if e.event == "schema_failure"] == ["topic"]
+
+
+def test_generated_topic_is_used_and_recorded(run, records):
+    result = run("rounds=1", "topic.generate=true")
+    (event,) = [e for e in records(result.run_dir / "events.jsonl") if e.event == "topic"]
+    assert event.data["generated"] is True
+    assert event.detail != "Remote work is better for society than office work."
+    assert result.manifest.topic == event.detail
+    prompt = records(result.run_dir / "pros" / "prompts.jsonl")[0]
+    assert f"Motion: {event.detail}" in prompt.messages[1]["content"]
+
+
+def test_persona_output_rejects_unknown_decision():
+    with pytest.raises(ValueError):
+        PersonaOutput.model_validate({"decision": "fallback", "persona": "p", "rationale": "r"})
