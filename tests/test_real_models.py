@@ -1,0 +1,120 @@
+"""Real models, kept small (CI has 2 cores): a 2-round debate on the bundled
+SmolLM2 in-process, and one round through llama-cpp-python's OpenAI-compatible
+server so the real LangChain OpenAI client is exercised over HTTP.
+
+Both assert structure, never content quality. ``model.n_threads=1``: when
+another process shares the cores, llama.cpp's spinning worker threads slow a
+2-thread run down several-fold, and one thread keeps these tests' time bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+import harness.models.local as local
+
+SMALL = ("llm.max_tokens=128", "model.n_threads=1")
+TEAMS = ("pros", "cons")
+
+
+def assert_complete_debate(result, records, rounds: int, spec: str) -> None:  # type: ignore[no-untyped-def]
+    run_dir = result.run_dir
+    assert result.manifest.status == "completed"
+    assert result.manifest.counts.rounds_completed == rounds
+    assert set(result.manifest.model_specs.values()) == {spec}
+    for team in TEAMS:
+        personas = records(run_dir / team / "persona.jsonl")
+        assert {p.round for p in personas} == set(range(1, rounds + 1))
+        assert all(p.persona and p.version >= 1 for p in personas)
+        prompts = records(run_dir / team / "prompts.jsonl")
+        assert prompts and {p.model for p in prompts} == {spec}
+        for kind in ("persona", "thinking", "critique"):
+            for rec in records(run_dir / team / f"{kind}.jsonl"):
+                if rec.usage.calls:  # fallbacks made no call of their own
+                    assert rec.model == spec
+                    assert rec.usage.input_tokens > 0 and rec.usage.latency_s > 0
+    for arg in records(run_dir / "shared_memory.jsonl"):
+        assert arg.text.strip() and arg.team in TEAMS
+
+
+@pytest.mark.slow
+def test_two_rounds_on_smollm2(run, records):
+    result = run("model=smollm2", "rounds=2", "critic=lenient", *SMALL)
+    assert_complete_debate(result, records, 2, "local:smollm2")
+    gguf = str(local.locate("smollm2"))
+    assert list(result.manifest.model_files) == [gguf]
+    assert len(result.manifest.model_files[gguf]) == 64
+    assert sum(1 for key in local._LOADED if key[0] == gguf) == 1  # loaded once
+    # grammar-constrained decoding: every call produced a valid object or was repaired
+    calls = result.manifest.counts.model_calls
+    assert calls >= 12 and result.manifest.counts.output_tokens > 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def llama_server(tmp_path):
+    """llama-cpp-python's server on a loopback port; always stopped at the end."""
+    port = free_port()
+    log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed in finally
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(local.locate("smollm2")),
+         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"server exited with {proc.returncode}: {(tmp_path / 'server.log').read_text()[-2000:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{base_url}/models", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("llama_cpp.server did not answer within 120 s")
+            time.sleep(0.5)
+        yield base_url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+        log.close()
+
+
+@pytest.mark.slow
+@pytest.mark.network_loopback
+def test_one_round_through_the_openai_client_and_llama_server(run, records, llama_server):
+    result = run(
+        "model=openai", "model.spec=openai:smollm2", f"model.kwargs.base_url={llama_server}",
+        "model.kwargs.api_key=none", "rounds=1", "critic=lenient", "critic.max_iterations=1",
+        "structured.max_repairs=1", "llm.max_tokens=128",
+    )  # fmt: skip
+    assert_complete_debate(result, records, 1, "openai:smollm2")
+    assert result.manifest.model_files == {}  # remote: no local weights
+    # the server really answered: tokens came back through LangChain's usage metadata
+    assert result.manifest.counts.input_tokens > 0 and result.manifest.counts.output_tokens > 0
+    errors = [e for e in records(result.run_dir / "events.jsonl") if e.event in ("error", "retry")]
+    assert errors == []  # json_object mode is accepted (json_schema would be a 4xx here)
