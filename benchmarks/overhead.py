@@ -1,0 +1,180 @@
+"""Harness overhead per model call, early and late in one long debate.
+
+Runs the drift format on the zero-latency scripted model for LATE+HALF+1
+rounds and times every model call. A round's overhead per call is the time the
+round took minus the time spent inside the model, divided by its calls: memory
+appends and fsyncs, prompt building, validation, the graph, snapshots. Each
+figure is the median over the rounds in a window centred on round EARLY or
+round LATE, so both come from the same run and a stray slow fsync does not
+decide them; the goal is late/early <= 1.2.
+
+Wall time includes waiting on the disk (fsync) and on other processes; CPU
+time (this process only) does not, so it shows growth in the harness's own
+work even on a busy machine. Both are printed.
+
+It also reports the run folder's bytes per round at both points: the bytes
+that round added, and the folder's average so far.
+
+    .venv/bin/python benchmarks/overhead.py [--early 10] [--late 200] [--repeats 3]
+
+Prints figures; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+import harness.engine
+from harness.config import validate
+from harness.models.base import ChatModel, Completion, ModelRequest
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+@dataclass
+class Probe:
+    """Shared by every wrapped model: call times per round, folder sizes."""
+
+    watch: set[int]  # rounds at whose first call the folder is measured
+    run_dir: Path | None = None
+    model_wall: dict[int, float] = field(default_factory=dict)  # round -> seconds inside the model
+    model_cpu: dict[int, float] = field(default_factory=dict)
+    ncalls: dict[int, int] = field(default_factory=dict)
+    first_call: dict[int, tuple[float, float]] = field(default_factory=dict)  # wall, cpu clocks
+    sizes: dict[int, int] = field(default_factory=dict)  # round -> bytes before it
+    walks: dict[int, float] = field(default_factory=dict)  # round -> seconds spent measuring
+
+    def before(self, round_: int) -> None:
+        if round_ in self.first_call:
+            return
+        self.first_call[round_] = (time.perf_counter(), time.process_time())
+        if round_ in self.watch and self.run_dir is not None:
+            started = time.perf_counter()
+            self.sizes[round_] = folder_bytes(self.run_dir)
+            self.walks[round_] = time.perf_counter() - started
+
+
+class Timed:
+    """A ChatModel wrapper that reports each call to the probe."""
+
+    def __init__(self, inner: ChatModel, probe: Probe) -> None:
+        self.inner, self.probe, self.spec = inner, probe, inner.spec
+
+    def complete(self, request: ModelRequest) -> Completion:
+        round_ = int(request.tags.get("round", 0))
+        self.probe.before(round_)
+        wall, cpu = time.perf_counter(), time.process_time()
+        out = self.inner.complete(request)
+        p = self.probe
+        p.model_wall[round_] = p.model_wall.get(round_, 0.0) + time.perf_counter() - wall
+        p.model_cpu[round_] = p.model_cpu.get(round_, 0.0) + time.process_time() - cpu
+        p.ncalls[round_] = p.ncalls.get(round_, 0) + 1
+        return out
+
+    def model_files(self) -> dict[str, str]:
+        return self.inner.model_files()
+
+
+def window_overhead(probe: Probe, first: int, last: int) -> tuple[float, float]:
+    """Median over rounds first..last of harness seconds per call: (wall, cpu)."""
+    walls, cpus = [], []
+    for r in range(first, last + 1):
+        (w0, c0), (w1, c1) = probe.first_call[r], probe.first_call[r + 1]
+        walk = probe.walks.get(r, 0.0)  # measuring the folder is not harness work
+        walls.append((w1 - w0 - walk - probe.model_wall[r]) / probe.ncalls[r])
+        cpus.append((c1 - c0 - walk - probe.model_cpu[r]) / probe.ncalls[r])
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def one_run(early: int, late: int, half: int, runs_root: Path) -> dict[str, float]:
+    rounds = late + half + 1
+    watch = {early, early + 1, late, late + 1}
+    probe = Probe(watch=watch)
+    real_build = harness.engine.build_model
+    harness.engine.build_model = lambda cfg: Timed(real_build(cfg), probe)  # type: ignore[assignment]
+    real_create = harness.engine.create_run_dir
+
+    def create(root: Path, base: str) -> Path:
+        probe.run_dir = real_create(root, base)
+        return probe.run_dir
+
+    harness.engine.create_run_dir = create  # type: ignore[assignment]
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose("config", overrides=[
+                "model=scripted", f"rounds={rounds}", f"runs_root={runs_root}", "progress=false",
+            ])  # fmt: skip
+        raw: Any = OmegaConf.to_container(cfg, resolve=True)
+        started = time.perf_counter()
+        result = harness.engine.run_debate(validate(cfg), raw)
+        total_s = time.perf_counter() - started
+    finally:
+        harness.engine.build_model = real_build  # type: ignore[assignment]
+        harness.engine.create_run_dir = real_create  # type: ignore[assignment]
+    assert result.manifest.status == "completed"
+    early_wall, early_cpu = window_overhead(probe, early - half, early + half)
+    late_wall, late_cpu = window_overhead(probe, late - half, late + half)
+    return {
+        "early_us": early_wall * 1e6,
+        "late_us": late_wall * 1e6,
+        "ratio": late_wall / early_wall,
+        "early_cpu_us": early_cpu * 1e6,
+        "late_cpu_us": late_cpu * 1e6,
+        "cpu_ratio": late_cpu / early_cpu,
+        "calls_per_round": statistics.mean(probe.ncalls.values()),
+        "early_round_bytes": probe.sizes[early + 1] - probe.sizes[early],
+        "late_round_bytes": probe.sizes[late + 1] - probe.sizes[late],
+        "early_avg_bytes": probe.sizes[early + 1] / early,
+        "late_avg_bytes": probe.sizes[late + 1] / late,
+        "total_s": total_s,
+        "rounds": rounds,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--early", type=int, default=10)
+    parser.add_argument("--late", type=int, default=200)
+    parser.add_argument("--half", type=int, default=5, help="window = round +- half")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.early - args.half < 1 or args.late <= args.early:
+        parser.error("need 1 <= early - half and early < late")
+    with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
+        runs = [one_run(args.early, args.late, args.half, Path(tmp) / "runs") for _ in range(args.repeats)]
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    e, l_ = args.early, args.late
+    print(f"scripted model, latency 0, {runs[0]['rounds']} rounds x {args.repeats} runs "
+          f"(median), windows: rounds {e}+-{args.half} and {l_}+-{args.half}; "
+          f"{med('calls_per_round'):.1f} model calls per round")  # fmt: skip
+    print(f"  harness overhead per model call, wall  round {e}: {med('early_us'):7.0f} us   "
+          f"round {l_}: {med('late_us'):7.0f} us   ratio {l_}/{e}: {med('ratio'):.2f}x (goal <= 1.2x)")  # fmt: skip
+    print(f"  harness overhead per model call, CPU   round {e}: {med('early_cpu_us'):7.0f} us   "
+          f"round {l_}: {med('late_cpu_us'):7.0f} us   ratio {l_}/{e}: {med('cpu_ratio'):.2f}x")  # fmt: skip
+    ratios = ", ".join(f"{r['ratio']:.2f} wall / {r['cpu_ratio']:.2f} CPU" for r in runs)
+    print(f"    per-run ratios: {ratios}")
+    print(f"  run-folder bytes added by the round    round {e}: {med('early_round_bytes'):8.0f} B    "
+          f"round {l_}: {med('late_round_bytes'):8.0f} B")  # fmt: skip
+    print(f"  run-folder bytes per round, average    round {e}: {med('early_avg_bytes'):8.0f} B    "
+          f"round {l_}: {med('late_avg_bytes'):8.0f} B")  # fmt: skip
+    print(f"  whole run: {med('total_s'):.1f} s wall")
+
+
+if __name__ == "__main__":
+    main()
