@@ -6,6 +6,7 @@ recorded as an event.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -14,7 +15,6 @@ from tenacity import (
     Retrying,
     retry_if_exception,
     stop_after_attempt,
-    wait_exponential_jitter,
 )
 
 from harness.config import RetryConfig
@@ -60,6 +60,22 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(kind=classify(exc), type=type(exc).__name__, message=message[:500])
 
 
+def backoff(policy: RetryConfig) -> Callable[[RetryCallState], float]:
+    """initial_s * 2**(n-1) plus uniform jitter, capped at max_s.
+
+    Written out rather than ``wait_exponential_jitter``, whose keyword for the
+    base wait was renamed (``initial`` -> ``multiplier``) inside the declared
+    range tenacity>=8.2: one spelling is a TypeError on older releases, the
+    other a DeprecationWarning on newer ones.
+    """
+
+    def wait(state: RetryCallState) -> float:
+        base = policy.initial_s * 2 ** (state.attempt_number - 1)
+        return min(policy.max_s, base + random.uniform(0, policy.jitter_s))
+
+    return wait
+
+
 def call_with_retry(
     fn: Callable[[], T],
     policy: RetryConfig,
@@ -76,7 +92,7 @@ def call_with_retry(
     retrying = Retrying(
         retry=retry_if_exception(lambda e: classify(e) != "fatal"),
         stop=stop_after_attempt(policy.max_attempts),
-        wait=wait_exponential_jitter(multiplier=policy.initial_s, max=policy.max_s, jitter=policy.jitter_s),
+        wait=backoff(policy),
         before_sleep=before_sleep,
         reraise=True,
     )

@@ -78,14 +78,27 @@ def test_transient_errors_are_retried_with_exponential_backoff(monkeypatch):
     assert sleeps == [0.5, 1.0, 1.5]
 
 
+def waits_for(policy: RetryConfig, failures: int) -> list[float]:
+    """The waits the policy announces over ``failures`` transient errors in a row."""
+    waits: list[float] = []
+    fn = Flaky(*(ProviderError("x", 503) for _ in range(failures)))
+    call_with_retry(fn, policy, lambda n, e, w: waits.append(w))
+    return waits
+
+
 def test_jitter_stays_within_its_bound(monkeypatch):
     monkeypatch.setattr("time.sleep", lambda s: None)
-    waits: list[float] = []
-    fn = Flaky(*(ProviderError("x", 503) for _ in range(6)))
-    call_with_retry(fn, RetryConfig(max_attempts=7, initial_s=0.1, max_s=100, jitter_s=0.05),
-                    lambda n, e, w: waits.append(w))  # fmt: skip
+    waits = waits_for(RetryConfig(max_attempts=7, initial_s=0.1, max_s=100, jitter_s=0.05), 6)
+    assert len(waits) == 6
     for n, wait in enumerate(waits):
         assert 0.1 * 2**n <= wait <= 0.1 * 2**n + 0.05
+
+
+def test_backoff_never_exceeds_max_even_with_jitter(monkeypatch):
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    waits = waits_for(RetryConfig(max_attempts=6, initial_s=1, max_s=3, jitter_s=5), 5)
+    assert len(waits) == 5 and all(1 <= w <= 3 for w in waits)
+    assert waits[-2:] == [3, 3]  # 8 s and 16 s of backoff, capped
 
 
 def test_fatal_error_is_not_retried():
