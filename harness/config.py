@@ -242,12 +242,21 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     return obj
 
 
+# Key names that hold credentials, however a provider spells them: api_key,
+# aws_secret_access_key, client_secret, default_headers.Authorization,
+# access_token, password. "max_tokens" (a count) is not one.
+_SECRET_KEY = re.compile(
+    r"api_?key|secret|passw(or)?d|credential|authorization|private_?key|access_?key|(^|_)token$",
+    re.IGNORECASE,
+)
+
+
 def redact(data: Any) -> Any:
     """Copy of a plain config dict with secrets masked, for config.yaml."""
-    # "max_tokens" is not a secret; "api_key", "access_token", "password" are.
-    secret = re.compile(r"(api_?key|secret|password|(^|_)token)$", re.IGNORECASE)
     if isinstance(data, dict):
-        return {k: ("***REDACTED***" if secret.search(str(k)) and v else redact(v)) for k, v in data.items()}
+        return {
+            k: ("***REDACTED***" if _SECRET_KEY.search(str(k)) and v else redact(v)) for k, v in data.items()
+        }
     if isinstance(data, list):
         return [redact(v) for v in data]
     return data

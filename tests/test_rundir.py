@@ -140,3 +140,19 @@ def test_finished_folder_holds_exactly_the_documented_files(run):
     assert manifest.counts.rounds_completed == 2
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["rounds"] == 2 and config["model"]["spec"] == "scripted:default"
+
+
+def test_secrets_are_redacted_everywhere_in_the_folder(run):
+    # key names as providers spell them; scripted ignores kwargs, so nothing is sent
+    result = run(
+        "+model.kwargs.api_key=sk-live-1", "+model.kwargs.aws_secret_access_key=aws-live-2",
+        "+model.kwargs.default_headers.Authorization=Bearer-live-3", "+model.kwargs.client_secret=cs-live-4",
+        "+roles.critic.kwargs.access_token=tok-live-5", "+model.kwargs.password=pw-live-6", "rounds=1",
+    )  # fmt: skip
+    for path in result.run_dir.rglob("*"):
+        if path.is_file():
+            text = path.read_text()
+            assert "-live-" not in text, (path.name, [w for w in text.split() if "-live-" in w])
+    config = yaml.safe_load((result.run_dir / "config.yaml").read_text())
+    assert config["llm"]["max_tokens"] == 256  # a count of tokens is not a secret
+    assert config["model"]["kwargs"]["default_headers"]["Authorization"] == "***REDACTED***"
