@@ -3,7 +3,12 @@ each ``critic.on_loop_lock`` policy (scripted model)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+import harness.engine
+from harness.models.base import Completion, ModelRequest
 
 
 def turn(run_dir, team, kind, records):
@@ -124,3 +129,54 @@ def test_reject_below_cap_never_locks(run, records):
                  "critic.on_loop_lock=abort")  # fmt: skip
     assert records(result.run_dir / "events.jsonl") == []
     assert [a.source for a in records(result.run_dir / "shared_memory.jsonl")] == ["approved"] * 2
+
+
+REVISED = "A sharper version of the draft, written by the critic, with its evidence stated."
+
+
+@pytest.fixture
+def revising_critic(monkeypatch):
+    """Scripted models, except the critic approves with a revised argument."""
+    real = harness.engine.build_model
+
+    class Reviser:
+        spec = "scripted:reviser"
+
+        def complete(self, request: ModelRequest) -> Completion:
+            text = json.dumps({"critique_feedback": "sound, but tighten it", "is_approved": True,
+                               "revised_argument": REVISED})  # fmt: skip
+            return Completion(text, input_tokens=3, output_tokens=3, latency_s=0.0)
+
+        def model_files(self) -> dict[str, str]:
+            return {}
+
+    monkeypatch.setattr(
+        harness.engine, "build_model", lambda cfg: Reviser() if cfg.spec == "scripted:reviser" else real(cfg)
+    )
+
+
+@pytest.mark.parametrize(("use_revision", "source"), [(True, "revised"), (False, "approved")])
+def test_critic_revision_is_published_only_when_enabled(run, records, revising_critic, use_revision, source):
+    result = run("rounds=1", "roles.critic.spec=scripted:reviser", f"critic.use_revision={use_revision}")
+    shared = records(result.run_dir / "shared_memory.jsonl")
+    assert [a.source for a in shared] == [source, source]
+    drafts = {
+        t.id: t.draft for team in ("pros", "cons") for t in records(result.run_dir / team / "thinking.jsonl")
+    }
+    for arg in shared:
+        assert arg.text == (REVISED if use_revision else drafts[arg.draft_id])
+        assert arg.draft_id in drafts  # the draft it revises stays linked
+
+
+def test_every_persona_version_is_recorded(run, records):
+    # the scripted model evolves the persona at the planted round, keeps it otherwise
+    result = run("rounds=4", "model.persona_switch_round=3")
+    for team in ("pros", "cons"):
+        personas = records(result.run_dir / team / "persona.jsonl")
+        assert [(p.round, p.decision, p.version) for p in personas] == [
+            (1, "keep", 1), (2, "keep", 1), (3, "evolve", 2), (4, "keep", 2),
+        ]  # fmt: skip
+        assert "furious" in personas[2].persona and "furious" not in personas[1].persona
+        # the thinking agent drafts under the persona version of its turn
+        drafts = records(result.run_dir / team / "thinking.jsonl")
+        assert [d.persona_id for d in drafts] == [p.id for p in personas]
