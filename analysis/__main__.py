@@ -10,6 +10,7 @@ Errors are one line on stderr: a missing analysis package, a folder with no runs
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -55,13 +56,15 @@ def _judge(argv: list[str]) -> int:
     parser.add_argument(
         "--model", required=True, help="a harness model spec, e.g. local:smollm2, scripted:default"
     )
+    parser.add_argument("--rubric", type=Path, default=None, help='JSON {"item": "what 5 means", ...}')
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     from analysis.judge import judge_turns
     from analysis.load import analysis_dir, load_runs
     from analysis.pipeline import write_parquet
 
-    scores = judge_turns(load_runs(args.path), args.model)
+    rubric = json.loads(args.rubric.read_text()) if args.rubric else None
+    scores = judge_turns(load_runs(args.path), args.model, rubric=rubric)
     out = args.out or analysis_dir(args.path)
     out.mkdir(parents=True, exist_ok=True)
     path = write_parquet(scores, out / "judge.parquet")

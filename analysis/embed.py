@@ -38,6 +38,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         require("torch")
         st = require("sentence_transformers", "sentence-transformers")
+        require("transformers").utils.logging.disable_progress_bar()  # no "Loading weights" bar per run
         self.name = name
         self.batch_size = batch_size
         self.model = st.SentenceTransformer(path, device="cpu")

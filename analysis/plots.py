@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from analysis.registry import DIMENSIONS, signal_names
 from analysis.scoring import aggregate
@@ -30,17 +31,18 @@ def trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     fig, axes = plt.subplots(2, 3, figsize=(14, 7), sharex=True)
     for ax, value in zip(axes.flat, panels, strict=True):
         agg = aggregate(scores, runs, value)
-        for (label, team), g in agg.groupby(["cell_label", "team"]):
+        for (cell, label, team), g in agg.groupby(["cell", "cell_label", "team"]):
             g = g.sort_values("round")
-            ax.plot(g["round"], g["mean"], label=f"{team} | {label}")
-            ax.fill_between(g["round"], g["ci_low"], g["ci_high"], alpha=0.2)
+            (line,) = ax.plot(g["round"], g["mean"], label=f"{team} | {label} [{cell[:6]}]")
+            ax.fill_between(g["round"], g["ci_low"], g["ci_high"], color=line.get_color(), alpha=0.15)
         ax.set_title(value)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.flat[0].set_ylabel("drift (z from opening)")
     handles, labels = axes.flat[-1].get_legend_handles_labels()
     fig.legend(handles[:12], labels[:12], loc="lower center", ncol=2, fontsize=7)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.15, 1, 1))
     return fig
 
 
@@ -49,12 +51,13 @@ def sweep_heatmap(final: pd.DataFrame) -> Figure:
     temp, model, critic = "cfg.llm.temperature", "cfg.model.spec", "cfg.critic.name"
     frame = final.assign(**{c: final.get(c, "n/a") for c in (temp, model, critic)})
     critics = sorted(frame[critic].astype(str).unique())
+    vmin, vmax = frame.drift_index.min(), frame.drift_index.max()  # one colour scale for all panels
     fig, axes = plt.subplots(1, len(critics), figsize=(5 * len(critics), 4), squeeze=False)
     for ax, name in zip(axes[0], critics, strict=True):
         grid = frame[frame[critic].astype(str) == name].pivot_table(
             index=model, columns=temp, values="drift_index", aggfunc="mean"
         )
-        im = ax.imshow(grid.to_numpy(dtype=float), cmap="magma", aspect="auto")
+        im = ax.imshow(grid.to_numpy(dtype=float), cmap="magma", aspect="auto", vmin=vmin, vmax=vmax)
         ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=7)
         for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
@@ -84,7 +87,8 @@ def correlation_matrix(turn_signals: pd.DataFrame) -> Figure:
 
 def process_rates(turn_signals: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     """Approval rate (1 - rejection rate) and loop-lock rate per cell and team."""
-    frame = turn_signals.merge(runs[["run_id", "cell_label"]], on="run_id", how="left")
+    frame = turn_signals.merge(runs[["run_id", "cell", "cell_label"]], on="run_id", how="left")
+    frame["cell_label"] = frame.cell_label + " [" + frame.cell.str[:6] + "]"  # labels can repeat across cells
     rates = frame.groupby(["cell_label", "team"]).agg(
         approval=("rejection_rate", lambda s: 1 - s.mean()), loop_lock=("loop_lock", "mean")
     )

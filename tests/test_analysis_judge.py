@@ -3,11 +3,14 @@ unparseable replies, and a warning when the judge also debated."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
+import pandas as pd
 import pytest
 
 from analysis import RUBRIC, judge_turns, load_runs
+from analysis.__main__ import main
 from analysis.judge import JudgeWarning
 from harness.config import ModelConfig
 
@@ -28,3 +31,13 @@ def test_unparseable_reply_is_missing_with_reason(run):
         scores = judge_turns(tables, broken.spec, model_cfg=broken)
     assert scores.score.isna().all()
     assert scores.missing_reason.str.startswith("unparseable after 2 attempts").all()
+
+
+def test_judge_command_with_own_rubric(run, runs_root, tmp_path, capsys):
+    run("rounds=1")
+    rubric = tmp_path / "rubric.json"
+    rubric.write_text(json.dumps({"warmth": "the tone is warm", "rigour": "claims are argued step by step"}))
+    assert main(["judge", str(runs_root), "--model", "scripted:judge", "--rubric", str(rubric)]) == 0
+    scores = pd.read_parquet(runs_root / "_analysis" / "judge.parquet")
+    assert sorted(scores["item"].unique()) == ["rigour", "warmth"] and scores.score.between(1, 5).all()
+    assert "0 of 4 item scores missing" in capsys.readouterr().out
