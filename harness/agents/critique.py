@@ -17,9 +17,11 @@ from harness.records import CritiqueRecord, ThinkingRecord, record_id
 
 
 class CritiqueOutput(BaseModel):
-    critique_feedback: str = Field(max_length=400, description="the main flaw, or why it passes")
+    critique_feedback: str = Field(
+        min_length=10, max_length=400, description="the main flaw, or why it passes"
+    )
     is_approved: bool
-    revised_argument: str | None = Field(default=None, max_length=800)
+    revised_argument: str | None = Field(default=None, min_length=40, max_length=500)
 
 
 class CritiqueAgent:
@@ -36,8 +38,10 @@ class CritiqueAgent:
         )
         user = (
             f"Motion: {topic}\nDraft argument: {draft.draft}\n"
-            'JSON fields: "critique_feedback", "is_approved" (true or false), '
-            'and optionally "revised_argument".'
+            "Write JSON with:\n"
+            "- critique_feedback: the draft's main flaw, or why it passes\n"
+            "- is_approved: true or false\n"
+            "- revised_argument: optional, a stronger version of the draft (or null)"
         )
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 

@@ -22,8 +22,9 @@ DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
 
 class PersonaOutput(BaseModel):
     decision: Literal["keep", "evolve"]
-    persona: str = Field(max_length=300, description="the team's persona, in one or two sentences")
-    rationale: str = Field(max_length=300, description="why keep or evolve it now")
+    # min lengths keep grammar-constrained small models from writing one word
+    persona: str = Field(min_length=20, max_length=300, description="who the team is and how it argues")
+    rationale: str = Field(min_length=10, max_length=300, description="why keep or evolve it now")
 
 
 class PersonaAgent:
@@ -42,8 +43,11 @@ class PersonaAgent:
             f"Current persona: {persona}\n"
             f"Recent debate:\n{transcript}\n"
             + (f"The critic rejected your last draft: {feedback}\n" if feedback else "")
-            + "Decide whether to keep or evolve the persona. "
-            'JSON fields: "decision" ("keep" or "evolve"), "persona", "rationale".'
+            + "Decide whether to keep the current persona or evolve it into a new one.\n"
+            "Write JSON with:\n"
+            '- decision: "keep" or "evolve"\n'
+            "- persona: one sentence saying who your team is and how it argues\n"
+            "- rationale: one sentence explaining your decision"
         )
         system = f"You shape the identity of the {team.upper()} debate team. {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]

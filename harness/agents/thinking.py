@@ -17,8 +17,8 @@ from harness.transcript import clip, opponent_last, render, window
 
 
 class ThinkingOutput(BaseModel):
-    scratchpad: str = Field(max_length=600, description="private reasoning and stress tests")
-    argument: str = Field(max_length=800, description="the argument to publish")
+    scratchpad: str = Field(min_length=20, max_length=300, description="private reasoning and stress tests")
+    argument: str = Field(min_length=40, max_length=500, description="the argument to publish")
 
 
 class ThinkingAgent:
@@ -38,8 +38,9 @@ class ThinkingAgent:
             f"Debate so far:\n{render(items, mem.max_chars_per_item)}\n"
             + (f"Answer this opposing point: {clip(rival.text, mem.max_chars_per_item)}\n" if rival else "")
             + (f"Fix what the critic said: {feedback}\n" if feedback else "")
-            + "Think in the scratchpad (test your argument against objections), then write "
-            'the argument. JSON fields: "scratchpad", "argument".'
+            + "Write JSON with:\n"
+            "- scratchpad: your private reasoning; test the argument against the strongest objection\n"
+            "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
         system = f"You are the {team.upper()} team's debater. Persona: {persona.persona} {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
