@@ -32,7 +32,7 @@ def command(runs_root: Path, *overrides: str) -> list[str]:
 
 def environment() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("DRIFT_WORKERS", "OPENAI_API_KEY")}
-    return {**env, "PYTHONPATH": str(REPO)}
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))}
 
 
 def sweep(runs_root: Path, *overrides: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
