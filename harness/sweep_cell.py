@@ -176,5 +176,6 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
     record.exit_code, record.ended_at = code, utcnow()
     record.error = _last_error(log, offset) if code else None
     write_cell_record(sweep_dir, cell.name, record)
-    if code == 130:
-        raise KeyboardInterrupt  # Ctrl-C stops the whole sweep, after recording this cell
+    if code == 130:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
+        print(f"interrupted; continue with: python -m harness.sweep resume {sweep_dir}", file=sys.stderr)
+        raise SystemExit(130)
