@@ -93,7 +93,10 @@ def rounds_completed(state: dict[str, Any], rounds: int) -> int:
 def drive(
     graph: Any, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter, stop: StopOnSignal
 ) -> dict[str, Any]:
-    """Stream the graph until it ends or a stop is requested; snapshot each round."""
+    """Stream the graph until it ends or a stop is requested; snapshot each round.
+
+    ``state`` is updated in place as the graph moves.
+    """
     cfg = ctx.cfg
     _, _, max_steps = FORMATS[cfg.format.name]
     config = {
@@ -103,16 +106,15 @@ def drive(
         "metadata": {"run_dir": str(ctx.memory.run_dir), "experiment": cfg.experiment_name},
     }
     with Progress(cfg.rounds, enabled=cfg.progress) as progress:
-        current = state
         progress.round_done(rounds_completed(state, cfg.rounds))
-        ctx.step.fn = lambda label: progress.step(current["round"], label)
-        for values in graph.stream(state, config, stream_mode="values"):
-            current = values
-            snapshots.observe(current)
-            progress.round_done(rounds_completed(current, cfg.rounds))
+        ctx.step.fn = lambda label: progress.step(state["round"], label)
+        for values in graph.stream(dict(state), config, stream_mode="values"):
+            state.update(values)  # in place, so a caller sees the latest state even on error
+            snapshots.observe(state)
+            progress.round_done(rounds_completed(state, cfg.rounds))
             if stop.requested:
                 break
-    return current
+    return state
 
 
 def execute(

@@ -9,10 +9,11 @@ a one-line summary, and print the run folder's path as the last line.
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -47,7 +48,33 @@ def check_group_choices(argv: list[str]) -> None:
                 fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
 
 
+class _HeldStderr(io.StringIO):
+    """Hydra reports a bad override as a page of text before ``main`` runs;
+    ``cli`` holds stderr until ``main`` starts, so it can say it in one line."""
+
+    def __init__(self, real: TextIO) -> None:
+        super().__init__()
+        self.real = real
+
+    def release(self) -> str:
+        sys.stderr = self.real
+        return self.getvalue()
+
+
+def _release_stderr() -> None:
+    if isinstance(sys.stderr, _HeldStderr):
+        sys.stderr.real.write(sys.stderr.release())
+
+
+def one_line(report: str) -> str:
+    """The gist of Hydra's multi-line error report."""
+    noise = ("full_key:", "object_type=", "reference_type=", "Set the environment variable")
+    lines = [ln.strip() for ln in report.splitlines() if ln.strip() and not ln.strip().startswith(noise)]
+    return " ".join(lines[:3]) or "invalid command line"
+
+
 def main(cfg: DictConfig) -> None:
+    _release_stderr()
     if is_sweep_job():  # a multirun cell: its own folder, log and status; it never exits
         run_cell(cfg, main)
         return
@@ -74,7 +101,16 @@ hydra_main = hydra.main(config_path="../conf", config_name="config", version_bas
 
 def cli() -> None:
     check_group_choices(sys.argv[1:])
-    hydra_main()
+    held = _HeldStderr(sys.stderr)
+    sys.stderr = held
+    try:
+        hydra_main()
+    except SystemExit as exc:
+        if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
+            fail(one_line(held.release()), 2)
+        raise
+    finally:
+        _release_stderr()
 
 
 if __name__ == "__main__":

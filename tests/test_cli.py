@@ -58,11 +58,6 @@ def test_bad_values_fail_in_one_line_before_any_folder(cli, tmp_path):
     assert list(cli.cwd.iterdir()) == []  # Hydra left nothing behind either
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a misspelt key (llm.temprature=1) gets Hydra's multi-line 'Could not override' "
-    "message, not one line: harness.run only pre-checks group choices",
-)
 def test_unknown_key_fails_in_one_line(cli, tmp_path):
     proc = cli("llm.temprature=1", f"runs_root={tmp_path / 'runs'}")
     assert proc.returncode != 0

@@ -190,11 +190,6 @@ def test_fatal_error_fails_fast_and_the_manifest_keeps_it_as_data(run, records, 
     assert events[0].error is not None and events[0].error.kind == "fatal"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine.execute: when drive() raises, `state` is still the initial state, so a run "
-    "failing in round 2 records rounds_completed=0 (and loses a generated topic)",
-)
 def test_failed_run_counts_the_rounds_it_finished(run, runs_root, monkeypatch):
     monkeypatch.setattr(harness.engine, "build_model", lambda cfg: FailsAt(cfg.spec, (2, "cons", "thinking")))
     with pytest.raises(ModelCallError):
