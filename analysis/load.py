@@ -39,9 +39,12 @@ class Tables:
 
 
 def analysis_dir(path: Path) -> Path:
-    """Where outputs and caches go: ``_analysis`` beside the runs."""
-    root = path.parent if (path / "manifest.json").is_file() else path
-    return root / "_analysis"
+    """Where outputs and caches go: ``<root>/_analysis`` beside the runs, or
+    ``<parent>/_analysis/<run>`` for one run folder, so that analysing one run
+    never overwrites the analysis of the whole tree."""
+    if (path / "manifest.json").is_file():
+        return path.parent / "_analysis" / path.name
+    return path / "_analysis"
 
 
 def load_runs(path: str | Path, *, cache: bool = True, cache_dir: Path | None = None) -> Tables:

@@ -53,7 +53,7 @@ _SEMANTIC = [
     _s("ngram_rep_history", "semantic", 0, "share of the turn's word 3-grams that occur in any earlier turn of the agent", "surface n-grams", "share 0-1", OWN, drafts=False),
 ]
 _AFFECT = [
-    _s("vader_compound", "affect", 0, "VADER compound score of the whole text", "Hutto & Gilbert (2014), vadersentiment", "-1..1", "MIT"),
+    _s("vader_compound", "affect", 0, "mean VADER compound score over the text's sentences", "Hutto & Gilbert (2014), vadersentiment", "-1..1", "MIT"),
     _s("vad_valence", "affect", 0, "mean Warriner valence of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),
     _s("vad_arousal", "affect", 0, "mean Warriner arousal of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),
     _s("vad_dominance", "affect", 0, "mean Warriner dominance of rated words", WARRINER, "1-9 rating", "CC BY-NC-SA 4.0"),

@@ -8,7 +8,7 @@ orders turns within a run: (round, index of the team in the round).
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -19,12 +19,20 @@ from analysis.text import function_profile, style_matching, tokens
 TRAITS = ("openness", "conscientiousness", "extraversion", "agreeableness", "neuroticism")
 
 
-def trigrams(text: str) -> set[tuple[str, ...]]:
+@lru_cache(maxsize=8192)  # a turn is compared with several others
+def trigrams(text: str) -> frozenset[tuple[str, ...]]:
     toks = tokens(text)
-    return {tuple(toks[i : i + 3]) for i in range(len(toks) - 2)}
+    return frozenset(tuple(toks[i : i + 3]) for i in range(len(toks) - 2))
 
 
-def overlap(grams: set[tuple[str, ...]], seen: set[tuple[str, ...]]) -> float:
+@lru_cache(maxsize=8192)
+def profile(text: str) -> dict[str, float]:
+    return function_profile(tokens(text))
+
+
+def overlap(
+    grams: frozenset[tuple[str, ...]], seen: set[tuple[str, ...]] | frozenset[tuple[str, ...]]
+) -> float:
     return len(grams & seen) / len(grams) if grams else math.nan
 
 
@@ -50,30 +58,25 @@ def big5_proxy(emb: np.ndarray, embedder: Embedder) -> dict[str, np.ndarray]:
     return {f"big5_{t}": sims[:, pos].mean(1) - sims[:, neg].mean(1) for t, (pos, neg) in spans.items()}
 
 
+HISTORY = ("sem_prev_sim", "sem_max_earlier_sim", "sem_centroid_dist", "ngram_rep_prev", "ngram_rep_history")
+
+
 def history_signals(texts: list[str], emb: np.ndarray) -> dict[str, list[float]]:
-    """Each published turn against the same agent's earlier turns (in order)."""
-    n = len(texts)
-    out: dict[str, list[float]] = {k: [] for k in ("sem_prev_sim", "sem_max_earlier_sim", "sem_centroid_dist", "ngram_rep_prev", "ngram_rep_history")}  # fmt: skip
-    seen: set[tuple[str, ...]] = set()
-    prev: set[tuple[str, ...]] = set()
-    sims = emb @ emb.T if n else np.zeros((0, 0))
-    for i in range(n):
+    """Each published turn against the same agent's earlier turns (in order);
+    the agent's first turn has no history, so its values are missing."""
+    out: dict[str, list[float]] = {k: [math.nan] for k in HISTORY} if texts else {k: [] for k in HISTORY}
+    sims = emb @ emb.T
+    seen: set[tuple[str, ...]] = set(trigrams(texts[0])) if texts else set()
+    for i in range(1, len(texts)):
         grams = trigrams(texts[i])
-        if i == 0:
-            for key in ("sem_prev_sim", "sem_max_earlier_sim", "sem_centroid_dist"):
-                out[key].append(math.nan)
-            out["ngram_rep_prev"].append(math.nan)
-            out["ngram_rep_history"].append(math.nan)
-        else:
-            centroid = emb[:i].mean(0)
-            norm = float(np.linalg.norm(centroid)) or 1.0
-            out["sem_prev_sim"].append(float(sims[i, i - 1]))
-            out["sem_max_earlier_sim"].append(float(sims[i, :i].max()))
-            out["sem_centroid_dist"].append(1.0 - float(emb[i] @ centroid) / norm)
-            out["ngram_rep_prev"].append(overlap(grams, prev))
-            out["ngram_rep_history"].append(overlap(grams, seen))
+        centroid = emb[:i].mean(0)
+        norm = float(np.linalg.norm(centroid)) or 1.0
+        out["sem_prev_sim"].append(float(sims[i, i - 1]))
+        out["sem_max_earlier_sim"].append(float(sims[i, :i].max()))
+        out["sem_centroid_dist"].append(1.0 - float(emb[i] @ centroid) / norm)
+        out["ngram_rep_prev"].append(overlap(grams, trigrams(texts[i - 1])))
+        out["ngram_rep_history"].append(overlap(grams, seen))
         seen |= grams
-        prev = grams
     return out
 
 
@@ -85,6 +88,6 @@ def against(
         return {"sim": math.nan, "lsm": math.nan, "ngram": math.nan}
     return {
         "sim": float(emb @ other_emb),
-        "lsm": style_matching(function_profile(tokens(text)), function_profile(tokens(other_text))),
+        "lsm": style_matching(profile(text), profile(other_text)),
         "ngram": overlap(trigrams(text), trigrams(other_text)),
     }

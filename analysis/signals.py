@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,11 @@ def anchor_text(personas: pd.DataFrame, team: str) -> str | None:
     return None if rows.empty else str(rows.persona.iloc[0])
 
 
+class Turn(NamedTuple):
+    pos: tuple[int, int]  # (round, index of the team within the round)
+    text: str
+
+
 class RunTexts:
     """One run's texts, embeddings and turn order, shared by the row builders."""
 
@@ -46,6 +52,10 @@ class RunTexts:
         self.turns["pos"] = [
             (r, rank.get(t, 0)) for r, t in zip(self.turns["round"], self.turns.team, strict=True)
         ]
+        # per team, its turns' positions (sorted) and texts: "latest before" is a bisection
+        self.timeline: dict[str, tuple[list[tuple[int, int]], list[str]]] = {}
+        for team, group in self.turns.groupby("team"):
+            self.timeline[str(team)] = (list(group.pos), list(group.text))
         teams = sorted(set(turns.team) | set(drafts.team))
         self.anchors = {t: anchor_text(personas, t) for t in teams}
         pool = list(dict.fromkeys([*self.turns.text, *drafts.text, *(a for a in self.anchors.values() if a)]))
@@ -55,16 +65,17 @@ class RunTexts:
     def vec(self, text: str) -> np.ndarray:
         return self.emb[self.index[text]]
 
-    def last_before(self, team: str, pos: tuple[int, int]) -> Any:
+    def last_before(self, team: str, pos: tuple[int, int]) -> Turn | None:
         """The latest turn of ``team`` strictly before ``pos``, or None."""
-        earlier = self.turns[(self.turns.team == team) & (self.turns.pos < pos)]
-        return None if earlier.empty else earlier.iloc[-1]
+        positions, texts = self.timeline.get(team, ([], []))
+        i = bisect_left(positions, pos)
+        return Turn(positions[i - 1], texts[i - 1]) if i else None
 
-    def opponent_before(self, team: str, pos: tuple[int, int]) -> Any:
+    def opponent_before(self, team: str, pos: tuple[int, int]) -> Turn | None:
         found = [r for r in (self.last_before(t, pos) for t in self.rank if t != team) if r is not None]
         return max(found, key=lambda r: r.pos) if found else None
 
-    def relate(self, text: str, other: Any) -> dict[str, float]:
+    def relate(self, text: str, other: Turn | None) -> dict[str, float]:
         if other is None:
             return against(text, self.vec(text), None, None)
         return against(text, self.vec(text), other.text, self.vec(other.text))

@@ -121,7 +121,10 @@ def analytic_index(profile: dict[str, float]) -> float:
 
 
 def affect_signals(text: str, toks: Sequence[str]) -> dict[str, float]:
-    out = {"vader_compound": float(vader().polarity_scores(text)["compound"])}
+    # VADER scores sentences (its authors average them for longer texts); scoring a
+    # 200-word text whole is also quadratic in its length inside vaderSentiment.
+    scored = [vader().polarity_scores(s)["compound"] for s in sentences(text)]
+    out = {"vader_compound": float(sum(scored) / len(scored)) if scored else math.nan}
     norms = warriner()
     rated = [norms[t] for t in toks if t in norms]
     for i, name in enumerate(("vad_valence", "vad_arousal", "vad_dominance")):

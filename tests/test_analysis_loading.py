@@ -58,3 +58,13 @@ def test_cache_is_used_until_the_run_changes(run):
     os.utime(shared, ns=(1, 1))
     changed = load_runs(result.run_dir)
     assert changed.cache_hits == 0 and len(changed.turns) == 3
+
+
+def test_one_run_and_its_tree_keep_separate_caches(run, runs_root):
+    first = run("rounds=1").run_dir
+    run("rounds=1", "seed=2")
+    assert load_runs(first).cache_hits == 0
+    assert load_runs(runs_root).cache_hits == 0  # the tree has its own cache...
+    assert load_runs(first).cache_hits == 1  # ...and filling it left the single run's intact
+    assert load_runs(runs_root).cache_hits == 2
+    assert (runs_root / "_analysis" / first.name / "cache").is_dir()
