@@ -74,7 +74,9 @@ def compute_signals(tables: Tables, *, embedder: str = DEFAULT_EMBEDDER, progres
         return {"turns": tsig.assign(run_id=run_id), "drafts": dsig.assign(run_id=run_id)}
 
     folder = tables.cache_dir / f"signals-{_slug(embedder)}" if tables.cache_dir else None
-    stamps = {r: {"tables": s, "v": SIGNALS_VERSION, "embedder": embedder} for r, s in tables.stamps.items()}
+    stamps = {  # only the runs in tables.runs, so a filtered Tables computes just those
+        r: {"tables": tables.stamps.get(r), "v": SIGNALS_VERSION, "embedder": embedder} for r in ranks
+    }
     frames, _ = cached_rows(folder, ("turns", "drafts"), stamps, build)
     bar.close()
     turns = frames["turns"].merge(process_signals(tables), on=KEYS, how="left")
