@@ -1,0 +1,56 @@
+"""Command-line errors in one line: unknown group options, Hydra's own
+composition errors, and the ``error: ...`` format every entry point uses."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from pathlib import Path
+from typing import NoReturn, TextIO
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
+
+
+def fail(message: str, code: int) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def check_group_choices(argv: list[str]) -> None:
+    """Reject ``model=nope`` in one line, before Hydra prints a page about it."""
+    for arg in argv:
+        match = _GROUP_CHOICE.match(arg)
+        if not match or not (CONF_DIR / match.group(1)).is_dir():
+            continue
+        group = match.group(1)
+        for option in match.group(2).split(","):
+            if option != "null" and not (CONF_DIR / group / f"{option}.yaml").is_file():
+                known = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+                fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
+
+
+class HeldStderr(io.StringIO):
+    """Hydra reports a bad override as a page of text before ``main`` runs;
+    ``cli`` holds stderr until ``main`` starts, so it can say it in one line."""
+
+    def __init__(self, real: TextIO) -> None:
+        super().__init__()
+        self.real = real
+
+    def release(self) -> str:
+        sys.stderr = self.real
+        return self.getvalue()
+
+
+def release_stderr() -> None:
+    if isinstance(sys.stderr, HeldStderr):
+        sys.stderr.real.write(sys.stderr.release())
+
+
+def one_line(report: str) -> str:
+    """The gist of Hydra's multi-line error report."""
+    noise = ("full_key:", "object_type=", "reference_type=", "Set the environment variable")
+    lines = [ln.strip() for ln in report.splitlines() if ln.strip() and not ln.strip().startswith(noise)]
+    return " ".join(lines[:3]) or "invalid command line"
