@@ -92,11 +92,14 @@ def process_rates(turn_signals: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     rates = frame.groupby(["cell_label", "team"]).agg(
         approval=("rejection_rate", lambda s: 1 - s.mean()), loop_lock=("loop_lock", "mean")
     )
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rates)), 4))
-    rates.plot.bar(ax=ax)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("rate per turn")
+    rates.index = [f"{team} | {label}" for label, team in rates.index]
+    fig, ax = plt.subplots(figsize=(9, 1.5 + 0.35 * len(rates)))
+    rates.plot.barh(ax=ax)  # horizontal: cell labels are long
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("rate per turn")
     ax.set_title("critic approval and loop-lock rates")
-    ax.tick_params(axis="x", labelsize=7)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.invert_yaxis()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
