@@ -90,7 +90,10 @@ def test_reply_cut_by_max_tokens_is_returned_for_repair(canned):
     assert out.text == cut and out.output_tokens == 7
     # through the structured layer: the cut-off object is closed, found to lack
     # is_approved, and the re-ask (naming the missing field) succeeds
-    canned["replies"] = [(cut, "length"), ('{"critique_feedback": "the draft is sound", "is_approved": false}', "stop")]
+    canned["replies"] = [
+        (cut, "length"),
+        ('{"critique_feedback": "the draft is sound", "is_approved": false}', "stop"),
+    ]
     result = generate_structured(m, m.complete, [{"role": "user", "content": "judge"}], CritiqueOutput,
                                  temperature=0.1, max_tokens=32, seed=1, max_repairs=1, tags={})  # fmt: skip
     assert result.ok and result.attempts == 2

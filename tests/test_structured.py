@@ -68,7 +68,9 @@ def test_repair_shows_the_validation_error_and_succeeds():
     good = json.dumps({"critique_feedback": "the draft is sound", "is_approved": True})
     model = Replies('{"critique_feedback": "x"}', good)  # first lacks is_approved
     result = ask(model, max_repairs=2)
-    assert result.ok and result.value == CritiqueOutput(critique_feedback="the draft is sound", is_approved=True)
+    assert result.ok and result.value == CritiqueOutput(
+        critique_feedback="the draft is sound", is_approved=True
+    )
     assert result.attempts == 2
     assert result.usage.calls == 2 and result.usage.input_tokens == 20
     assert len(result.errors) == 1 and "is_approved" in result.errors[0]
