@@ -29,6 +29,7 @@ def sig(text: str, name: str) -> float:
         ("Perhaps it might rain", "hedges", 50.0),  # perhaps, might
         ("In fact rain fell", "boosters", 25.0),  # the phrase "in fact"
         ("The cat sat on the mat", "analytic", 30 + 200 / 6 + 100 / 6),  # 2 articles, 1 preposition
+        ("The cat sat on the mat", "lexical_density", 0.5),  # the, on, the are function words
         ("One two. Three four five.", "sentence_len", 2.5),
         ("One two. Three four five.", "n_words", 5.0),
     ],
