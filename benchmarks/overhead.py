@@ -23,6 +23,7 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -153,6 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.early - args.half < 1 or args.late <= args.early:
         parser.error("need 1 <= early - half and early < late")
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
         runs = [one_run(args.early, args.late, args.half, Path(tmp) / "runs") for _ in range(args.repeats)]
 
@@ -173,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
           f"round {l_}: {med('late_round_bytes'):8.0f} B")  # fmt: skip
     print(f"  run-folder bytes per round, average    round {e}: {med('early_avg_bytes'):8.0f} B    "
           f"round {l_}: {med('late_avg_bytes'):8.0f} B")  # fmt: skip
-    print(f"  whole run: {med('total_s'):.1f} s wall")
+    print(f"  whole run: {med('total_s'):.1f} s wall; load average {load_before:.1f} -> "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
 
 
 if __name__ == "__main__":

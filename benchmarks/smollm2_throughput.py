@@ -20,6 +20,7 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = validate(composed)
         raw_cfg: Any = OmegaConf.to_container(composed, resolve=True)
 
+        load_before = os.getloadavg()[0]
         started = time.perf_counter()
         result = run_debate(cfg, raw_cfg)
         wall = time.perf_counter() - started
@@ -103,14 +105,18 @@ def main(argv: list[str] | None = None) -> None:
             raw_tokens += out["usage"]["completion_tokens"]
             raw_in += out["usage"]["prompt_tokens"]
         raw_wall = time.perf_counter() - raw_started
+        load_after = os.getloadavg()[0]
 
     threads = next(iter(local._LOADED))[2]
     print(f"SmolLM2 ({cfg.model.spec}), drift, {args.rounds} rounds, llm.max_tokens={cfg.llm.max_tokens}, "
-          f"llama.cpp threads={threads}")  # fmt: skip
+          f"llama.cpp threads={threads}, load average {load_before:.1f} -> {load_after:.1f} "
+          f"on {os.cpu_count()} cores")  # fmt: skip
     print(f"  harness run : {wall:7.1f} s wall, {counts.model_calls:3d} calls, "
           f"{counts.input_tokens:6d} tokens in / {counts.output_tokens:5d} out, "
           f"{counts.output_tokens / wall:5.1f} tok/s (wall), "
           f"{counts.output_tokens / in_model:5.1f} tok/s (in model)")  # fmt: skip
+    print(f"  harness time outside the model: {wall - in_model:5.1f} s "
+          f"({1e3 * (wall - in_model) / max(counts.model_calls, 1):.0f} ms per call, model load included)")  # fmt: skip
     print(f"  raw llama_cpp: {raw_wall:7.1f} s wall, {len(prompts):3d} calls, "
           f"{raw_in:6d} tokens in / {raw_tokens:5d} out, {raw_tokens / raw_wall:5.1f} tok/s "
           f"(same prompts, grammar, sampling, seeds; first attempts only)")  # fmt: skip
