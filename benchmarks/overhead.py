@@ -10,7 +10,9 @@ decide them; the goal is late/early <= 1.2.
 
 Wall time includes waiting on the disk (fsync) and on other processes; CPU
 time (this process only) does not, so it shows growth in the harness's own
-work even on a busy machine. Both are printed.
+work even on a busy machine. Both are printed, for runs as they are and for
+runs with fsync made a no-op (which takes the shared disk's latency, the
+noisiest part on a busy machine, out of the wall figure).
 
 It also reports the run folder's bytes per round at both points: the bytes
 that round added, and the folder's average so far.
@@ -100,7 +102,7 @@ def window_overhead(probe: Probe, first: int, last: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def one_run(early: int, late: int, half: int, runs_root: Path) -> dict[str, float]:
+def one_run(early: int, late: int, half: int, runs_root: Path, fsync: bool = True) -> dict[str, float]:
     rounds = late + half + 1
     watch = {early, early + 1, late, late + 1}
     probe = Probe(watch=watch)
@@ -113,6 +115,9 @@ def one_run(early: int, late: int, half: int, runs_root: Path) -> dict[str, floa
         return probe.run_dir
 
     harness.engine.create_run_dir = create  # type: ignore[assignment]
+    real_fsync = os.fsync
+    if not fsync:
+        os.fsync = lambda fd: None
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose("config", overrides=[
@@ -125,6 +130,7 @@ def one_run(early: int, late: int, half: int, runs_root: Path) -> dict[str, floa
     finally:
         harness.engine.build_model = real_build  # type: ignore[assignment]
         harness.engine.create_run_dir = real_create  # type: ignore[assignment]
+        os.fsync = real_fsync
     assert result.manifest.status == "completed"
     early_wall, early_cpu = window_overhead(probe, early - half, early + half)
     late_wall, late_cpu = window_overhead(probe, late - half, late + half)
@@ -155,14 +161,22 @@ def main(argv: list[str] | None = None) -> None:
     if args.early - args.half < 1 or args.late <= args.early:
         parser.error("need 1 <= early - half and early < late")
     load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
-        runs = [one_run(args.early, args.late, args.half, Path(tmp) / "runs") for _ in range(args.repeats)]
+    for fsync in (True, False):
+        with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
+            runs = [
+                one_run(args.early, args.late, args.half, Path(tmp) / "runs", fsync)
+                for _ in range(args.repeats)
+            ]
+        report(runs, args, "fsync on (as run)" if fsync else "fsync off (disk latency removed)")
+    print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
+
+def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -> None:
     def med(key: str) -> float:
         return statistics.median(r[key] for r in runs)
 
     e, l_ = args.early, args.late
-    print(f"scripted model, latency 0, {runs[0]['rounds']} rounds x {args.repeats} runs "
+    print(f"{label}: scripted model, latency 0, {runs[0]['rounds']:.0f} rounds x {args.repeats} runs "
           f"(median), windows: rounds {e}+-{args.half} and {l_}+-{args.half}; "
           f"{med('calls_per_round'):.1f} model calls per round")  # fmt: skip
     print(f"  harness overhead per model call, wall  round {e}: {med('early_us'):7.0f} us   "
@@ -175,8 +189,7 @@ def main(argv: list[str] | None = None) -> None:
           f"round {l_}: {med('late_round_bytes'):8.0f} B")  # fmt: skip
     print(f"  run-folder bytes per round, average    round {e}: {med('early_avg_bytes'):8.0f} B    "
           f"round {l_}: {med('late_avg_bytes'):8.0f} B")  # fmt: skip
-    print(f"  whole run: {med('total_s'):.1f} s wall; load average {load_before:.1f} -> "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")  # fmt: skip
+    print(f"  whole run: {med('total_s'):.1f} s wall")
 
 
 if __name__ == "__main__":
