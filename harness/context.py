@@ -128,20 +128,24 @@ class AgentContext:
     def spec(self, role: str) -> str:
         return self.roles[role].spec
 
-    def _log_prompt(self, agent: str, tags: dict[str, Any], suffix: str, messages: list[Message]) -> str:
+    def _log_prompt(
+        self, agent: str, tags: dict[str, Any], suffix: str, messages: list[Message]
+    ) -> str | None:
+        """Keep ``messages`` in the team's prompt log; its id, or None if not kept."""
+        if self.prompts is None or not self.cfg.memory.log_prompts:
+            return None
         rid = record_id(tags["round"], tags["team"], agent, tags["iteration"], suffix)
-        if self.prompts is not None and self.cfg.memory.log_prompts:
-            self.prompts.append(
-                PromptRecord(
-                    id=rid,
-                    round=tags["round"],
-                    team=tags["team"],
-                    role=agent,
-                    iteration=tags["iteration"],
-                    model=tags["model"],
-                    messages=messages,
-                )  # fmt: skip
-            )
+        self.prompts.append(
+            PromptRecord(
+                id=rid,
+                round=tags["round"],
+                team=tags["team"],
+                role=agent,
+                iteration=tags["iteration"],
+                model=tags["model"],
+                messages=messages,
+            )  # fmt: skip
+        )
         return rid
 
     def _caller(
@@ -201,16 +205,19 @@ class AgentContext:
             tags={k: v for k, v in tags.items() if k != "model"},
         )
         if not result.ok:
-            # The failed reply may hold private text: it goes to the team's own
-            # folder; the event (readable by all) only points at it.
-            reply_id = self._log_prompt(
-                agent, tags, "failed-reply", [{"role": "assistant", "content": result.raw[:2000]}]
+            # A team's failed reply may hold private text: it goes to the team's
+            # own folder and the event (readable by all) only points at it. A
+            # call for no team (the topic) is public, so its reply rides along.
+            raw = result.raw[:2000]
+            reply_id = self._log_prompt(agent, tags, "failed-reply", [{"role": "assistant", "content": raw}])
+            where: dict[str, Any] = (
+                {"reply_id": reply_id} if reply_id else {"raw": raw} if team is None else {}
             )
             self.events.emit(
                 "schema_failure", round_=round_, team=team, role=agent, iteration=iteration,
                 detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
                 error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
-                usage=result.usage, model=bound.spec, reply_id=reply_id,
+                usage=result.usage, model=bound.spec, **where,
             )  # fmt: skip
         return result
 

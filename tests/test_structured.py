@@ -227,11 +227,6 @@ def test_persona_output_rejects_unknown_decision():
         PersonaOutput.model_validate({"decision": "fallback", "persona": "p", "rationale": "r"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="AgentContext._log_prompt returns the failed-reply id even when it logs nothing "
-    "(topic agent: no team folder; memory.log_prompts=false), so the event points at no record",
-)
 @pytest.mark.parametrize(
     "overrides",
     [
