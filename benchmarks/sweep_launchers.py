@@ -13,7 +13,12 @@ Two workloads, each a 4-cell grid (2 temperatures x 2 critics):
   2 cells with half the cores each). CPU-bound, so expect far less than 2x.
 
     python benchmarks/sweep_launchers.py scripted [--latency 0.12] [--rounds 40]
-    python benchmarks/sweep_launchers.py smollm2 [--rounds 1] [--max-tokens 64]
+    python benchmarks/sweep_launchers.py smollm2 [--rounds 1] [--max-tokens 64] [key=value ...]
+
+A real model's replies decide how many calls a cell makes (schema repairs,
+critic iterations), and llama.cpp's output shifts with its thread count, so
+for a like-for-like SmolLM2 figure fix the calls per cell:
+``critic.max_iterations=1 structured.max_repairs=0`` (6 calls per cell).
 
 Prints each launcher's wall time, the sweep span from the first cell's start
 to the last cell's end, and the speedup. Nothing is asserted.
@@ -61,6 +66,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.12, help="scripted: seconds per model call")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per cell (40 scripted, 1 smollm2)")
     parser.add_argument("--max-tokens", type=int, default=64, help="smollm2: llm.max_tokens")
+    parser.add_argument(
+        "overrides", nargs="*", help="more overrides for every cell, e.g. critic.max_iterations=1"
+    )
     args = parser.parse_args()
     if args.workload == "scripted":
         rounds = args.rounds or 40
@@ -68,6 +76,7 @@ def main() -> None:
     else:
         rounds = args.rounds or 1
         overrides = ["model=smollm2", f"rounds={rounds}", f"llm.max_tokens={args.max_tokens}"]
+    overrides += args.overrides
     print(f"4 cells ({' x '.join(GRID)}), {' '.join(overrides)}, {os.cpu_count()} cores")
     walls = {}
     for name, launcher in LAUNCHERS.items():
