@@ -1,5 +1,8 @@
-"""Resume on the real SmolLM2: kill -9 mid-run, resume, compare with an
-uninterrupted run at temperature 0 and a fixed seed."""
+"""Resume on the real SmolLM2: kill -9 mid-round, resume, compare with an
+uninterrupted run at temperature 0 and a fixed seed.
+
+One thread (as in test_real_models): llama.cpp's spinning threads collapse
+when anything else shares the cores, and this test must stay bounded."""
 
 from __future__ import annotations
 
@@ -18,7 +21,10 @@ from harness.engine import run_debate
 from harness.resume import resume_run
 from harness.verify import verify
 
-ARGS = ["model=smollm2", "rounds=2", "llm.temperature=0", "llm.max_tokens=48", "seed=7", "progress=false"]
+ARGS = [
+    "model=smollm2", "rounds=1", "llm.temperature=0", "llm.max_tokens=48", "seed=7",
+    "model.n_threads=1", "progress=false",
+]  # fmt: skip
 
 
 def shared(run_dir: Path) -> list[str]:
@@ -39,7 +45,7 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     )  # fmt: skip
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
-        if list(crashed_root.glob("*/snapshots/round-0001.json")):  # mid-way: round 2 under way
+        if any(p.stat().st_size for p in crashed_root.glob("*/pros/critique.jsonl")):  # mid-round 1
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.05)
@@ -51,4 +57,4 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     assert result.manifest.status == "completed"
     assert verify(run_dir)[0] == []
     assert shared(run_dir) == shared(reference.run_dir)
-    assert len(shared(run_dir)) == 4
+    assert len(shared(run_dir)) == 2
