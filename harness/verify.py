@@ -98,8 +98,15 @@ def private_texts(records: list[Record]) -> set[str]:
 
 def check_isolation(logs: dict[str, list[Record]], problems: list[str]) -> None:
     """A team's private text must not reach the other team, unless it was
-    published (approved drafts are public) or the other team wrote it too."""
+    published (approved drafts are public), is template text, or the other
+    team wrote it too."""
     shared = " ".join(r.text for r in logs["shared_memory.jsonl"] if isinstance(r, ArgumentRecord))
+    # Each team's first prompt holds only what no model wrote (templates, the
+    # motion, the default persona): a model that echoes it leaks nothing.
+    firsts = [logs[f"{t}/prompts.jsonl"][:1] for t in TEAMS]
+    public = shared + "\n".join(
+        m["content"] for f in firsts for r in f if isinstance(r, PromptRecord) for m in r.messages
+    )
     private = {t: private_texts([r for k in TEAM_LOGS for r in logs[f"{t}/{k}.jsonl"]]) for t in TEAMS}
     for team, other in ((TEAMS[0], TEAMS[1]), (TEAMS[1], TEAMS[0])):
         seen_by_other = "\n".join(
@@ -109,7 +116,7 @@ def check_isolation(logs: dict[str, list[Record]], problems: list[str]) -> None:
             for m in r.messages
         )
         for text in private[team] - private[other]:
-            if text in seen_by_other and text not in shared:
+            if text in seen_by_other and text not in public:
                 problems.append(f"{other}/prompts.jsonl: contains {team}'s private text {text[:40]!r}")
 
 

@@ -88,3 +88,27 @@ def test_torn_line_is_reported_then_quarantined_by_resume(clean):
     problems, notes = verify(clean)
     assert problems == [] and notes == ["events.jsonl.quarantine: quarantined torn line(s)"]
     assert (clean / "events.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"r0009\n'
+
+
+def test_a_model_echoing_the_motion_is_not_a_leak(clean):
+    """Small models copy prompt text into private fields; text that every
+    prompt carries (the motion, the templates) is not the other team's secret."""
+    from harness.memory import RunMemory
+    from harness.records import CritiqueRecord
+
+    topic = json.loads((clean / "manifest.json").read_text())["topic"]
+    echo = f"Motion: {topic}"
+    RunMemory(clean).team("pros").critique.append(
+        CritiqueRecord(
+            id="r0004.pros.critique.i9",
+            round=4,
+            team="pros",
+            role="critique",
+            iteration=9,
+            is_approved=False,
+            feedback=echo,
+            draft_id="none",
+        )  # fmt: skip
+    )
+    assert echo in (clean / "cons" / "prompts.jsonl").read_text()
+    assert verify(clean)[0] == []
