@@ -8,6 +8,7 @@ JSON schema, which llama-cpp-python compiles into a grammar.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.metadata
 import os
@@ -81,11 +82,21 @@ def default_threads() -> int:
     return max(1, (cores or 1) // workers)
 
 
+def _close_all() -> None:
+    """Free models before interpreter teardown; ``Llama.__del__`` run after
+    its module globals are gone prints a spurious TypeError at exit."""
+    for llama in _LOADED.values():
+        llama.close()
+    _LOADED.clear()
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Any:
     """Load (once per process) and return a ``llama_cpp.Llama``."""
     key = (str(path), n_ctx, n_threads, n_gpu_layers)
     with _LOAD_LOCK:
         if key not in _LOADED:
+            if not _LOADED:
+                atexit.register(_close_all)
             try:
                 from llama_cpp import Llama
             except ImportError:
