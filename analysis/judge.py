@@ -85,7 +85,7 @@ def judge_turns(
     rows = []
     for i, turn in enumerate(tables.turns.itertuples()):
         result = generate_structured(
-            model, call, messages(turn.text, turn.team, anchors.get((turn.run_id, turn.team), ""), rubric),
+            call, messages(turn.text, turn.team, anchors.get((turn.run_id, turn.team), ""), rubric),
             schema, temperature=0.0, max_tokens=256, seed=i, max_repairs=max_repairs,
             tags={"round": turn.round, "team": None, "role": "judge", "iteration": 0},
         )  # fmt: skip

@@ -194,7 +194,6 @@ class AgentContext:
         self.step.fn(f"{team or ''} {agent}".strip())
         self._log_prompt(agent, tags, "prompt", messages)
         result = generate_structured(
-            bound.model,
             self._caller(bound, agent, tags),
             messages,
             schema_cls,

@@ -155,9 +155,6 @@ class JsonlLog(Generic[R]):
     def last_hash(self) -> str | None:
         return self._last_hash
 
-    def tail(self, n: int) -> list[R]:
-        return self._records[-n:] if n > 0 else []
-
     def since_round(self, first_round: int) -> list[R]:
         """Records with ``round >= first_round``, scanning back from the end."""
         out: list[R] = []

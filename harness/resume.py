@@ -36,7 +36,7 @@ class ResumeError(RuntimeError):
     """The run cannot be resumed as asked; the message says why in one line."""
 
 
-def load_config(run_dir: Path, overrides: list[str]) -> tuple[Config, dict[str, Any]]:
+def load_config(run_dir: Path, overrides: list[str]) -> Config:
     """The run's own config, with ``overrides`` applied and redacted secrets unset
     (they come from the environment again, as at the start)."""
     path = run_dir / "config.yaml"
@@ -52,13 +52,12 @@ def load_config(run_dir: Path, overrides: list[str]) -> tuple[Config, dict[str, 
     merged = OmegaConf.merge(OmegaConf.create(unredact(raw)), OmegaConf.from_dotlist(overrides))
     container = OmegaConf.to_container(merged, resolve=True)
     assert isinstance(container, dict)
-    raw_cfg = {str(k): v for k, v in container.items()}
-    return validate(raw_cfg), raw_cfg
+    return validate({str(k): v for k, v in container.items()})
 
 
 def resume_run(run_dir: Path, *, force: bool = False, overrides: list[str] | None = None) -> RunResult:
     run_dir = Path(run_dir)
-    cfg, _ = load_config(run_dir, overrides or [])
+    cfg = load_config(run_dir, overrides or [])
     preflight(cfg)
     with RunLock(run_dir):
         manifest = read_manifest(run_dir)

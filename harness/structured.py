@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from harness.models.base import ChatModel, Message, ModelRequest
+from harness.models.base import Completion, Message, ModelRequest
 from harness.records import Usage
 
 M = TypeVar("M", bound=BaseModel)
@@ -94,8 +95,7 @@ def json_schema(schema_cls: type[BaseModel]) -> dict[str, Any]:
 
 
 def generate_structured(
-    model: ChatModel,
-    call: Any,
+    call: Callable[[ModelRequest], Completion],
     messages: list[Message],
     schema_cls: type[M],
     *,
@@ -105,9 +105,9 @@ def generate_structured(
     max_repairs: int,
     tags: dict[str, Any],
 ) -> StructuredResult[M]:
-    """Ask ``model`` for a ``schema_cls`` object, repairing up to ``max_repairs``.
+    """Ask for a ``schema_cls`` object, repairing up to ``max_repairs``.
 
-    ``call`` runs one request (it wraps retries and records them); it is passed
+    ``call`` runs one request against a model (it wraps retries and records them); it is passed
     in so this function stays free of retry and event concerns.
     """
     usage = Usage()

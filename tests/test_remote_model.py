@@ -94,7 +94,7 @@ def test_reply_cut_by_max_tokens_is_returned_for_repair(canned):
         (cut, "length"),
         ('{"critique_feedback": "the draft is sound", "is_approved": false}', "stop"),
     ]
-    result = generate_structured(m, m.complete, [{"role": "user", "content": "judge"}], CritiqueOutput,
+    result = generate_structured(m.complete, [{"role": "user", "content": "judge"}], CritiqueOutput,
                                  temperature=0.1, max_tokens=32, seed=1, max_repairs=1, tags={})  # fmt: skip
     assert result.ok and result.attempts == 2
     assert result.value == CritiqueOutput(critique_feedback="the draft is sound", is_approved=False)

@@ -59,7 +59,7 @@ class Replies:
 def ask(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
     messages = [{"role": "user", "content": "critique this"}]
     return generate_structured(
-        model, model.complete, messages, CritiqueOutput,
+        model.complete, messages, CritiqueOutput,
         temperature=0.5, max_tokens=64, seed=7, max_repairs=max_repairs, tags={"round": 1},
     )  # fmt: skip
 
