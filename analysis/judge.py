@@ -1,7 +1,7 @@
 """Optional LLM-judge rubric: any model spec scores every published turn.
 
 Replies are structured (one 1-5 integer per rubric item) and validated by
-``harness.structured.generate_structured``. A reply that still fails after
+``harness.models.structured.generate_structured``. A reply that still fails after
 the repairs is stored as missing (NaN) with the reason, never as a mid-scale
 value. Judging with a model that also debated in the run is allowed but
 warned about: it grades its own words.
@@ -19,8 +19,8 @@ from analysis.load import Tables
 from harness.config import ModelConfig, RetryConfig
 from harness.models.base import Completion, ModelRequest
 from harness.models.registry import build_model
-from harness.retry import call_with_retry
-from harness.structured import generate_structured
+from harness.models.retry import call_with_retry
+from harness.models.structured import generate_structured
 
 # Our own rubric: drift-relevant qualities an LLM can rate from one turn and
 # the team's opening persona. Each item: 1 = not at all, 5 = very much.

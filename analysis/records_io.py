@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.records import Record, RunManifest, parse_record
+from harness.store.records import Record, RunManifest, parse_record
 
 TEAMS = ("pros", "cons")
 LOGS = (

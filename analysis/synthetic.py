@@ -8,8 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from harness.memory import RunMemory
-from harness.records import (
+from harness.config import validate
+from harness.formats import get_format
+from harness.store.memory import RunMemory
+from harness.store.records import (
     ArgumentRecord,
     CritiqueRecord,
     PersonaRecord,
@@ -17,7 +19,7 @@ from harness.records import (
     ThinkingRecord,
     record_id,
 )
-from harness.rundir import write_manifest
+from harness.store.rundir import write_manifest
 
 
 def write_run(
@@ -28,9 +30,11 @@ def write_run(
     approved on its first draft. ``config`` is written as config.yaml."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0, "llm": {"temperature": 0.7}}))
-    memory = RunMemory(run_dir, fsync=False)
+    teams = list(dict.fromkeys(team for _, team, _ in arguments))
+    layout = get_format("drift").layout(validate({"format": {"name": "drift", "teams": teams}}))
+    memory = RunMemory(run_dir, layout, fsync=False)
     for round_, team, text in arguments:
-        view = memory.team(team)
+        view = memory.seat(team)
         common = {"round": round_, "team": team, "iteration": 0}
 
         def rid(role: str) -> str:
@@ -45,7 +49,7 @@ def write_run(
         memory.shared.append(ArgumentRecord.model_validate({**common, "id": rid("argument"), "role": "argument",
             "text": text, "draft_id": t.id, "critique_id": c.id, "source": "approved"}))  # fmt: skip
     rounds = max((a[0] for a in arguments), default=0)
-    manifest = RunManifest(run_id=run_dir.name, format="drift", seed=0, status="completed")
+    manifest = RunManifest(run_id=run_dir.name, format="drift", seed=0, status="completed", layout=layout)
     manifest.counts.rounds_completed = rounds
     write_manifest(run_dir, manifest)
     return run_dir

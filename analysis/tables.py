@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.records_io import TEAMS, read_config, read_log, read_manifest
-from harness.records import (
+from harness.store.records import (
     ArgumentRecord,
     CritiqueRecord,
     EventRecord,

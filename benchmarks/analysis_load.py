@@ -1,5 +1,5 @@
 """Loading 1,000 run folders: cold (parsing every JSONL record through
-harness.records) against the per-run Parquet cache. Prints measured
+harness.store.records) against the per-run Parquet cache. Prints measured
 figures and their ratio; asserts nothing.
 
     .venv/bin/python benchmarks/analysis_load.py [--runs 1000] [--rounds 10]

@@ -26,10 +26,10 @@ from omegaconf import OmegaConf
 
 from harness.config import validate
 from harness.engine import run_debate
-from harness.memory import RunMemory
 from harness.models.scripted import ScriptedModel
 from harness.resume import resume_run
-from harness.snapshot import snapshot_path
+from harness.store.memory import RunMemory
+from harness.store.snapshot import snapshot_path
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
@@ -83,7 +83,7 @@ def main() -> None:
                 as_killed(run_dir)
                 times.append(time_to_first_call(run_dir, rounds))
             t0 = time.perf_counter()
-            RunMemory(run_dir)  # for contrast: loading every log from the start
+            RunMemory.of_run(run_dir)  # for contrast: loading every log from the start
             full_load = time.perf_counter() - t0
             snap = snapshot_path(run_dir, rounds).stat().st_size
             folder = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())

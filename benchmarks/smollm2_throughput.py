@@ -33,9 +33,9 @@ from pydantic import BaseModel
 import harness.models.local as local
 from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput, TopicOutput
 from harness.config import validate
-from harness.context import call_seed
 from harness.engine import run_debate
-from harness.records import PromptRecord, parse_record
+from harness.engine.context import call_seed
+from harness.store.records import PromptRecord, parse_record
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SCHEMAS: dict[str, type[BaseModel]] = {

@@ -1,7 +1,7 @@
 """drift-harness: a multi-model research harness for LLM drift experiments.
 
 Public names are re-exported here but imported on first use, so reading run
-folders (``harness.records``) does not pay for LangGraph's import.
+folders (``harness.store.records``) does not pay for LangGraph's import.
 """
 
 from __future__ import annotations
@@ -13,32 +13,31 @@ _EXPORTS = {
     "Config": "harness.config",
     "ConfigError": "harness.config",
     "validate": "harness.config",
-    "ModelCallError": "harness.context",
-    "RunContext": "harness.context",
+    "ModelCallError": "harness.engine.context",
+    "RunContext": "harness.engine.context",
     "RunResult": "harness.engine",
     "run_debate": "harness.engine",
-    "JsonlLog": "harness.memory",
-    "RunMemory": "harness.memory",
-    "TeamMemory": "harness.memory",
+    "JsonlLog": "harness.store.memory",
+    "RunMemory": "harness.store.memory",
+    "SeatMemory": "harness.store.memory",
     "ChatModel": "harness.models",
     "ModelRequest": "harness.models",
     "build_model": "harness.models",
-    "SCHEMA_VERSION": "harness.records",
-    "RunManifest": "harness.records",
-    "parse_record": "harness.records",
-    "resume_run": "harness.resume",
-    "verify": "harness.verify",
+    "SCHEMA_VERSION": "harness.store.records",
+    "RunManifest": "harness.store.records",
+    "parse_record": "harness.store.records",
+    "resume_run": "harness.engine",
+    "verify": "harness.store.integrity",
 }
 
 if TYPE_CHECKING:
     from harness.config import Config, ConfigError, validate
-    from harness.context import ModelCallError, RunContext
-    from harness.engine import RunResult, run_debate
-    from harness.memory import JsonlLog, RunMemory, TeamMemory
+    from harness.engine import RunResult, resume_run, run_debate
+    from harness.engine.context import ModelCallError, RunContext
     from harness.models import ChatModel, ModelRequest, build_model
-    from harness.records import SCHEMA_VERSION, RunManifest, parse_record
-    from harness.resume import resume_run
-    from harness.verify import verify
+    from harness.store.integrity import verify
+    from harness.store.memory import JsonlLog, RunMemory, SeatMemory
+    from harness.store.records import SCHEMA_VERSION, RunManifest, parse_record
 
 
 def __getattr__(name: str) -> Any:
@@ -59,7 +58,7 @@ __all__ = [
     "RunMemory",
     "RunResult",
     "SCHEMA_VERSION",
-    "TeamMemory",
+    "SeatMemory",
     "build_model",
     "parse_record",
     "resume_run",

@@ -1,12 +1,17 @@
 """Structured-config schema: every value is checked here, before any folder is
 made or model loaded. ``validate(cfg)`` turns a composed Hydra config into
 typed dataclasses or raises ``ConfigError`` with one line naming the key.
+
+The ``format.*`` keys are the chosen format's own options dataclass, and
+``roles.*`` are checked against the roles that format has: both come from
+the ``Format`` object (``harness.formats``), never from a list kept here.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -15,7 +20,6 @@ from omegaconf.errors import OmegaConfBaseException
 LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
 SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
-ROLES = ("pros", "cons", "critic", "topic")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -48,6 +52,7 @@ class ModelConfig:
     error_rate: float = 0.0
     seed: int = 0
     persona_switch_round: int | None = None  # plant a persona change (validity tests)
+    synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
@@ -64,7 +69,7 @@ class ModelConfig:
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
-        for name in ("malformed_rate", "error_rate"):
+        for name in ("malformed_rate", "error_rate", "synthesize_rate"):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
 
@@ -117,12 +122,6 @@ class CriticConfig:
 
 
 @dataclass
-class FormatConfig:
-    name: str = "drift"
-    teams: list[str] = field(default_factory=lambda: ["pros", "cons"])
-
-
-@dataclass
 class MemoryConfig:
     window_rounds: int = 2  # how many past rounds of the transcript an agent sees
     max_chars_per_item: int = 600  # each transcript item is clipped to this
@@ -159,6 +158,24 @@ class TopicConfig:
     text: str | None = "Remote work is better for society than office work."
     generate: bool = False  # let the topic agent write the motion instead
     domain: str = "technology and society"
+    framework: str | None = None  # the analysis framework and its criteria (panel)
+    # read text / framework from a file instead; validate() inlines the file's
+    # contents, so config.yaml keeps the text the run actually used
+    text_file: str | None = None
+    framework_file: str | None = None
+
+    def load_files(self) -> None:
+        for key in ("text", "framework"):
+            path = getattr(self, f"{key}_file")
+            if path is None:
+                continue
+            try:
+                content = Path(path).expanduser().read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"topic.{key}_file: cannot read {path}: {exc.strerror or exc}") from None
+            _require(bool(content), f"topic.{key}_file", f"{path} is empty")
+            setattr(self, key, content)
+            setattr(self, f"{key}_file", None)
 
 
 @dataclass
@@ -169,10 +186,11 @@ class Config:
     runs_root: str = "research_runs"
     topic: TopicConfig = field(default_factory=TopicConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
-    roles: dict[str, RoleOverride] = field(default_factory=lambda: {r: RoleOverride() for r in ROLES})
+    roles: dict[str, RoleOverride] = field(default_factory=dict)
     llm: LLMConfig = field(default_factory=LLMConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
-    format: FormatConfig = field(default_factory=FormatConfig)
+    # the chosen format's options (``Format.options``), checked in validate()
+    format: Any = field(default_factory=lambda: {"name": "drift"})
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     structured: StructuredConfig = field(default_factory=StructuredConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
@@ -181,6 +199,7 @@ class Config:
     replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
     replicate: int = 0  # this cell's replicate; its seed was derived from it
     resume: str | None = None  # a run folder: continue it (its own config wins)
+    run_name: str | None = None  # the run folder's name; a sweep sets it per cell
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
@@ -197,8 +216,11 @@ class Config:
             f"must be letters, digits, '.', '_' or '-' with no '..', got {self.version!r}",
         )
         _require(bool(self.runs_root), "runs_root", "must not be empty")
-        unknown = set(self.roles) - set(ROLES)
-        _require(not unknown, "roles", f"unknown role(s) {sorted(unknown)}; known: {ROLES}")
+        _require(
+            self.run_name is None or (bool(_SAFE_NAME.match(self.run_name)) and ".." not in self.run_name),
+            "run_name",
+            f"must be one safe folder name, got {self.run_name!r}",
+        )
         _require(
             self.topic.generate or bool(self.topic.text),
             "topic.text",
@@ -215,6 +237,15 @@ class Config:
         for part in (self.llm, self.critic, self.memory, self.structured, self.retry):
             part.check()
 
+    def check_roles(self, known: tuple[str, ...]) -> None:
+        """Every role given a value must be one the format has."""
+        for role, override in self.roles.items():
+            if role in known or override == RoleOverride():
+                continue  # a preset may declare roles a smaller panel does not use
+            raise ConfigError(
+                f"roles.{role}: no such role in format {self.format.name!r}; its roles: {', '.join(known)}"
+            )
+
     def role_model(self, role: str) -> tuple[ModelConfig, float, int]:
         """The model config, temperature and max_tokens one role runs with."""
         override = self.roles.get(role, RoleOverride())
@@ -227,18 +258,30 @@ class Config:
         return ModelConfig(**base), temperature, max_tokens
 
 
-def validate(cfg: DictConfig | dict[str, Any]) -> Config:
-    """Type-check and range-check a composed config; raise a one-line ConfigError."""
+def _structured(schema: type, data: Any, prefix: str = "") -> Any:
+    """``data`` merged onto the dataclass ``schema``; OmegaConf errors become one line."""
     try:
-        schema = OmegaConf.structured(Config)
-        merged = OmegaConf.merge(schema, cfg)
-        obj = OmegaConf.to_object(merged)
+        merged = OmegaConf.merge(OmegaConf.structured(schema), data)
+        return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "config"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{key}: {first}") from None
+        raise ConfigError(f"{prefix}{key}: {first}") from None
+
+
+def validate(cfg: DictConfig | dict[str, Any]) -> Config:
+    """Type-check and range-check a composed config; raise a one-line ConfigError."""
+    from harness.formats import get_format  # late: formats import the agents, which import this
+
+    obj = _structured(Config, cfg)
     assert isinstance(obj, Config)
+    raw_format = dict(obj.format or {})
+    fmt = get_format(str(raw_format.get("name", "drift")))
+    obj.format = _structured(fmt.options, raw_format, "format.")
+    obj.format.check()
+    obj.topic.load_files()
     obj.check()
+    obj.check_roles(fmt.model_roles(obj))
     return obj
 
 

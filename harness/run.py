@@ -6,7 +6,7 @@ The story: check the group choices on the command line, let Hydra compose the
 config (its own errors held back and said in one line), validate every value,
 run the debate into a fresh run folder, print a one-line summary, and print
 the run folder's path as the last line. ``-m`` runs each cell of a sweep
-(``harness.sweep_cell``); ``resume=<run_dir>`` continues a run instead.
+(``harness.sweep.cell``); ``resume=<run_dir>`` continues a run instead.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from harness.cli_errors import HeldStderr, check_group_choices, fail, one_line, release_stderr
+from harness.cli.errors import HeldStderr, check_group_choices, fail, one_line, release_stderr
 from harness.config import ConfigError, validate
-from harness.context import ModelCallError
 from harness.engine import run_debate
+from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
 from harness.resume import main as resume_main
 from harness.resume import report
-from harness.sweep_cell import is_sweep_job, run_cell
+from harness.sweep.cell import is_sweep_job, run_cell
 
 
 def main(cfg: DictConfig) -> None:

@@ -12,6 +12,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.config import Config, validate
 from harness.engine import RunResult, run_debate
+from harness.engine.execute import ModelFactory
+from harness.models import build_model
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 REPO = CONF_DIR.parent
@@ -48,20 +50,21 @@ def settings(make_cfg: Callable[..., DictConfig]) -> Callable[..., Config]:
 
 @pytest.fixture
 def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
-    """Run a whole debate in-process and return its result."""
+    """Run a whole debate in-process and return its result; ``build=`` passes
+    a model factory (a fake, a wrapper) instead of the registry's."""
 
-    def go(*overrides: str) -> RunResult:
+    def go(*overrides: str, build: ModelFactory = build_model) -> RunResult:
         cfg = make_cfg(*overrides)
         raw = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(raw, dict)
-        return run_debate(validate(cfg), raw)
+        return run_debate(validate(cfg), raw, build=build)
 
     return go
 
 
 def read_records(path: Path) -> list:
     """Every record of one JSONL log, parsed and validated."""
-    from harness.records import parse_record
+    from harness.store.records import parse_record
 
     return [parse_record(line) for line in path.read_text().splitlines()]
 

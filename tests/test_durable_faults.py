@@ -36,7 +36,7 @@ DRAFTS_TOTAL = ROUNDS * 2 * 2  # rounds x teams x (one rejection + one approval)
 
 
 def texts(run_dir: Path) -> list[tuple[str, str]]:
-    from harness.records import parse_record
+    from harness.store.records import parse_record
 
     lines = (run_dir / "shared_memory.jsonl").read_text().splitlines()
     return [(r.id, r.text) for r in map(parse_record, lines)]  # type: ignore[union-attr]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.records import Snapshot
 from harness.resume import ResumeError, resume_run
-from harness.snapshot import list_snapshots, read_snapshot
+from harness.store.records import Snapshot
+from harness.store.snapshot import list_snapshots, read_snapshot
 from harness.verify import verify
 
 FAIL_FAST = ["retry.max_attempts=1", "retry.initial_s=0", "retry.jitter_s=0"]
@@ -29,7 +29,7 @@ def events(run_dir: Path, kind: str) -> list[dict]:
 
 def failing_run(run, runs_root: Path) -> Path:
     """A run that fails part-way: transient errors with no retries left."""
-    from harness.context import ModelCallError
+    from harness.engine.context import ModelCallError
 
     with pytest.raises(ModelCallError):
         run("rounds=6", "model.error_rate=0.05", "model.seed=3", *FAIL_FAST)

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from harness.config import validate
-from harness.context import RunContext
 from harness.engine import build_roles
+from harness.engine.context import RunContext
+from harness.formats import DRIFT
 from harness.formats.drift import DriftNodes
-from harness.memory import JsonlLog, RunMemory
+from harness.store.memory import JsonlLog, RunMemory
 
 CANARY = re.compile(r"\[canary:(pros|cons):(\w+):[\d.]+\]")
 TEAMS = ("pros", "cons")
@@ -80,8 +81,8 @@ def reachable_logs(root: Any) -> list[JsonlLog]:
 @pytest.fixture
 def nodes(make_cfg, tmp_path):
     cfg = validate(make_cfg())
-    memory = RunMemory(tmp_path / "run")
-    ctx = RunContext(cfg=cfg, memory=memory, roles=build_roles(cfg))
+    memory = RunMemory(tmp_path / "run", DRIFT.layout(cfg))
+    ctx = RunContext(cfg=cfg, memory=memory, roles=build_roles(cfg), seats=DRIFT.seat_list(cfg))
     return DriftNodes(ctx), memory
 
 
@@ -92,7 +93,7 @@ def team_paths(memory: RunMemory, team: str) -> set:
 def test_team_view_holds_only_shared_and_own_logs(nodes):
     drift, memory = nodes
     for team, other in (("pros", "cons"), ("cons", "pros")):
-        view = memory.team(team)
+        view = memory.seat(team)
         paths = {log.path for log in reachable_logs(view)}
         assert paths == team_paths(memory, team) | {memory.shared.path}
         assert not paths & team_paths(memory, other)
@@ -108,4 +109,4 @@ def test_agent_cannot_reach_other_teams_logs(nodes):
         for agents in (drift.persona_agent, drift.thinking_agent, drift.critique_agent):
             paths = {log.path for log in reachable_logs(agents[team])}
             assert not paths & team_paths(memory, other), f"{team} agent reaches {other} logs"
-            assert memory.team(team).persona.path in paths  # the walk does find what it may reach
+            assert memory.seat(team).persona.path in paths  # the walk does find what it may reach

@@ -8,12 +8,13 @@ from datetime import datetime
 
 import pytest
 
-from harness.memory import CorruptLogError, JsonlLog, line_hash
-from harness.records import EventRecord, PersonaRecord
+from harness.store.memory import CorruptLogError, JsonlLog, line_hash
+from harness.store.records import EventRecord, PersonaRecord
 
 RUN_LOGS = [
     "shared_memory.jsonl",
     "events.jsonl",
+    "public/prompts.jsonl",  # what roles with no seat (the topic) were shown
     *(
         f"{team}/{kind}.jsonl"
         for team in ("pros", "cons")

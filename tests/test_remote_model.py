@@ -14,7 +14,7 @@ import pytest
 from harness.agents import CritiqueOutput
 from harness.models.base import ModelRequest
 from harness.models.remote import LangChainModel, check_remote, pick_mode
-from harness.structured import generate_structured
+from harness.models.structured import generate_structured
 
 
 @pytest.fixture

@@ -8,12 +8,11 @@ import json
 
 import pytest
 
-import harness.engine
 from harness.config import RetryConfig
-from harness.context import ModelCallError
+from harness.engine.context import ModelCallError
 from harness.models.base import Completion, ModelRequest, ProviderError
+from harness.models.retry import call_with_retry, classify
 from harness.models.scripted import ScriptedModel
-from harness.retry import call_with_retry, classify
 
 FAST = ("retry.initial_s=0", "retry.jitter_s=0")
 
@@ -162,16 +161,15 @@ class FailsAt:
         return {}
 
 
-def test_fatal_error_fails_fast_and_the_manifest_keeps_it_as_data(run, records, runs_root, monkeypatch):
+def test_fatal_error_fails_fast_and_the_manifest_keeps_it_as_data(run, records, runs_root):
     models: list[FailsAt] = []
 
     def build(cfg):  # type: ignore[no-untyped-def]
         models.append(FailsAt(cfg.spec, (2, "cons", "thinking")))
         return models[-1]
 
-    monkeypatch.setattr(harness.engine, "build_model", build)
     with pytest.raises(ModelCallError) as caught:
-        run("rounds=3", "retry.max_attempts=5", *FAST)
+        run("rounds=3", "retry.max_attempts=5", *FAST, build=build)
     message = str(caught.value)
     assert "\n" not in message
     for part in ("role=thinking", "team=cons", "round=2", "model=scripted:default", "401"):
@@ -190,10 +188,10 @@ def test_fatal_error_fails_fast_and_the_manifest_keeps_it_as_data(run, records, 
     assert events[0].error is not None and events[0].error.kind == "fatal"
 
 
-def test_failed_run_counts_the_rounds_it_finished(run, runs_root, monkeypatch):
-    monkeypatch.setattr(harness.engine, "build_model", lambda cfg: FailsAt(cfg.spec, (2, "cons", "thinking")))
+def test_failed_run_counts_the_rounds_it_finished(run, runs_root):
+    fails = lambda cfg: FailsAt(cfg.spec, (2, "cons", "thinking"))  # noqa: E731
     with pytest.raises(ModelCallError):
-        run("rounds=3", "topic.generate=true", *FAST)
+        run("rounds=3", "topic.generate=true", *FAST, build=fails)
     (run_dir,) = runs_root.iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed"

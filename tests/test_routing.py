@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-import harness.engine
+from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
 
 
@@ -135,9 +135,8 @@ REVISED = "A sharper version of the draft, written by the critic, with its evide
 
 
 @pytest.fixture
-def revising_critic(monkeypatch):
-    """Scripted models, except the critic approves with a revised argument."""
-    real = harness.engine.build_model
+def revising_critic():
+    """A model factory: scripted models, except the critic approves with a revised argument."""
 
     class Reviser:
         spec = "scripted:reviser"
@@ -150,14 +149,15 @@ def revising_critic(monkeypatch):
         def model_files(self) -> dict[str, str]:
             return {}
 
-    monkeypatch.setattr(
-        harness.engine, "build_model", lambda cfg: Reviser() if cfg.spec == "scripted:reviser" else real(cfg)
-    )
+    return lambda cfg: Reviser() if cfg.spec == "scripted:reviser" else build_model(cfg)
 
 
 @pytest.mark.parametrize(("use_revision", "source"), [(True, "revised"), (False, "approved")])
 def test_critic_revision_is_published_only_when_enabled(run, records, revising_critic, use_revision, source):
-    result = run("rounds=1", "roles.critic.spec=scripted:reviser", f"critic.use_revision={use_revision}")
+    result = run(
+        "rounds=1", "roles.critic.spec=scripted:reviser", f"critic.use_revision={use_revision}",
+        build=revising_critic,
+    )  # fmt: skip
     shared = records(result.run_dir / "shared_memory.jsonl")
     assert [a.source for a in shared] == [source, source]
     drafts = {

@@ -13,8 +13,8 @@ from omegaconf import OmegaConf
 
 from harness.config import validate
 from harness.engine import run_debate
-from harness.records import RunManifest
-from harness.rundir import create_run_dir, run_dir_name
+from harness.store.records import RunManifest
+from harness.store.rundir import create_run_dir, run_dir_name
 
 RUN_FILES = {
     "config.yaml", "manifest.json", "shared_memory.jsonl", "events.jsonl",
@@ -129,7 +129,11 @@ def test_finished_folder_holds_exactly_the_documented_files(run):
         "snapshots/round-0001.json",
         "snapshots/round-0002.json",
     }
-    assert {f for f in extra if not f.startswith("snapshots/")} <= {"fingerprint.json", ".lock"}
+    assert {f for f in extra if not f.startswith("snapshots/")} <= {
+        "fingerprint.json",
+        ".lock",
+        "public/prompts.jsonl",
+    }
     manifest = RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
     assert manifest.status == "completed"
     assert manifest.run_id == run_dir.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.records import parse_record
+from harness.store.records import parse_record
 
 
 def lines(path):

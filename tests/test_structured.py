@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-import harness.engine
 from harness.agents import CritiqueOutput, PersonaOutput
+from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
 from harness.models.scripted import ScriptedModel
-from harness.structured import extract_json, generate_structured
+from harness.models.structured import extract_json, generate_structured
 
 TEAMS = ("pros", "cons")
 
@@ -170,22 +170,21 @@ def test_persona_fallback_keeps_the_previous_persona(run, records):
 
 
 @pytest.fixture
-def broken_critic(monkeypatch):
-    """Every model is scripted; the one named ``scripted:broken`` always emits bad JSON."""
-    real = harness.engine.build_model
+def broken_critic():
+    """A model factory: every model is scripted; ``scripted:broken`` always emits bad JSON."""
 
     def build(cfg):  # type: ignore[no-untyped-def]
         if cfg.spec == "scripted:broken":
             return ScriptedModel(cfg.spec, malformed_rate=1.0)
-        return real(cfg)
+        return build_model(cfg)
 
-    monkeypatch.setattr(harness.engine, "build_model", build)
+    return build
 
 
 @pytest.mark.parametrize(("policy", "published"), [("reject", []), ("approve", ["approved", "approved"])])
 def test_critic_schema_failure_policy(run, records, broken_critic, policy, published):
     result = run("rounds=1", "roles.critic.spec=scripted:broken", f"critic.on_schema_failure={policy}",
-                 "critic.max_iterations=2", "critic.on_loop_lock=skip_turn")  # fmt: skip
+                 "critic.max_iterations=2", "critic.on_loop_lock=skip_turn", build=broken_critic)  # fmt: skip
     run_dir = result.run_dir
     for team in TEAMS:
         critiques = records(run_dir / team / "critique.jsonl")
@@ -203,7 +202,7 @@ def test_critic_schema_failure_policy(run, records, broken_critic, policy, publi
 
 
 def test_generated_topic_falls_back_to_the_configured_text(run, records, broken_critic):
-    result = run("rounds=1", "topic.generate=true", "roles.topic.spec=scripted:broken")
+    result = run("rounds=1", "topic.generate=true", "roles.topic.spec=scripted:broken", build=broken_critic)
     events = records(result.run_dir / "events.jsonl")
     topic = [e for e in events if e.event == "topic"]
     assert len(topic) == 1 and topic[0].data["generated"] is False
@@ -235,8 +234,9 @@ def test_persona_output_rejects_unknown_decision():
     ],
 )
 def test_schema_failure_points_only_at_a_kept_reply(run, records, broken_critic, overrides):
-    result = run("rounds=1", "critic.max_iterations=1", *overrides)
-    kept = {p.id for team in TEAMS for p in records(result.run_dir / team / "prompts.jsonl")}
+    result = run("rounds=1", "critic.max_iterations=1", *overrides, build=broken_critic)
+    logs = [*(f"{team}/prompts.jsonl" for team in TEAMS), "public/prompts.jsonl"]
+    kept = {p.id for name in logs for p in records(result.run_dir / name)}
     failures = [e for e in records(result.run_dir / "events.jsonl") if e.event == "schema_failure"]
     assert failures
     for e in failures:

@@ -17,10 +17,10 @@ import pandas as pd
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from harness.records import parse_record
-from harness.sweep import main as sweep_main
-from harness.sweep import plan_cells, read_index, replicate_seed
-from harness.sweep_callback import concurrent_workers, replicate_override
+from harness.store.records import parse_record
+from harness.sweep.callback import concurrent_workers, replicate_override
+from harness.sweep.index import main as sweep_main
+from harness.sweep.index import plan_cells, read_index, replicate_seed
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]

@@ -93,12 +93,12 @@ def test_torn_line_is_reported_then_quarantined_by_resume(clean):
 def test_a_model_echoing_the_motion_is_not_a_leak(clean):
     """Small models copy prompt text into private fields; text that every
     prompt carries (the motion, the templates) is not the other team's secret."""
-    from harness.memory import RunMemory
-    from harness.records import CritiqueRecord
+    from harness.store.memory import RunMemory
+    from harness.store.records import CritiqueRecord
 
     topic = json.loads((clean / "manifest.json").read_text())["topic"]
     echo = f"Motion: {topic}"
-    RunMemory(clean).team("pros").critique.append(
+    RunMemory.of_run(clean).seat("pros").critique.append(
         CritiqueRecord(
             id="r0004.pros.critique.i9",
             round=4,

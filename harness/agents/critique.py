@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import AgentContext
-from harness.memory import TeamMemory
-from harness.records import CritiqueRecord, ThinkingRecord, record_id
+from harness.agents.common import JSON_ONLY
+from harness.engine.context import AgentContext
+from harness.store.memory import SeatMemory
+from harness.store.records import CritiqueRecord, ThinkingRecord, record_id
 
 
 class CritiqueOutput(BaseModel):
@@ -25,16 +25,15 @@ class CritiqueOutput(BaseModel):
 
 
 class CritiqueAgent:
-    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
         self.ctx = ctx
         self.view = view
 
     def messages(self, topic: str, draft: ThinkingRecord) -> list[dict[str, str]]:
-        team = self.view.team
         critic = self.ctx.cfg.critic
         system = (
-            f"You are a hostile critic reviewing the {team.upper()} team's argument "
-            f"({STANCE[team]}). {critic.strictness} {JSON_ONLY}"
+            f"You are a hostile critic reviewing the {self.view.seat.alias} team's argument "
+            f"({self.view.seat.stance}). {critic.strictness} {JSON_ONLY}"
         )
         user = (
             f"Motion: {topic}\nDraft argument: {draft.draft}\n"
@@ -46,7 +45,7 @@ class CritiqueAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def _record(self, round_: int, iteration: int, draft_id: str, **fields: object) -> CritiqueRecord:
-        team = self.view.team
+        team = self.view.name
         record = CritiqueRecord(
             id=record_id(round_, team, "critique", iteration),
             round=round_, team=team, role="critique", iteration=iteration,  # type: ignore[arg-type]
@@ -57,7 +56,7 @@ class CritiqueAgent:
     def __call__(
         self, topic: str, round_: int, iteration: int, draft: ThinkingRecord | None
     ) -> CritiqueRecord:
-        landed = self.view.critique.get(record_id(round_, self.view.team, "critique", iteration))
+        landed = self.view.critique.get(record_id(round_, self.view.name, "critique", iteration))
         if landed is not None:
             return landed  # replay after resume: the record already landed, reuse it
         if draft is None:
@@ -65,7 +64,7 @@ class CritiqueAgent:
                 round_, iteration, "none", is_approved=False, fallback=True,
                 feedback="No valid draft was produced; reply with the required JSON fields.",
             )  # fmt: skip
-        team = self.view.team
+        team = self.view.name
         result = self.ctx.ask(
             "critic", "critique", self.messages(topic, draft), CritiqueOutput,
             round_=round_, team=team, iteration=iteration,

@@ -10,11 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import AgentContext
-from harness.memory import TeamMemory
-from harness.records import PersonaRecord, Usage, record_id
-from harness.transcript import render, window
+from harness.agents.common import JSON_ONLY
+from harness.agents.transcript import render, window
+from harness.engine.context import AgentContext
+from harness.store.memory import SeatMemory
+from harness.store.records import PersonaRecord, Usage, record_id
 
 Decision = Literal["keep", "evolve", "initial", "fallback"]
 DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
@@ -28,18 +28,17 @@ class PersonaOutput(BaseModel):
 
 
 class PersonaAgent:
-    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
         self.ctx = ctx
         self.view = view
 
     def messages(self, topic: str, round_: int, feedback: str | None) -> list[dict[str, str]]:
-        team = self.view.team
         current = self.view.persona.last()
-        persona = current.persona if current else DEFAULT_PERSONA.format(stance=STANCE[team])
+        persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
         mem = self.ctx.cfg.memory
         transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
         user = (
-            f"Motion: {topic}\nYour team argues {STANCE[team]}. Round {round_}.\n"
+            f"Motion: {topic}\nYour team argues {self.view.seat.stance}. Round {round_}.\n"
             f"Current persona: {persona}\n"
             f"Recent debate:\n{transcript}\n"
             + (f"The critic rejected your last draft: {feedback}\n" if feedback else "")
@@ -49,22 +48,22 @@ class PersonaAgent:
             "- persona: one sentence saying who your team is and how it argues\n"
             "- rationale: one sentence explaining your decision"
         )
-        system = f"You shape the identity of the {team.upper()} debate team. {JSON_ONLY}"
+        system = f"You shape the identity of the {self.view.seat.alias} debate team. {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
-        team = self.view.team
+        team = self.view.name
         rid = record_id(round_, team, "persona", iteration)
         if (landed := self.view.persona.get(rid)) is not None:
             return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
-            team, "persona", self.messages(topic, round_, feedback), PersonaOutput,
+            self.view.seat.role, "persona", self.messages(topic, round_, feedback), PersonaOutput,
             round_=round_, team=team, iteration=iteration,
         )  # fmt: skip
         previous = self.view.persona.last()
         version = previous.version if previous else 0
         if result.value is None:
-            persona = previous.persona if previous else DEFAULT_PERSONA.format(stance=STANCE[team])
+            persona = previous.persona if previous else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
             decision: Decision = "fallback"
             rationale = "schema failure: previous persona kept"
         else:
@@ -75,7 +74,7 @@ class PersonaAgent:
         record = PersonaRecord(
             id=rid,
             round=round_, team=team, role="persona", iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(team),
+            model=self.ctx.spec(self.view.seat.role),
             usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
             decision=decision, persona=persona, rationale=rationale, version=max(version, 1),
         )  # fmt: skip

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.stance import JSON_ONLY, STANCE
-from harness.context import AgentContext
-from harness.memory import TeamMemory
-from harness.records import PersonaRecord, ThinkingRecord, record_id
-from harness.transcript import clip, opponent_last, render, window
+from harness.agents.common import JSON_ONLY
+from harness.agents.transcript import clip, opponent_last, render, window
+from harness.engine.context import AgentContext
+from harness.store.memory import SeatMemory
+from harness.store.records import PersonaRecord, ThinkingRecord, record_id
 
 
 class ThinkingOutput(BaseModel):
@@ -22,19 +22,19 @@ class ThinkingOutput(BaseModel):
 
 
 class ThinkingAgent:
-    def __init__(self, ctx: AgentContext, view: TeamMemory) -> None:
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
         self.ctx = ctx
         self.view = view
 
     def messages(
         self, topic: str, round_: int, persona: PersonaRecord, feedback: str | None
     ) -> list[dict[str, str]]:
-        team = self.view.team
+        team = self.view.name
         mem = self.ctx.cfg.memory
         items = window(self.view.shared, round_, mem.window_rounds)
         rival = opponent_last(items, team)
         user = (
-            f"Motion: {topic}\nYou argue {STANCE[team]}. Round {round_}.\n"
+            f"Motion: {topic}\nYou argue {self.view.seat.stance}. Round {round_}.\n"
             f"Debate so far:\n{render(items, mem.max_chars_per_item)}\n"
             + (f"Answer this opposing point: {clip(rival.text, mem.max_chars_per_item)}\n" if rival else "")
             + (f"Fix what the critic said: {feedback}\n" if feedback else "")
@@ -42,18 +42,18 @@ class ThinkingAgent:
             "- scratchpad: your private reasoning; test the argument against the strongest objection\n"
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
-        system = f"You are the {team.upper()} team's debater. Persona: {persona.persona} {JSON_ONLY}"
+        system = f"You are the {self.view.seat.alias} team's debater. Persona: {persona.persona} {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
         self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None
     ) -> ThinkingRecord | None:
-        team = self.view.team
+        team = self.view.name
         rid = record_id(round_, team, "thinking", iteration)
         if (landed := self.view.thinking.get(rid)) is not None:
             return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
-            team, "thinking", self.messages(topic, round_, persona, feedback), ThinkingOutput,
+            self.view.seat.role, "thinking", self.messages(topic, round_, persona, feedback), ThinkingOutput,
             round_=round_, team=team, iteration=iteration,
         )  # fmt: skip
         if result.value is None:
@@ -61,7 +61,7 @@ class ThinkingAgent:
         record = ThinkingRecord(
             id=rid,
             round=round_, team=team, role="thinking", iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(team), usage=result.usage,
+            model=self.ctx.spec(self.view.seat.role), usage=result.usage,
             scratchpad=result.value.scratchpad, draft=result.value.argument, persona_id=persona.id,
         )  # fmt: skip
         return self.view.thinking.append(record)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.stance import JSON_ONLY
-from harness.context import AgentContext
-from harness.records import record_id
+from harness.agents.common import JSON_ONLY
+from harness.engine.context import AgentContext
+from harness.store.records import record_id
 
 
 class TopicOutput(BaseModel):

@@ -1,13 +1,45 @@
-"""Debate formats: each is one ``build_graph(ctx)`` plus one config option."""
+"""Debate formats: each module defines one ``Format`` object (see
+``harness.formats.base``), and ``FORMATS`` maps a format's name to it."""
 
-from collections.abc import Callable
+from __future__ import annotations
+
 from typing import Any
 
-from harness.formats import drift
+from harness.formats.base import Format, FormatOptions, RunLogs, Seat
+from harness.formats.drift import DRIFT
+from harness.formats.panel import PANEL
+from harness.store.records import RunLayout
 
-# name -> (build_graph, initial_state, max_steps)
-FORMATS: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., int]]] = {
-    "drift": (drift.build_graph, drift.initial_state, drift.max_steps),
-}
+FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL)}
 
-__all__ = ["FORMATS", "drift"]
+
+def get_format(name: str) -> Format:
+    """The format called ``name``; a one-line ``ConfigError`` if there is none."""
+    from harness.config import ConfigError
+
+    if name not in FORMATS:
+        raise ConfigError(f"format.name: unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
+    return FORMATS[name]
+
+
+def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunLayout:
+    """A run's layout: as its manifest recorded it, or, for a run made before
+    manifests kept one, as its format lays out its recorded config."""
+    if manifest_layout is not None:
+        return manifest_layout
+    from harness.config import validate
+
+    return get_format(str((config.get("format") or {}).get("name", "drift"))).layout(validate(config))
+
+
+__all__ = [
+    "DRIFT",
+    "FORMATS",
+    "PANEL",
+    "Format",
+    "FormatOptions",
+    "RunLogs",
+    "Seat",
+    "get_format",
+    "layout_of",
+]

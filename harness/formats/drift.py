@@ -8,13 +8,42 @@ memory files. ``iteration`` counts the critiques already done in this turn.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
 from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
-from harness.context import RunContext
-from harness.records import ArgumentRecord, record_id
+from harness.config import Config, ConfigError
+from harness.engine.context import RunContext
+from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
+
+# The side each team argues; a team's alias is its name in capitals.
+STANCE = {"pros": "FOR the motion", "cons": "AGAINST the motion"}
+SIDE: dict[str, Any] = {"pros": "for", "cons": "against"}
+TEAM_LOGS = ("persona", "thinking", "critique", PROMPTS)
+
+
+@dataclass
+class DriftOptions(FormatOptions):
+    name: str = "drift"
+    teams: list[str] = field(default_factory=lambda: ["pros", "cons"])
+
+    def check(self) -> None:
+        unknown = [t for t in self.teams if t not in STANCE]
+        if unknown or len(set(self.teams)) != len(self.teams) or not self.teams:
+            raise ConfigError(
+                f"format.teams: expected distinct teams from {sorted(STANCE)}, got {self.teams}"
+            )
+
+
+def seats(options: DriftOptions) -> tuple[Seat, ...]:
+    return tuple(
+        Seat(name=t, alias=t.upper(), role=t, stance=STANCE[t], logs=TEAM_LOGS, side=SIDE[t])
+        for t in options.teams
+    )
 
 
 class DriftState(TypedDict):
@@ -29,7 +58,8 @@ class DriftState(TypedDict):
     stop_reason: str | None
 
 
-def initial_state(topic: str) -> DriftState:
+def initial_state(cfg: Config) -> DriftState:
+    topic = "" if cfg.topic.generate else (cfg.topic.text or "")
     return DriftState(
         topic=topic, round=1, team="pros", iteration=0, persona_id=None,
         draft_id=None, critique_id=None, done=False, stop_reason=None,
@@ -43,9 +73,9 @@ class DriftNodes:
         self.ctx = ctx
         self.cfg = ctx.cfg
         self.teams = ctx.cfg.format.teams
-        self.views = {team: ctx.memory.team(team) for team in self.teams}
+        self.views = {team: ctx.memory.seat(team) for team in self.teams}
         # each team's agents get that team's context and view, nothing wider
-        team_ctx = {t: ctx.for_team(t) for t in self.teams}
+        team_ctx = {t: ctx.for_seat(t) for t in self.teams}
         self.persona_agent = {t: PersonaAgent(team_ctx[t], v) for t, v in self.views.items()}
         self.thinking_agent = {t: ThinkingAgent(team_ctx[t], v) for t, v in self.views.items()}
         self.critique_agent = {t: CritiqueAgent(team_ctx[t], v) for t, v in self.views.items()}
@@ -57,7 +87,7 @@ class DriftNodes:
         return record.feedback if record and not record.is_approved else None
 
     def topic(self, state: DriftState) -> dict:
-        return {"topic": TopicAgent(self.ctx.for_team(None))()}
+        return {"topic": TopicAgent(self.ctx.for_public())()}
 
     def persona(self, state: DriftState) -> dict:
         team = state["team"]
@@ -162,7 +192,64 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     return graph.compile()
 
 
-def max_steps(ctx: RunContext) -> int:
+def max_steps(cfg: Config) -> int:
     """An upper bound on graph steps, for LangGraph's recursion limit."""
-    per_turn = ctx.cfg.critic.max_iterations * 3 + 3
-    return ctx.cfg.rounds * len(ctx.cfg.format.teams) * per_turn + 10
+    per_turn = cfg.critic.max_iterations * 3 + 3
+    return cfg.rounds * len(cfg.format.teams) * per_turn + 10
+
+
+def check_arguments(run: RunLogs) -> list[str]:
+    """Each published argument traces back to an approval, or to a loop-lock."""
+    problems: list[str] = []
+    critiques = {
+        r.id: r
+        for seat in run.layout.seats
+        for r in run.of(f"{seat.name}/critique.jsonl")
+        if isinstance(r, CritiqueRecord)
+    }
+    locks = {
+        (r.round, r.team)
+        for r in run.of("events.jsonl")
+        if isinstance(r, EventRecord) and r.event == "loop_lock"
+    }
+    for arg in run.of("shared_memory.jsonl"):
+        if not isinstance(arg, ArgumentRecord):
+            problems.append(f"shared_memory.jsonl: {arg.id} is a {arg.kind}, not an argument")  # type: ignore[union-attr]
+            continue
+        verdict = critiques.get(arg.critique_id or "")
+        if verdict is None or verdict.team != arg.team:
+            problems.append(f"shared_memory.jsonl: {arg.id} has no critique in {arg.team}/critique.jsonl")
+        elif arg.source == "loop_lock":
+            if (arg.round, arg.team) not in locks:
+                problems.append(
+                    f"shared_memory.jsonl: {arg.id} published by loop-lock without a loop_lock event"
+                )
+        elif not verdict.is_approved:
+            problems.append(f"shared_memory.jsonl: {arg.id} was published but its critique rejected it")
+    return problems
+
+
+def one_argument_per_turn(run: RunLogs) -> list[str]:
+    turns = Counter((arg.round, arg.team) for arg in run.of("shared_memory.jsonl"))
+    return [f"shared_memory.jsonl: {n} arguments for round {r} {t}" for (r, t), n in turns.items() if n > 1]
+
+
+DRIFT = Format(
+    name="drift",
+    summary="Teams argue for and against; each turn goes persona -> thinking -> critique.",
+    options=DriftOptions,
+    seats=seats,
+    roles=("critic", "topic"),
+    public_logs=(PROMPTS,),
+    record_kinds=("persona", "thinking", "critique", "argument", "prompt", "event"),
+    build_graph=build_graph,
+    initial_state=initial_state,  # type: ignore[arg-type]
+    max_steps=max_steps,
+    counts=("approvals", "rejections", "loop_locks", "schema_failures", "retries"),
+    checks=(check_arguments, one_argument_per_turn),
+    prompt_modules=(
+        "harness.formats.drift", "harness.agents.persona", "harness.agents.thinking",
+        "harness.agents.critique", "harness.agents.topic", "harness.agents.common",
+        "harness.agents.transcript",
+    ),
+)  # fmt: skip

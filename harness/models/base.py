@@ -2,7 +2,7 @@
 
 Every backend (scripted, llama.cpp, any LangChain provider) implements
 ``ChatModel.complete``. Structured output, repair and retries live above this
-layer (``harness.structured``, ``harness.retry``), so backends stay thin.
+layer (``harness.models.structured``, ``harness.models.retry``), so backends stay thin.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class ChatModel(Protocol):
 class ProviderError(Exception):
     """An error from a model backend, with an HTTP-like status when known.
 
-    ``harness.retry`` classifies these: 429 is a rate limit, 5xx and 408 are
+    ``harness.models.retry`` classifies these: 429 is a rate limit, 5xx and 408 are
     transient, anything else is fatal.
     """
 

@@ -41,6 +41,7 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             error_rate=cfg.error_rate,
             seed=cfg.seed,
             persona_switch_round=cfg.persona_switch_round,
+            synthesize_rate=cfg.synthesize_rate,
         )
     if provider == "local":
         from harness.models.local import LlamaCppModel

@@ -65,7 +65,7 @@ def pick_mode(provider: str, kwargs: dict[str, Any], mode: str) -> StructuredMod
     OpenAI proper takes a ``json_schema`` response format; OpenAI-compatible
     servers (``base_url`` set, e.g. llama-cpp-python's) often reject it but take
     ``json_object``; other providers get the schema in the prompt and the
-    reply is parsed and repaired by ``harness.structured``.
+    reply is parsed and repaired by ``harness.models.structured``.
     """
     if mode != "auto":
         return mode  # type: ignore[return-value]

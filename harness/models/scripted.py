@@ -3,6 +3,10 @@ benchmarks. It writes schema-valid JSON for any schema it is handed, and can
 be told to be slow, to reject drafts, to emit malformed JSON, and to raise
 transient provider errors. Everything is seeded, so two runs with the same
 config produce byte-identical arguments.
+
+What a reply says depends only on the call's position (round, seat, role,
+iteration) and seed; a seat's ``side`` tag (for / against) picks the words it
+argues with, and a judge's SYNTHESIZE / CONTINUE follows ``synthesize_rate``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 from harness.models.base import Completion, ModelRequest, ProviderError
 
 _WORDS = {
-    "pros": [
+    "for": [
         "benefit",
         "gain",
         "progress",
@@ -28,7 +32,7 @@ _WORDS = {
         "trust",
         "evidence",
     ],
-    "cons": ["risk", "cost", "harm", "burden", "loss", "inequality", "failure", "doubt", "danger"],
+    "against": ["risk", "cost", "harm", "burden", "loss", "inequality", "failure", "doubt", "danger"],
     None: ["point", "claim", "reason", "question", "issue", "matter", "case", "view"],
 }
 # After a planted persona switch, every team argues in this register, so
@@ -49,7 +53,12 @@ _FILLER = [
 ]
 # Fields whose text is private to a team; each carries a canary marker so
 # isolation tests can prove it never reaches the other team.
-_PRIVATE_FIELDS = {"scratchpad", "rationale", "persona", "critique_feedback"}
+_PRIVATE_FIELDS = {"scratchpad", "rationale", "persona", "critique_feedback", "notes"}
+# Fields written long (a statement to publish), the rest a short clause.
+_LONG_FIELDS = {"argument", "statement", "summary", "convergences", "tensions", "recommendation"}
+# The tags that place a call; others (such as ``side``) inform the reply but
+# do not reseed it.
+_POSITION_TAGS = ("attempt", "iteration", "role", "round", "team")
 
 
 def _rng(*parts: object) -> random.Random:
@@ -70,6 +79,7 @@ class ScriptedModel:
         error_rate: float = 0.0,
         seed: int = 0,
         persona_switch_round: int | None = None,
+        synthesize_rate: float = 0.5,
     ) -> None:
         self.spec = spec
         self.latency_s = latency_s
@@ -78,6 +88,7 @@ class ScriptedModel:
         self.error_rate = error_rate
         self.seed = seed
         self.persona_switch_round = persona_switch_round
+        self.synthesize_rate = synthesize_rate
         self._calls: Counter[str] = Counter()  # per-request retry counter
 
     def model_files(self) -> dict[str, str]:
@@ -88,7 +99,8 @@ class ScriptedModel:
         if self.latency_s:
             time.sleep(self.latency_s)
         tags = request.tags
-        key = json.dumps([tags, request.seed], sort_keys=True, default=str)
+        place = {k: tags[k] for k in _POSITION_TAGS if k in tags}
+        key = json.dumps([place, request.seed], sort_keys=True, default=str)
         self._calls[key] += 1
         # Faults draw from their own stream (varying per retry); content depends
         # on the request alone, so injected errors never change what is argued.
@@ -97,7 +109,7 @@ class ScriptedModel:
         if self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:
-            text = self._sentence(rng, tags.get("team"), 24)
+            text = self._sentence(rng, tags.get("side"), 24)
         elif self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + self._sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
@@ -111,19 +123,19 @@ class ScriptedModel:
         )
 
     # -- content ---------------------------------------------------------------
-    def _sentence(self, rng: random.Random, team: str | None, n: int, switched: bool = False) -> str:
-        words = _SWITCHED if switched else _WORDS.get(team, _WORDS[None])
+    def _sentence(self, rng: random.Random, side: str | None, n: int, switched: bool = False) -> str:
+        words = _SWITCHED if switched else _WORDS.get(side, _WORDS[None])
         return " ".join(rng.choice(words if i % 3 else _FILLER) for i in range(n))
 
     def _string(self, name: str, rng: random.Random, tags: dict[str, Any]) -> str:
-        team = tags.get("team")
+        team, side = tags.get("team"), tags.get("side")
         round_ = tags.get("round", 0)
         switched = self.persona_switch_round is not None and round_ >= self.persona_switch_round
         if name == "persona":
             style = "a furious contrarian who mocks" if switched else "a calm analyst who weighs"
-            text = f"We are {style} every {rng.choice(_WORDS.get(team, _WORDS[None]))}."
+            text = f"We are {style} every {rng.choice(_WORDS.get(side, _WORDS[None]))}."
         else:
-            text = self._sentence(rng, team, 12 if name != "argument" else 30, switched)
+            text = self._sentence(rng, side, 12 if name not in _LONG_FIELDS else 30, switched)
         if name in _PRIVATE_FIELDS and team:
             text += f" [canary:{team}:{name}:{round_}.{tags.get('iteration', 0)}]"
         return text
@@ -160,7 +172,8 @@ class ScriptedModel:
         if kind == "number":
             return round(rng.uniform(prop.get("minimum", 0), prop.get("maximum", 1)), 3)
         if kind == "array":
-            return [self._value(name, prop.get("items", {}), root, rng, tags) for _ in range(2)]
+            n = prop.get("minItems", 2)
+            return [self._value(name, prop.get("items", {}), root, rng, tags) for _ in range(n)]
         if kind == "object":
             return self._fill(prop, root, rng, tags)
         text = self._string(name, rng, tags)
@@ -172,4 +185,6 @@ class ScriptedModel:
             switch = self.persona_switch_round
             evolve = switch is not None and tags.get("round") == switch
             return "evolve" if evolve else "keep"
+        if name == "decision" and "SYNTHESIZE" in options:
+            return "SYNTHESIZE" if rng.random() < self.synthesize_rate else "CONTINUE"
         return rng.choice(options)

@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 SCHEMA_VERSION = 1
 
-Team = Literal["pros", "cons"]
+# A seat's name (a team, an analyst): the formats define them, records only carry them.
+Seat = str
 ErrorKind = Literal["transient", "rate_limit", "fatal", "validation"]
 EventKind = Literal[
     "retry",
@@ -25,6 +26,7 @@ EventKind = Literal[
     "resume",
     "interrupt",
     "topic",
+    "close",
 ]
 
 
@@ -74,7 +76,7 @@ class Envelope(BaseModel):
     prev_hash: str | None = None
     ts: datetime = Field(default_factory=utcnow)
     round: int
-    team: Team | None = None
+    team: Seat | None = None  # the seat the record belongs to (None: no seat)
     role: str
     iteration: int = 0
     model: str | None = None
@@ -105,14 +107,69 @@ class CritiqueRecord(Envelope):
     fallback: bool = False
 
 
-class ArgumentRecord(Envelope):
+class Published(Envelope):
+    """A statement in the shared transcript, of any format: an argument, a
+    position, later a speech or a cited turn. ``phase`` says where in the
+    format it was made; ``alias`` is the name other seats know it by."""
+
+    text: str
+    phase: str = "round"
+    alias: str | None = None
+
+
+class ArgumentRecord(Published):
     """An approved argument: the only kind that enters shared memory."""
 
     kind: Literal["argument"] = "argument"
-    text: str
     draft_id: str
     critique_id: str | None
     source: Literal["approved", "revised", "loop_lock"]
+
+
+class PositionRecord(Published):
+    """An analyst's statement in a panel round (``phase``: blind or debate)."""
+
+    kind: Literal["position"] = "position"
+    notes_id: str | None = None  # the private notes it was written with
+    fallback: bool = False
+
+
+class RoleCardRecord(Envelope):
+    """A seat's role for this topic, written by the role generator (public)."""
+
+    kind: Literal["role_card"] = "role_card"
+    name: str
+    expertise: str
+    mandate: str
+    disruptor: bool = False
+    fallback: bool = False
+
+
+class SummaryRecord(Envelope):
+    """A neutral summary of one round (public)."""
+
+    kind: Literal["summary"] = "summary"
+    text: str
+    fallback: bool = False
+
+
+class DecisionRecord(Envelope):
+    """A judge's call after a round: stop and synthesise, or go on (public)."""
+
+    kind: Literal["decision"] = "decision"
+    decision: Literal["SYNTHESIZE", "CONTINUE"]
+    reason: str
+    tension: str
+    fallback: bool = False
+
+
+class SynthesisRecord(Envelope):
+    """The closing synthesis, and why the debate closed (public)."""
+
+    kind: Literal["synthesis"] = "synthesis"
+    text: str
+    close_reason: str
+    fallback: bool = False
 
 
 class PromptRecord(Envelope):
@@ -131,7 +188,17 @@ class EventRecord(Envelope):
 
 
 Record = Annotated[
-    PersonaRecord | ThinkingRecord | CritiqueRecord | ArgumentRecord | PromptRecord | EventRecord,
+    PersonaRecord
+    | ThinkingRecord
+    | CritiqueRecord
+    | ArgumentRecord
+    | PositionRecord
+    | RoleCardRecord
+    | SummaryRecord
+    | DecisionRecord
+    | SynthesisRecord
+    | PromptRecord
+    | EventRecord,
     Field(discriminator="kind"),
 ]
 _RECORD_ADAPTER: TypeAdapter[Record] = TypeAdapter(Record)
@@ -163,12 +230,23 @@ class RunCounts(BaseModel):
     published: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    by_kind: dict[str, int] = Field(default_factory=dict)  # records of each kind, prompts aside
 
     def __add__(self, other: RunCounts) -> RunCounts:
         # rounds_completed is a position, not a sum: the later value wins
-        summed = {k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields}
+        summed: dict[str, Any] = {
+            k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields if k != "by_kind"
+        }
         summed["rounds_completed"] = max(self.rounds_completed, other.rounds_completed)
+        kinds = set(self.by_kind) | set(other.by_kind)
+        summed["by_kind"] = {k: self.by_kind.get(k, 0) + other.by_kind.get(k, 0) for k in sorted(kinds)}
         return RunCounts(**summed)
+
+    def get(self, name: str) -> int:
+        """A count by field name, or by record kind (``summary``, ``decision``)."""
+        if name in type(self).model_fields and name != "by_kind":
+            return int(getattr(self, name))
+        return self.by_kind.get(name, 0)
 
 
 class HistoryEntry(BaseModel):
@@ -208,6 +286,43 @@ class Snapshot(BaseModel):
     fingerprint: str
 
 
+class SeatInfo(BaseModel):
+    """One seat of a run: its folder name, the alias others know it by, the
+    model role that answers for it, its stance or mandate, its private logs."""
+
+    name: Seat
+    alias: str
+    role: str
+    stance: str
+    logs: list[str]
+
+
+class RunLayout(BaseModel):
+    """Which files a run keeps, as its format laid them out. Readers take
+    seats and logs from here, never from a list of their own."""
+
+    format: str
+    seats: list[SeatInfo]
+    public_logs: list[str]  # under public/: what roles with no seat write
+    record_kinds: list[str]
+    whole_logs: list[str] = Field(default_factory=list)  # set-up logs resume reads whole
+
+    def files(self) -> list[str]:
+        """Every log's path relative to the run folder."""
+        names = ["shared_memory.jsonl", "events.jsonl"]
+        names += [f"public/{log}.jsonl" for log in self.public_logs]
+        names += [f"{seat.name}/{log}.jsonl" for seat in self.seats for log in seat.logs]
+        return names
+
+    def seat(self, name: str) -> SeatInfo:
+        return next(s for s in self.seats if s.name == name)
+
+    def owner(self, file: str) -> str | None:
+        """The seat whose private log ``file`` is, or None for a public file."""
+        head = file.split("/", 1)[0]
+        return head if "/" in file and head != "public" else None
+
+
 class RunManifest(BaseModel):
     """``manifest.json``: the run's status and provenance, rewritten atomically."""
 
@@ -225,6 +340,7 @@ class RunManifest(BaseModel):
     packages: dict[str, str] = Field(default_factory=dict)
     model_files: dict[str, str] = Field(default_factory=dict)
     model_specs: dict[str, str] = Field(default_factory=dict)
+    layout: RunLayout | None = None  # None only in runs made before formats were objects
     counts: RunCounts = Field(default_factory=RunCounts)
     error: ErrorInfo | None = None
     history: list[HistoryEntry] = Field(default_factory=list)

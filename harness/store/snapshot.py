@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.memory import RunMemory, line_hash
-from harness.records import LogPosition, RunCounts, Snapshot
-from harness.rundir import write_atomic
+from harness.store.memory import RunMemory, line_hash
+from harness.store.records import LogPosition, RunCounts, Snapshot
+from harness.store.rundir import write_atomic
 
 SNAPSHOT_DIR = "snapshots"
 
@@ -125,7 +125,11 @@ class Snapshotter:
             round=completed,
             state=dict(state),
             logs=self.since,
-            window=self.memory.window_positions(completed + 1 - self.window_rounds),
+            window={
+                name: pos
+                for name, pos in self.memory.window_positions(completed + 1 - self.window_rounds).items()
+                if name not in self.memory.layout.whole_logs  # read whole on resume
+            },
             counts=self.counts,
             seed=self.seed,
             fingerprint=self.fingerprint,

@@ -18,7 +18,7 @@ from tenacity import (
 )
 
 from harness.config import RetryConfig
-from harness.records import ErrorInfo, ErrorKind
+from harness.store.records import ErrorInfo, ErrorKind
 
 T = TypeVar("T")
 

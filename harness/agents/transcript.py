@@ -6,11 +6,11 @@ prompt's size (and a node's cost) does not grow with the round number.
 
 from __future__ import annotations
 
-from harness.memory import JsonlLog
-from harness.records import ArgumentRecord
+from harness.store.memory import JsonlLog
+from harness.store.records import Published
 
 
-def window(shared: JsonlLog[ArgumentRecord], round_: int, window_rounds: int) -> list[ArgumentRecord]:
+def window(shared: JsonlLog[Published], round_: int, window_rounds: int) -> list[Published]:
     """Published arguments from the last ``window_rounds`` rounds up to now."""
     if window_rounds <= 0:
         return []
@@ -22,13 +22,13 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def render(items: list[ArgumentRecord], limit: int) -> str:
+def render(items: list[Published], limit: int) -> str:
     if not items:
         return "(no arguments published yet)"
-    return "\n".join(f"[round {a.round}, {a.team}] {clip(a.text, limit)}" for a in items)
+    return "\n".join(f"[round {a.round}, {a.alias or a.team}] {clip(a.text, limit)}" for a in items)
 
 
-def opponent_last(items: list[ArgumentRecord], team: str) -> ArgumentRecord | None:
+def opponent_last(items: list[Published], team: str) -> Published | None:
     for record in reversed(items):
         if record.team != team:
             return record

@@ -7,23 +7,25 @@ records how the run ended (completed, failed, interrupted) in the manifest.
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.config import ROLES, Config, ConfigError
-from harness.context import ModelCallError, RoleModel, RunContext
-from harness.fingerprint import components, digest, write_fingerprint
-from harness.formats import FORMATS
-from harness.interrupt import StopOnSignal
-from harness.memory import RunMemory
+from harness.cli.progress import Progress
+from harness.config import Config, ModelConfig
+from harness.engine.context import ModelCallError, RoleModel, RunContext
+from harness.engine.interrupt import StopOnSignal
+from harness.formats import Format, get_format
 from harness.models.base import ChatModel
 from harness.models.registry import build_model, check_model
-from harness.progress import Progress
-from harness.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
-from harness.retry import error_info
-from harness.rundir import (
+from harness.models.retry import error_info
+from harness.store.fingerprint import components, digest, write_fingerprint
+from harness.store.memory import RunMemory
+from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
+from harness.store.rundir import (
     RunLock,
     create_run_dir,
     git_commit,
@@ -32,7 +34,7 @@ from harness.rundir import (
     write_config,
     write_manifest,
 )
-from harness.snapshot import Snapshotter
+from harness.store.snapshot import Snapshotter
 
 
 @dataclass
@@ -44,27 +46,31 @@ class RunResult:
     note: str = ""  # e.g. why a resume had nothing to do
 
 
-def preflight(cfg: Config) -> None:
+# Builds a model object from one role's model config. Tests and benchmarks
+# pass their own (a wrapper, a fake) instead of patching the registry.
+ModelFactory = Callable[[ModelConfig], ChatModel]
+
+
+def preflight(cfg: Config) -> Format:
     """Everything that can be checked before a folder is made or a model loaded."""
-    if cfg.format.name not in FORMATS:
-        raise ConfigError(
-            f"format.name: unknown format {cfg.format.name!r}; known: {', '.join(sorted(FORMATS))}"
-        )
-    for role in ROLES:
+    fmt = get_format(cfg.format.name)
+    for role in fmt.model_roles(cfg):
         model_cfg, _, _ = cfg.role_model(role)
-        key = "model.spec" if cfg.roles[role].spec is None else f"roles.{role}.spec"
+        override = cfg.roles.get(role)
+        key = f"roles.{role}.spec" if override is not None and override.spec is not None else "model.spec"
         check_model(model_cfg, key)
+    return fmt
 
 
-def build_roles(cfg: Config) -> dict[str, RoleModel]:
+def build_roles(cfg: Config, build: ModelFactory = build_model) -> dict[str, RoleModel]:
     """One model object per distinct model config, shared by the roles using it."""
     built: dict[str, ChatModel] = {}
     roles = {}
-    for role in ROLES:
+    for role in get_format(cfg.format.name).model_roles(cfg):
         model_cfg, temperature, max_tokens = cfg.role_model(role)
         key = repr(model_cfg)
         if key not in built:
-            built[key] = build_model(model_cfg)
+            built[key] = build(model_cfg)
         roles[role] = RoleModel(role, built[key], temperature, max_tokens)
     return roles
 
@@ -82,6 +88,7 @@ def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> Run
         packages=package_versions(),
         model_files=files,
         model_specs={role: bound.spec for role, bound in roles.items()},
+        layout=get_format(cfg.format.name).layout(cfg),
         history=[HistoryEntry(action="start")],
     )
 
@@ -98,9 +105,8 @@ def drive(
     ``state`` is updated in place as the graph moves.
     """
     cfg = ctx.cfg
-    _, _, max_steps = FORMATS[cfg.format.name]
     config = {
-        "recursion_limit": max_steps(ctx),
+        "recursion_limit": get_format(cfg.format.name).max_steps(cfg),
         "run_name": f"{cfg.format.name}:{ctx.memory.run_dir.name}",
         "tags": ["drift-harness", cfg.format.name],
         "metadata": {"run_dir": str(ctx.memory.run_dir), "experiment": cfg.experiment_name},
@@ -128,25 +134,25 @@ def execute(
 ) -> RunResult:
     """Run (or continue, from snapshot ``base``) the graph in ``run_dir`` and
     record how it ended. ``resumed`` describes a resume, recorded as an event."""
-    memory = RunMemory(run_dir, start=base.window if base else None)
-    ctx = RunContext(cfg=cfg, memory=memory, roles=roles)
+    fmt = get_format(cfg.format.name)
+    memory = RunMemory(run_dir, fmt.layout(cfg), start=base.window if base else None)
+    ctx = RunContext(cfg=cfg, memory=memory, roles=roles, seats=fmt.seat_list(cfg))
     if resumed is not None:
         ctx.events.emit(
             "resume", round_=state["round"], team=None, role="resume",
             n=len(manifest.history), detail=resumed,
         )  # fmt: skip
-    fingerprint = digest(components(cfg, roles))
+    fingerprint = digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
         run_dir, memory, seed=cfg.seed, fingerprint=fingerprint,
         window_rounds=cfg.memory.window_rounds, base=base,
     )  # fmt: skip
-    build_graph, _, _ = FORMATS[cfg.format.name]
     started = time.perf_counter()
     manifest.status, manifest.error, manifest.ended_at = "running", None, None
     write_manifest(run_dir, manifest)
     try:
         with StopOnSignal() as stop:
-            state = drive(build_graph(ctx), ctx, state, snapshots, stop)
+            state = drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
         finished = state["done"] or rounds_completed(state, cfg.rounds) >= cfg.rounds
         if finished:
             manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
@@ -177,15 +183,18 @@ def execute(
     return RunResult(run_dir, manifest, state, cfg.rounds)
 
 
-def run_debate(cfg: Config, raw_cfg: dict[str, Any]) -> RunResult:
-    """Run one debate end to end and archive it in a new run folder."""
-    preflight(cfg)
-    roles = build_roles(cfg)
-    run_dir = create_run_dir(Path(cfg.runs_root), run_dir_name(cfg))
+def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
+    """Run one debate end to end and archive it in a new run folder.
+
+    ``raw_cfg`` is what ``config.yaml`` keeps; the topic's text and
+    framework are written as the run used them (a file given for either is
+    inlined), so a resume never reads the file again.
+    """
+    fmt = preflight(cfg)
+    roles = build_roles(cfg, build)
+    run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg))
     with RunLock(run_dir):
-        write_config(run_dir, raw_cfg)
-        write_fingerprint(run_dir, components(cfg, roles))
+        write_config(run_dir, {**raw_cfg, "topic": dataclasses.asdict(cfg.topic)})
+        write_fingerprint(run_dir, components(cfg, roles, fmt))
         manifest = new_manifest(cfg, run_dir, roles)
-        _, initial_state, _ = FORMATS[cfg.format.name]
-        state = dict(initial_state("" if cfg.topic.generate else cfg.topic.text))
-        return execute(cfg, run_dir, roles, manifest, state)
+        return execute(cfg, run_dir, roles, manifest, fmt.initial_state(cfg))

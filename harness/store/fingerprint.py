@@ -1,8 +1,8 @@
 """Run fingerprints: what must not change between a run and its resume.
 
 The fingerprint covers the resolved config (minus keys that may change, such
-as ``rounds`` to extend a run), the prompt code, each role's model spec and
-the sha256 of each local model file. ``fingerprint.json`` keeps the parts, so
+as ``rounds`` to extend a run), the format's own module and its prompt code,
+each role's model spec and the sha256 of each local model file. ``fingerprint.json`` keeps the parts, so
 a mismatch can be reported key by key.
 """
 
@@ -10,24 +10,33 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config import Config, redact
-from harness.context import RoleModel
-from harness.rundir import write_atomic
+from harness.store.rundir import write_atomic
 
-AGENTS_DIR = Path(__file__).resolve().parent / "agents"
+if TYPE_CHECKING:
+    from harness.engine.context import RoleModel
+    from harness.formats.base import Format
+
 # Keys that may differ on resume without changing what the run computes.
-MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name")
+MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name", "run_name")
 
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def components(cfg: Config, roles: dict[str, RoleModel]) -> dict[str, Any]:
+def module_file(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None, f"no module {name}"
+    return Path(spec.origin)
+
+
+def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[str, Any]:
     config = redact(dataclasses.asdict(cfg))
     for key in MUTABLE_KEYS:
         config.pop(key, None)
@@ -36,7 +45,8 @@ def components(cfg: Config, roles: dict[str, RoleModel]) -> dict[str, Any]:
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
     return {
         "config": config,
-        "prompts": {p.name: _sha(p.read_bytes()) for p in sorted(AGENTS_DIR.glob("*.py"))},
+        "format": fmt.name,
+        "prompts": {name: _sha(module_file(name).read_bytes()) for name in sorted(fmt.prompt_modules)},
         "models": {role: bound.spec for role, bound in sorted(roles.items())},
         "model_files": files,
     }

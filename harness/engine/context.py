@@ -1,12 +1,13 @@
 """Contexts: what the engine's nodes and the agents may reach.
 
 ``RunContext`` belongs to the engine and holds the whole run memory. Agents
-get an ``AgentContext`` instead, built for one team: the config, the models,
-the event log, and that team's own prompt log, so no attribute path leads
-from an agent to the other team's files.
+get an ``AgentContext`` instead, built for one seat: the config, the models,
+the event log, and that seat's own prompt log, so no attribute path leads
+from an agent to another seat's files. Roles with no seat get one built for
+``public/``, whose prompt log is public.
 
 ``AgentContext.ask`` is the single path from an agent to a model: it logs the
-prompt to the asking team's folder, calls the model through the retry policy,
+prompt to the asking seat's folder (or ``public/``), calls the model through the retry policy,
 validates and repairs the reply, and records retries and schema failures as
 events. A fatal error becomes one ``ModelCallError`` line naming role, round
 and model.
@@ -17,14 +18,16 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
 from harness.config import Config
-from harness.memory import JsonlLog, RunMemory
 from harness.models.base import ChatModel, Completion, Message, ModelRequest
-from harness.records import (
+from harness.models.retry import call_with_retry, error_info
+from harness.models.structured import StructuredResult, generate_structured
+from harness.store.memory import JsonlLog, RunMemory
+from harness.store.records import (
     ErrorInfo,
     EventKind,
     EventRecord,
@@ -32,8 +35,9 @@ from harness.records import (
     Usage,
     record_id,
 )
-from harness.retry import call_with_retry, error_info
-from harness.structured import StructuredResult, generate_structured
+
+if TYPE_CHECKING:
+    from harness.formats.base import Seat
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -117,13 +121,14 @@ class EventLog:
 
 @dataclass
 class AgentContext:
-    """What one team's agents can reach; see the module docstring."""
+    """What one seat's agents (or the seatless roles) can reach; see the module docstring."""
 
     cfg: Config
     roles: dict[str, RoleModel]
     events: EventLog
     prompts: JsonlLog[PromptRecord] | None
     step: StepHook
+    side: str | None = None  # the seat's side, passed to models as a tag
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -201,12 +206,15 @@ class AgentContext:
             max_tokens=bound.max_tokens,
             seed=call_seed(self.cfg.seed, round_, team, agent, iteration),
             max_repairs=self.cfg.structured.max_repairs,
-            tags={k: v for k, v in tags.items() if k != "model"},
+            tags={
+                **{k: v for k, v in tags.items() if k != "model"},
+                **({"side": self.side} if self.side else {}),
+            },
         )
         if not result.ok:
-            # A team's failed reply may hold private text: it goes to the team's
+            # A seat's failed reply may hold private text: it goes to the seat's
             # own folder and the event (readable by all) only points at it. A
-            # call for no team (the topic) is public, so its reply rides along.
+            # call for no seat is public, so its reply may ride along too.
             raw = result.raw[:2000]
             reply_id = self._log_prompt(agent, tags, "failed-reply", [{"role": "assistant", "content": raw}])
             where: dict[str, Any] = (
@@ -228,11 +236,18 @@ class RunContext:
     cfg: Config
     memory: RunMemory
     roles: dict[str, RoleModel]
+    seats: tuple[Seat, ...] = ()
     step: StepHook = field(default_factory=StepHook)
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
 
-    def for_team(self, team: str | None) -> AgentContext:
-        prompts = self.memory.team(team).prompts if team is not None else None
-        return AgentContext(self.cfg, self.roles, self.events, prompts, self.step)
+    def for_seat(self, name: str) -> AgentContext:
+        """The context of one seat's agents: its own prompt log, nothing wider."""
+        view = self.memory.seat(name)
+        side = next((s.side for s in self.seats if s.name == name), None)
+        return AgentContext(self.cfg, self.roles, self.events, view.prompts, self.step, side)
+
+    def for_public(self) -> AgentContext:
+        """The context of the roles with no seat; their prompts go to ``public/``."""
+        return AgentContext(self.cfg, self.roles, self.events, self.memory.public.get("prompts"), self.step)

@@ -9,7 +9,7 @@ from types import TracebackType
 
 from tqdm import tqdm
 
-from harness.records import RunManifest
+from harness.store.records import RunManifest
 
 
 class Progress:
@@ -36,10 +36,18 @@ class Progress:
 
 
 def summary_line(manifest: RunManifest, rounds: int) -> str:
+    """``completed: rounds 3/3 | <the format's counts> | tokens ... | wall ...``."""
+    from harness.formats import FORMATS
+
     c = manifest.counts
-    return (
-        f"{manifest.status}: rounds {c.rounds_completed}/{rounds} | approvals {c.approvals} | "
-        f"rejections {c.rejections} | loop-locks {c.loop_locks} | schema failures "
-        f"{c.schema_failures} | retries {c.retries} | tokens {c.input_tokens} in / "
-        f"{c.output_tokens} out | wall {manifest.wall_s:.1f}s"
+    fmt = FORMATS.get(manifest.format)
+    shown = fmt.counts if fmt else ("published", "schema_failures", "retries")
+    parts = [f"{name.replace('_', ' ').replace('loop locks', 'loop-locks')} {c.get(name)}" for name in shown]
+    return " | ".join(
+        [
+            f"{manifest.status}: rounds {c.rounds_completed}/{rounds}",
+            *parts,
+            f"tokens {c.input_tokens} in / {c.output_tokens} out",
+            f"wall {manifest.wall_s:.1f}s",
+        ]
     )

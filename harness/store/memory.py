@@ -6,8 +6,11 @@ and ids are deterministic, so a replayed node cannot append a second copy.
 Logs keep their records in memory too, so reading the last K rounds costs
 O(K), not O(rounds): a node's cost stays flat over a long debate.
 
-Isolation is structural: an agent gets a ``TeamMemory``, which holds the
-shared log and its own team's logs and nothing else.
+Which files a run has comes from its format (``RunLayout``): the shared
+transcript, the events, each seat's private logs under ``<seat>/``, and the
+logs of roles with no seat under ``public/``. Isolation is structural: a
+seat's agents get a ``SeatMemory``, which holds the shared log and that
+seat's own logs and nothing else.
 """
 
 from __future__ import annotations
@@ -15,25 +18,25 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
-from harness.records import (
-    ArgumentRecord,
+from harness.store.jsonl import scan
+from harness.store.records import (
     CritiqueRecord,
     Envelope,
     EventRecord,
     LogPosition,
     PersonaRecord,
     PromptRecord,
+    Published,
     RunCounts,
+    RunLayout,
+    SeatInfo,
     ThinkingRecord,
-    parse_record,
 )
 
 R = TypeVar("R", bound=Envelope)
-TEAMS = ("pros", "cons")
 
 
 class CorruptLogError(RuntimeError):
@@ -68,20 +71,16 @@ class JsonlLog(Generic[R]):
             path.touch()  # every log exists from the start, even if it stays empty
 
     def _load(self) -> None:
-        with open(self.path, "rb") as fh:
-            fh.seek(self._base.offset)
-            data = fh.read()
-        lines = data.split(b"\n")
-        tail = lines.pop()  # b"" when the file ends with a newline
-        for i, line in enumerate(lines):
-            try:
-                record = cast(R, parse_record(line))
-            except ValueError as exc:
-                if i < len(lines) - 1:
-                    raise CorruptLogError(f"{self.path}: line {i + 1} is unreadable: {exc}") from None
-                tail = line + b"\n" + tail
-                break
-            self._remember(record, line_hash(line), len(line) + 1)
+        lines = scan(self.path, self._base.offset)
+        bad: bytes | None = None
+        for line in lines:
+            if bad is not None:  # an unreadable line with complete lines after it
+                raise CorruptLogError(f"{self.path}: line {line.index} is unreadable: {bad!r:.80}")
+            if line.record is None:
+                bad = line.raw  # the last complete line may be torn mid-record: quarantined below
+                continue
+            self._remember(cast(R, line.record), line_hash(line.raw), len(line.raw) + 1)
+        tail = lines.tail if bad is None else bad + b"\n" + lines.tail
         if tail.strip():
             self._quarantine(tail)
 
@@ -175,19 +174,32 @@ class JsonlLog(Generic[R]):
         return iter(self._records)
 
 
-@dataclass
-class TeamMemory:
-    """What one team's agents can reach: shared memory plus their own logs."""
+class SeatMemory:
+    """What one seat's agents can reach: the shared transcript and the seat's
+    own logs. The typed properties name the logs a seat of the drift kind
+    keeps; a seat that does not keep one raises ``KeyError``."""
 
-    team: str
-    shared: JsonlLog[ArgumentRecord]
-    persona: JsonlLog[PersonaRecord]
-    thinking: JsonlLog[ThinkingRecord]
-    critique: JsonlLog[CritiqueRecord]
-    prompts: JsonlLog[PromptRecord]
+    def __init__(self, seat: SeatInfo, shared: JsonlLog[Published], logs: dict[str, JsonlLog]) -> None:  # type: ignore[type-arg]
+        self.seat = seat
+        self.name = seat.name
+        self.shared = shared
+        self.logs = logs
 
+    @property
+    def persona(self) -> JsonlLog[PersonaRecord]:
+        return self.logs["persona"]
 
-TEAM_LOGS = ("persona", "thinking", "critique", "prompts")
+    @property
+    def thinking(self) -> JsonlLog[ThinkingRecord]:
+        return self.logs["thinking"]
+
+    @property
+    def critique(self) -> JsonlLog[CritiqueRecord]:
+        return self.logs["critique"]
+
+    @property
+    def prompts(self) -> JsonlLog[PromptRecord]:
+        return self.logs["prompts"]
 
 
 class RunMemory:
@@ -198,24 +210,41 @@ class RunMemory:
     """
 
     def __init__(
-        self, run_dir: Path, *, fsync: bool = True, start: dict[str, LogPosition] | None = None
+        self,
+        run_dir: Path,
+        layout: RunLayout,
+        *,
+        fsync: bool = True,
+        start: dict[str, LogPosition] | None = None,
     ) -> None:
         self.run_dir = run_dir
-        names = ["shared_memory.jsonl", "events.jsonl"]
-        names += [f"{team}/{kind}.jsonl" for team in TEAMS for kind in TEAM_LOGS]
+        self.layout = layout
         start = start or {}
         self._logs: dict[str, JsonlLog] = {  # type: ignore[type-arg]
-            name: JsonlLog(run_dir / name, fsync=fsync, start=start.get(name)) for name in names
+            name: JsonlLog(run_dir / name, fsync=fsync, start=start.get(name)) for name in layout.files()
         }
-        self.shared: JsonlLog[ArgumentRecord] = self._logs["shared_memory.jsonl"]
+        self.shared: JsonlLog[Published] = self._logs["shared_memory.jsonl"]
         self.events: JsonlLog[EventRecord] = self._logs["events.jsonl"]
-        self._teams = {
-            team: TeamMemory(team, self.shared, *(self._logs[f"{team}/{k}.jsonl"] for k in TEAM_LOGS))
-            for team in TEAMS
+        self.public = {log: self._logs[f"public/{log}.jsonl"] for log in layout.public_logs}
+        self._seats = {
+            seat.name: SeatMemory(
+                seat, self.shared, {k: self._logs[f"{seat.name}/{k}.jsonl"] for k in seat.logs}
+            )
+            for seat in layout.seats
         }
 
-    def team(self, team: str) -> TeamMemory:
-        return self._teams[team]
+    @classmethod
+    def of_run(cls, run_dir: Path, *, fsync: bool = True) -> RunMemory:
+        """The memory of an existing run folder, laid out as its manifest says."""
+        from harness.store.rundir import read_manifest
+
+        layout = read_manifest(run_dir).layout
+        if layout is None:
+            raise ValueError(f"{run_dir}/manifest.json: no layout (a run made before formats were objects)")
+        return cls(run_dir, layout, fsync=fsync)
+
+    def seat(self, name: str) -> SeatMemory:
+        return self._seats[name]
 
     def logs(self) -> dict[str, JsonlLog]:  # type: ignore[type-arg]
         """Every log by its path relative to the run folder."""
@@ -239,21 +268,27 @@ class RunMemory:
         since = since or {}
         counts = RunCounts()
         for name, log in self._logs.items():
-            records = log.after(since.get(name, LogPosition()).count)
-            if name == "shared_memory.jsonl":
-                counts.published += len(records)
-                continue
-            for record in records:
-                if isinstance(record, PromptRecord):
-                    continue
-                counts.model_calls += record.usage.calls
-                counts.input_tokens += record.usage.input_tokens
-                counts.output_tokens += record.usage.output_tokens
-                if isinstance(record, CritiqueRecord):
-                    counts.approvals += record.is_approved
-                    counts.rejections += not record.is_approved
-                elif isinstance(record, EventRecord):
-                    counts.loop_locks += record.event == "loop_lock"
-                    counts.schema_failures += record.event == "schema_failure"
-                    counts.retries += record.event == "retry"
+            for record in log.after(since.get(name, LogPosition()).count):
+                count_record(counts, record)
         return counts
+
+
+def count_record(counts: RunCounts, record: Envelope) -> None:
+    """Add one record to ``counts``: its kind, its usage, what it decided."""
+    if isinstance(record, PromptRecord):
+        return
+    if isinstance(record, Published):
+        counts.published += 1
+    elif not isinstance(record, EventRecord):
+        kind = str(getattr(record, "kind", "record"))
+        counts.by_kind[kind] = counts.by_kind.get(kind, 0) + 1
+    counts.model_calls += record.usage.calls
+    counts.input_tokens += record.usage.input_tokens
+    counts.output_tokens += record.usage.output_tokens
+    if isinstance(record, CritiqueRecord):
+        counts.approvals += record.is_approved
+        counts.rejections += not record.is_approved
+    elif isinstance(record, EventRecord):
+        counts.loop_locks += record.event == "loop_lock"
+        counts.schema_failures += record.event == "schema_failure"
+        counts.retries += record.event == "retry"

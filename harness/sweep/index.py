@@ -25,8 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.records import RunManifest, utcnow
-from harness.rundir import read_manifest, write_atomic
+from harness.store.records import RunManifest, utcnow
+from harness.store.rundir import read_manifest, write_atomic
 
 INDEX_JSON = "sweep.json"
 INDEX_PARQUET = "sweep.parquet"
@@ -325,7 +325,3 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The Hydra callback that turns a multirun into a sweep (see ``harness.sweep``).
+"""The Hydra callback that turns a multirun into a sweep (see ``harness.sweep.index``).
 
 Configured under ``hydra.callbacks`` in ``conf/config.yaml``; it acts in the
 driver process only (``on_multirun_start`` / ``on_multirun_end``):
@@ -25,7 +25,7 @@ from typing import Any, TextIO
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from harness.sweep import (
+from harness.sweep.index import (
     INDEX_JSON,
     RESUME_ENV,
     SweepIndex,

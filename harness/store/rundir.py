@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from harness.config import Config, redact
-from harness.records import RunManifest
+from harness.store.records import RunManifest
 
 PACKAGES = (
     "drift-harness",
@@ -34,12 +34,9 @@ PACKAGES = (
 
 
 def run_dir_name(cfg: Config) -> str:
-    """``memory-v1-temp-0.7-max-tokens-256``; in a sweep, the cell's planned name, which
-    says what varies (``temp-0.2_model-smollm2_rep-1``) and is one safe path component."""
-    from harness.sweep_cell import current_cell_name  # late: sweep_cell imports this module
-
-    cell = current_cell_name()
-    return cell or f"memory-v{cfg.version}-temp-{cfg.llm.temperature}-max-tokens-{cfg.llm.max_tokens}"
+    """``memory-v1-temp-0.7-max-tokens-256`` (a sweep names each cell's folder
+    itself, through ``run_name``)."""
+    return f"memory-v{cfg.version}-temp-{cfg.llm.temperature}-max-tokens-{cfg.llm.max_tokens}"
 
 
 def create_run_dir(root: Path, base: str) -> Path:

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from harness.models.base import Completion, Message, ModelRequest
-from harness.records import Usage
+from harness.store.records import Usage
 
 M = TypeVar("M", bound=BaseModel)
 

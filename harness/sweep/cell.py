@@ -29,8 +29,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
-from harness.records import utcnow
-from harness.sweep import (
+from harness.store.records import utcnow
+from harness.sweep.index import (
     CELL_LOG,
     CELLS_DIR,
     Cell,
@@ -43,11 +43,6 @@ from harness.sweep import (
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
 _EXIT_STATUS = {0: "completed", 130: "interrupted"}
-
-
-def current_cell_name() -> str | None:
-    """The run folder name of the cell being run in this process, if any."""
-    return _CELL.get()
 
 
 def is_sweep_job() -> bool:
@@ -68,11 +63,12 @@ def find_cell(sweep_dir: Path, num: int, overrides: list[str]) -> Cell:
     raise RuntimeError(f"job {num} ({' '.join(overrides)}) is not a cell of {sweep_dir}/sweep.json")
 
 
-def cell_config(cfg: DictConfig, sweep_dir: Path) -> DictConfig:
+def cell_config(cfg: DictConfig, sweep_dir: Path, name: str) -> DictConfig:
     """The cell's config: its run lands in the sweep folder, and a replicate gets its seed."""
     out = copy.deepcopy(cfg)
     with open_dict(out):
         out.runs_root = str(sweep_dir)
+        out.run_name = name  # the planned folder name, which says what varies
         seed, replicate = out.get("seed"), out.get("replicate", 0)
         if isinstance(seed, int) and isinstance(replicate, int) and replicate > 0:
             out.seed = replicate_seed(seed, replicate)  # config.yaml keeps the derived seed
@@ -156,7 +152,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
         return
     if manifest is None and run_dir.exists():
         _set_aside(run_dir)
-    cell_cfg = cell_config(cfg, sweep_dir)
+    cell_cfg = cell_config(cfg, sweep_dir, cell.name)
     record = CellRecord(
         status="running",
         action="run" if manifest is None else "resume",

@@ -1,0 +1,82 @@
+"""Analyst agent: one panel seat's statement for a round, with private notes.
+
+Round 1 is blind: the prompt holds the topic, the framework and the seat's
+alias, nothing any other seat wrote. From round 2 the analyst answers from
+its role card and reads the previous round's statements, each under its
+alias (never a model name); from round 3 the format also hands it the
+judge's main tension. The notes stay in the seat's own log; the statement is
+what the format publishes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.common import JSON_ONLY
+from harness.agents.transcript import clip
+from harness.engine.context import AgentContext
+from harness.store.memory import SeatMemory
+from harness.store.records import Published, RoleCardRecord, ThinkingRecord, record_id
+
+
+class AnalystOutput(BaseModel):
+    notes: str = Field(min_length=20, max_length=200, description="private reasoning, never shown to others")
+    statement: str = Field(min_length=40, max_length=500, description="the position to share with the panel")
+
+
+class AnalystAgent:
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+
+    def messages(
+        self, topic: str, framework: str, round_: int, card: RoleCardRecord,
+        previous: list[Published], tension: str | None,
+    ) -> list[dict[str, str]]:  # fmt: skip
+        alias = self.view.seat.alias
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        if round_ == 1:
+            system = f"You are {alias}, an analyst on an expert panel. {JSON_ONLY}"
+            task = "Give your own independent position on the topic, judged by the framework's criteria.\n"
+        else:
+            system = (
+                f"You are {alias}, the panel's {card.name}. Expertise: {card.expertise} "
+                f"Mandate: {card.mandate} {JSON_ONLY}"
+            )
+            heard = "\n".join(
+                f"[{p.alias or p.team}{' (you)' if p.team == self.view.name else ''}] {clip(p.text, limit)}"
+                for p in previous
+            )
+            task = (
+                f"Statements of round {round_ - 1}:\n{heard or '(none)'}\n"
+                + (f"The judge's main unresolved tension: {tension}\n" if tension else "")
+                + "Answer from your role: engage the others by their alias, agree or disagree with reasons.\n"
+            )
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\nRound {round_}.\n{task}"
+            "Write JSON with:\n"
+            "- notes: your private reasoning, which no one else sees\n"
+            "- statement: your position for the panel, two to four sentences"
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(
+        self, topic: str, framework: str, round_: int, card: RoleCardRecord,
+        previous: list[Published], tension: str | None,
+    ) -> ThinkingRecord | None:  # fmt: skip
+        rid = record_id(round_, self.view.name, "thinking", 0)
+        if (landed := self.view.thinking.get(rid)) is not None:
+            return landed  # replay after resume: the record already landed, reuse it
+        role = self.view.seat.role
+        result = self.ctx.ask(
+            role, "analyst", self.messages(topic, framework, round_, card, previous, tension), AnalystOutput,
+            round_=round_, team=self.view.name, iteration=0,
+        )  # fmt: skip
+        if result.value is None:
+            return None  # the schema_failure event says why; nothing is published
+        record = ThinkingRecord(
+            id=rid, round=round_, team=self.view.name, role="analyst", iteration=0,
+            model=self.ctx.spec(role), usage=result.usage,
+            scratchpad=result.value.notes, draft=result.value.statement,
+        )  # fmt: skip
+        return self.view.thinking.append(record)

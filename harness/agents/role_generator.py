@@ -1,0 +1,91 @@
+"""Role generator: writes the panel's expert roles for this topic.
+
+One structured call returns a name, an expertise and a mandate for each
+generated seat; each becomes a public ``RoleCardRecord`` (the seat it
+belongs to is its ``team``). A fixed disruptor seat, if the format has one,
+gets its card without a call. A reply that fails validation gives every
+generated seat a plain generalist card, marked ``fallback``.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from pydantic import BaseModel, Field, create_model
+
+from harness.agents.common import JSON_ONLY
+from harness.engine.context import AgentContext
+from harness.store.memory import JsonlLog
+from harness.store.records import RoleCardRecord, Usage, record_id
+
+DISRUPTOR = {
+    "name": "Disruptor",
+    "expertise": "questioning framings, premises and the criteria everyone else takes for granted",
+    "mandate": "Ask whether the panel is solving the right problem; challenge the premise others accept.",
+}
+
+
+class RoleCard(BaseModel):
+    name: str = Field(min_length=3, max_length=60, description="a short expert title")
+    expertise: str = Field(min_length=10, max_length=160, description="what this expert knows")
+    mandate: str = Field(min_length=10, max_length=200, description="what this expert must push the panel on")
+
+
+@cache
+def roles_schema(n: int) -> type[BaseModel]:
+    """``{"roles": [RoleCard] * n}``: the count is part of the schema, so a
+    grammar-constrained model writes exactly ``n``."""
+    return create_model("RolesOutput", roles=(list[RoleCard], Field(min_length=n, max_length=n)))
+
+
+class RoleGeneratorAgent:
+    def __init__(self, ctx: AgentContext, roles_log: JsonlLog[RoleCardRecord]) -> None:
+        self.ctx = ctx
+        self.log = roles_log
+
+    def messages(self, topic: str, framework: str, n: int) -> list[dict[str, str]]:
+        system = f"You design expert panels. {JSON_ONLY}"
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\n"
+            f"Write {n} distinct expert roles whose disagreements would test this topic well.\n"
+            'Write JSON with "roles": a list of exactly '
+            f"{n} objects, each with:\n"
+            "- name: a short expert title\n"
+            "- expertise: one sentence on what the expert knows\n"
+            "- mandate: one sentence on what the expert must push the panel on"
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(
+        self, topic: str, framework: str, seats: list[str], disruptor: str | None
+    ) -> list[RoleCardRecord]:
+        """One card per seat, in seat order; ``disruptor`` names the fixed seat, if any."""
+        ids = [record_id(0, seat, "role_card", 0) for seat in seats]
+        landed = [self.log.get(rid) for rid in ids]
+        if all(landed):
+            return [card for card in landed if card is not None]  # replay after resume
+        generated = [s for s in seats if s != disruptor]
+        result = self.ctx.ask(
+            "role_generator", "role_generator", self.messages(topic, framework, len(generated)),
+            roles_schema(len(generated)), round_=0, team=None, iteration=0,
+        )  # fmt: skip
+        cards = list(getattr(result.value, "roles", []))
+        spec = self.ctx.spec("role_generator")
+        out = []
+        for i, seat in enumerate(seats):
+            if seat == disruptor:
+                fields, fallback, model, usage = dict(DISRUPTOR), False, None, Usage()
+            elif cards:
+                card = cards[generated.index(seat)]
+                fields, fallback, model = card.model_dump(), False, spec
+                usage = result.usage if i == 0 else Usage()  # the one call's cost, counted once
+            else:
+                fields = {"name": "Generalist", "expertise": "broad analysis of the topic",
+                          "mandate": "Weigh the strongest arguments on every side."}  # fmt: skip
+                fallback, model, usage = True, spec, Usage()
+            record = RoleCardRecord(
+                id=ids[i], round=0, team=seat, role="role_generator", model=model, usage=usage,
+                disruptor=seat == disruptor, fallback=fallback, **fields,  # type: ignore[arg-type]
+            )  # fmt: skip
+            out.append(self.log.append(record))
+        return out

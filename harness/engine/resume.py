@@ -1,0 +1,83 @@
+"""Resuming a run: from its own ``config.yaml`` (never from defaults), from
+the newest snapshot the memory files agree with. Nodes of the unfinished
+round replay from the records that already landed (ids are deterministic),
+so nothing is duplicated and the transcript equals an uninterrupted run's.
+The fingerprint must match unless ``force``, which is recorded. Overrides
+may change only what the fingerprint allows, e.g. ``rounds=100`` to extend.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf import OmegaConf
+
+from harness.config import Config, validate
+from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, preflight
+from harness.models.registry import build_model
+from harness.store.fingerprint import components, differences, read_fingerprint
+from harness.store.records import HistoryEntry
+from harness.store.rundir import RunLock, read_manifest
+from harness.store.snapshot import latest_valid
+
+REDACTED = "***REDACTED***"
+
+
+class ResumeError(RuntimeError):
+    """The run cannot be resumed as asked; the message says why in one line."""
+
+
+def load_config(run_dir: Path, overrides: list[str]) -> Config:
+    """The run's own config, with ``overrides`` applied and redacted secrets unset
+    (they come from the environment again, as at the start)."""
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        raise ResumeError(f"{path}: not found; is this a run folder?")
+    raw = yaml.safe_load(path.read_text())
+
+    def unredact(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: (None if v == REDACTED else unredact(v)) for k, v in node.items()}
+        return node
+
+    merged = OmegaConf.merge(OmegaConf.create(unredact(raw)), OmegaConf.from_dotlist(overrides))
+    container = OmegaConf.to_container(merged, resolve=True)
+    assert isinstance(container, dict)
+    return validate({str(k): v for k, v in container.items()})
+
+
+def resume_run(
+    run_dir: Path,
+    *,
+    force: bool = False,
+    overrides: list[str] | None = None,
+    build: ModelFactory = build_model,
+) -> RunResult:
+    run_dir = Path(run_dir)
+    cfg = load_config(run_dir, overrides or [])
+    fmt = preflight(cfg)
+    with RunLock(run_dir):
+        manifest = read_manifest(run_dir)
+        snap, skipped = latest_valid(run_dir)
+        if snap is None:
+            state = dict(fmt.initial_state(cfg))
+        else:
+            state = dict(snap.state)
+            # a finished run extended with rounds=N continues past its old end
+            state["done"] = bool(state.get("stop_reason")) or state["round"] > cfg.rounds
+        if manifest.status == "completed" and state["done"]:
+            return RunResult(run_dir, manifest, state, cfg.rounds, "already completed; nothing to do")
+        roles = build_roles(cfg, build)
+        changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
+        if changed and not force:
+            raise ResumeError(
+                f"fingerprint mismatch ({len(changed)} change(s)): {'; '.join(changed[:5])}"
+                " — pass --force to resume anyway"
+            )
+        detail = f"from round {snap.round if snap else 0}" + (f"; forced past: {changed}" if changed else "")
+        if skipped:
+            detail += f"; skipped snapshots: {skipped}"
+        manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
+        return execute(cfg, run_dir, roles, manifest, state, base=snap, resumed=detail)

@@ -1,0 +1,116 @@
+"""The ``Format`` object: everything the engine, resume, verify, the
+progress bar, the manifest and the analysis need to know about a debate
+format, in one place. Each module under ``harness.formats`` defines one.
+
+A format names its seats (who argues, under which alias, answered by which
+model role, keeping which private logs), its roles with no seat (topic,
+critic, judge, summariser...), the record kinds it writes, its graph, its
+first state, a bound on its graph steps, the counts it reports, and the
+integrity checks it adds to ``verify``. Nothing outside ``harness.formats``
+keeps a list of seats or roles of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.store.records import RunLayout, SeatInfo
+
+if TYPE_CHECKING:
+    from harness.config import Config
+    from harness.engine.context import RunContext
+    from harness.store.records import Record, RunManifest
+
+# Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
+PROMPTS = "prompts"
+
+Side = Literal["for", "against"]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One place at the table.
+
+    ``name`` is the folder and the ``team`` of its records; ``alias`` is how
+    the other seats and the export call it; ``role`` is the model role that
+    answers for it (``roles.<role>.spec``); ``side`` is the side it argues,
+    if the format has sides.
+    """
+
+    name: str
+    alias: str
+    role: str
+    stance: str
+    logs: tuple[str, ...]
+    side: Side | None = None
+
+    def info(self) -> SeatInfo:
+        return SeatInfo(
+            name=self.name, alias=self.alias, role=self.role, stance=self.stance, logs=list(self.logs)
+        )
+
+
+@dataclass
+class RunLogs:
+    """Every record of a run folder, by file, as ``verify`` read them."""
+
+    layout: RunLayout
+    manifest: RunManifest | None
+    files: dict[str, list[Record]]
+
+    def of(self, name: str) -> list[Record]:
+        return self.files.get(name, [])
+
+
+# An integrity check: the run's records in, one line per violation out.
+Check = Callable[[RunLogs], list[str]]
+
+
+@dataclass
+class FormatOptions:
+    """``format.*`` keys every format has; each format's options extend it."""
+
+    name: str = "drift"
+
+    def check(self) -> None:
+        """Range checks; raise ``ConfigError`` naming ``format.<key>``."""
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    summary: str
+    options: type[FormatOptions]
+    seats: Callable[[Any], tuple[Seat, ...]]  # from the validated format options
+    roles: tuple[str, ...]  # model roles with no seat
+    public_logs: tuple[str, ...]  # logs under public/, prompts among them
+    record_kinds: tuple[str, ...]
+    build_graph: Callable[[RunContext], Any]
+    initial_state: Callable[[Config], dict[str, Any]]
+    max_steps: Callable[[Config], int]
+    counts: tuple[str, ...]  # what the summary line shows (RunCounts fields or record kinds)
+    checks: tuple[Check, ...] = ()
+    # logs written once at set-up (role cards) that every round reads: resume
+    # loads them whole instead of from the snapshot's window
+    whole_logs: tuple[str, ...] = ()
+    # modules whose code shapes the prompts; the fingerprint hashes them
+    prompt_modules: tuple[str, ...] = field(default=())
+
+    def seat_list(self, cfg: Config) -> tuple[Seat, ...]:
+        return self.seats(cfg.format)
+
+    def model_roles(self, cfg: Config) -> tuple[str, ...]:
+        """Every role a model answers for: each seat's, then the seatless ones."""
+        seat_roles = tuple(dict.fromkeys(seat.role for seat in self.seat_list(cfg)))
+        return seat_roles + tuple(r for r in self.roles if r not in seat_roles)
+
+    def layout(self, cfg: Config) -> RunLayout:
+        return RunLayout(
+            format=self.name,
+            seats=[seat.info() for seat in self.seat_list(cfg)],
+            public_logs=list(self.public_logs),
+            record_kinds=list(self.record_kinds),
+            whole_logs=list(self.whole_logs),
+        )

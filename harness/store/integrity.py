@@ -1,0 +1,175 @@
+"""A run folder's integrity (``python -m harness.verify`` prints it).
+
+What every format promises, checked here:
+- the manifest is readable, and names the run's layout;
+- every log's hash chain and sequence numbers, and unreadable lines;
+- duplicate record ids, and records of a kind the format does not write;
+- every snapshot agrees with the memory files;
+- no seat's private text appears in another seat's prompts, for every pair
+  of seats, unless it was published, is public, or that seat wrote it too.
+Then the format's own checks (``Format.checks``): for drift, that every
+argument traces back to an approval; for the panel, the blind first round
+and the aliases. Quarantined torn lines are reported as notes, not
+violations: they are what a crash mid-write leaves, and resume already moved
+them aside.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from harness.store.jsonl import scan
+from harness.store.memory import line_hash
+from harness.store.records import (
+    Envelope,
+    EventRecord,
+    PromptRecord,
+    Published,
+    Record,
+    RunLayout,
+    RunManifest,
+)
+from harness.store.snapshot import list_snapshots, read_snapshot, snapshot_problems
+
+MIN_PRIVATE_CHARS = 24  # shorter strings match by coincidence too often to mean a leak
+# Envelope fields and links: never text a model wrote.
+_NOT_TEXT = set(Envelope.model_fields) | {"kind", "decision", "source", "phase", "alias"}
+
+
+def read_log(path: Path, name: str, problems: list[str]) -> list[Record]:
+    """Parse a log, checking its chain, sequence and ids as it goes."""
+    records: list[Record] = []
+    seen: set[str] = set()
+    prev: str | None = None
+    lines = scan(path)
+    for line in lines:
+        i, record = line.index, line.record
+        if record is None:
+            problems.append(f"{name}:{i + 1}: unreadable record")
+        else:
+            if record.seq != i:
+                problems.append(f"{name}:{i + 1}: seq {record.seq}, expected {i}")
+            if record.prev_hash != prev:
+                problems.append(f"{name}:{i + 1}: hash chain broken (record {record.id})")
+            if record.id in seen:
+                problems.append(f"{name}:{i + 1}: duplicate id {record.id}")
+            seen.add(record.id)
+            records.append(record)
+        prev = line_hash(line.raw)
+    if lines.tail:
+        problems.append(f"{name}: last line is torn (no newline); resume will quarantine it")
+    return records
+
+
+def texts(record: Record) -> set[str]:
+    """The text a model wrote in ``record``, field by field."""
+    out: set[str] = set()
+    for key, value in record.model_dump().items():
+        if key not in _NOT_TEXT and not key.endswith("_id") and isinstance(value, str):
+            out.add(value)
+    return {t for t in out if len(t) >= MIN_PRIVATE_CHARS}
+
+
+def prompt_text(records: list[Record]) -> str:
+    return "\n".join(m["content"] for r in records if isinstance(r, PromptRecord) for m in r.messages)
+
+
+def check_isolation(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
+    """For every pair of seats: A's private text must not reach B's prompts,
+    unless it was published, is public, is template text, or B wrote it too."""
+    public_files = ["shared_memory.jsonl", *(f"public/{log}.jsonl" for log in layout.public_logs)]
+    # Each seat's first prompt holds only what no model wrote (templates, the
+    # motion, a default persona): a model that echoes it leaks nothing.
+    firsts = [prompt_text(logs.get(f"{s.name}/prompts.jsonl", [])[:1]) for s in layout.seats]
+    public = "\n".join([*(t for name in public_files for r in logs.get(name, []) for t in texts(r)), *firsts])
+    private = {
+        seat.name: {
+            t
+            for log in seat.logs
+            if log != "prompts"
+            for r in logs.get(f"{seat.name}/{log}.jsonl", [])
+            for t in texts(r)
+        }
+        for seat in layout.seats
+    }
+    problems = []
+    for a, b in itertools.permutations([s.name for s in layout.seats], 2):
+        seen_by_b = prompt_text(logs.get(f"{b}/prompts.jsonl", []))
+        for text in sorted(private[a] - private[b]):
+            if text in seen_by_b and text not in public:
+                problems.append(f"{b}/prompts.jsonl: contains {a}'s private text {text[:40]!r}")
+    return problems
+
+
+def check_kinds(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
+    """Records of a kind the format does not write, and misplaced statements."""
+    problems = []
+    allowed = set(layout.record_kinds)
+    for name, records in logs.items():
+        for r in records:
+            kind = getattr(r, "kind", "?")
+            if kind not in allowed:
+                problems.append(
+                    f"{name}: {r.id} is a {kind!r} record, not one format {layout.format!r} writes"
+                )
+            elif (name == "shared_memory.jsonl") != isinstance(r, Published):
+                where = "outside" if isinstance(r, Published) else "in"
+                problems.append(f"{name}: {r.id} ({kind}) {where} the shared transcript")
+            elif name == "events.jsonl" and not isinstance(r, EventRecord):
+                problems.append(f"{name}: {r.id} ({kind}) is not an event")
+    return problems
+
+
+def load_layout(run_dir: Path, problems: list[str]) -> tuple[RunLayout | None, RunManifest | None]:
+    """The run's layout from its manifest (or, for an older run, its config)."""
+    from harness.formats import layout_of
+
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        problems.append(
+            "manifest.json: missing (the run died before its first write, or this is no run folder)"
+        )
+        return None, None
+    try:
+        manifest = RunManifest.model_validate_json(path.read_text())
+    except (ValidationError, ValueError) as exc:
+        problems.append(f"manifest.json: unreadable ({type(exc).__name__})")
+        return None, None
+    config = (
+        yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
+    )
+    try:
+        return layout_of(manifest.layout, config or {}), manifest
+    except Exception as exc:  # an old or edited config that no longer validates
+        problems.append(f"config.yaml: cannot lay out the run's files: {exc}")
+        return None, manifest
+
+
+def verify(run_dir: Path) -> tuple[list[str], list[str]]:
+    """(violations, notes) for one run folder."""
+    from harness.formats import FORMATS, RunLogs
+
+    problems: list[str] = []
+    layout, manifest = load_layout(run_dir, problems)
+    if layout is None:
+        return problems, []
+    logs = {name: read_log(run_dir / name, name, problems) for name in layout.files()}
+    problems += check_kinds(layout, logs)
+    for path in list_snapshots(run_dir):
+        problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
+    problems += check_isolation(layout, logs)
+    fmt = FORMATS.get(layout.format)
+    if fmt is None:
+        problems.append(f"manifest.json: unknown format {layout.format!r}; its own checks were not run")
+    else:
+        run = RunLogs(layout, manifest, logs)
+        for check in fmt.checks:
+            problems += check(run)
+    notes = [
+        f"{q.relative_to(run_dir)}: quarantined torn line(s)" for q in sorted(run_dir.rglob("*.quarantine"))
+    ]
+    return problems, notes

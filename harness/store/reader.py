@@ -1,0 +1,89 @@
+"""Reading a finished (or crashed, or running) run folder, for every tool
+that looks at runs after the fact: the export, the SQL store, the analysis.
+
+``find_runs`` finds run folders under a root; ``read_run`` reads one through
+its layout (``manifest.json``, or the format's layout of ``config.yaml`` for
+a run made before manifests kept one). A torn last line, or an unreadable
+one, ends that file's records there and is noted, never raised: a crashed run
+shows what it holds. ``verify`` reads the same files strictly instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.store.jsonl import scan
+from harness.store.records import Record, RunLayout, RunManifest
+
+
+def find_runs(path: Path) -> list[Path]:
+    """``path`` itself if it is a run folder, else every run folder beneath it
+    (folders whose name starts with ``.`` or ``_``, such as ``_analysis/``, are not runs)."""
+    if (path / "manifest.json").is_file():
+        return [path]
+    found = []
+    for manifest in path.rglob("manifest.json"):
+        rel = manifest.relative_to(path).parts
+        if any(part.startswith((".", "_")) for part in rel[:-1]):
+            continue
+        found.append(manifest.parent)
+    return sorted(found)
+
+
+def read_manifest(run_dir: Path) -> RunManifest:
+    return RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
+
+
+def read_config(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "config.yaml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+
+
+def read_records(path: Path, notes: list[str]) -> Iterator[Record]:
+    """The records of one log, up to its last complete, readable one."""
+    lines = scan(path)
+    for line in lines:
+        if line.record is None:
+            notes.append(f"{path}: line {line.index + 1} unreadable ({line.error}); read the lines before it")
+            return
+        yield line.record
+    if lines.tail.strip():
+        notes.append(f"{path}: torn last line ({len(lines.tail)} bytes) skipped")
+
+
+def layout_of_run(run_dir: Path, manifest: RunManifest) -> RunLayout:
+    from harness.formats import layout_of  # late: formats import the engine
+
+    return layout_of(manifest.layout, read_config(run_dir))
+
+
+@dataclass
+class RunFolder:
+    """One run folder, read: its manifest, config, layout and every log's records."""
+
+    path: Path
+    manifest: RunManifest
+    config: dict[str, Any]
+    layout: RunLayout
+    files: dict[str, list[Record]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what could not be read
+
+    def of(self, name: str) -> list[Record]:
+        return self.files.get(name, [])
+
+
+def read_run(run_dir: Path, *, skip: tuple[str, ...] = ()) -> RunFolder:
+    """Read ``run_dir`` whole (logs whose name ends with one of ``skip``, such
+    as ``prompts.jsonl``, are left out)."""
+    manifest = read_manifest(run_dir)
+    layout = layout_of_run(run_dir, manifest)
+    run = RunFolder(run_dir, manifest, read_config(run_dir), layout)
+    for name in layout.files():
+        if not name.endswith(skip):
+            run.files[name] = list(read_records(run_dir / name, run.notes))
+    return run

@@ -1,0 +1,7 @@
+"""python -m harness.sweep {resume,status} <sweep_dir>"""
+
+import sys
+
+from harness.sweep.index import main
+
+sys.exit(main())
