@@ -1,12 +1,13 @@
 """Harness overhead per model call, early and late in one long debate.
 
-Runs the drift format on the zero-latency scripted model for LATE+HALF+1
-rounds and times every model call. A round's overhead per call is the time the
-round took minus the time spent inside the model, divided by its calls: memory
-appends and fsyncs, prompt building, validation, the graph, snapshots. Each
-figure is the median over the rounds in a window centred on round EARLY or
-round LATE, so both come from the same run and a stray slow fsync does not
-decide them; the goal is late/early <= 1.2.
+Runs a debate (the drift format, or with ``--format panel`` a panel with the
+judge off, so it runs every round) on the zero-latency scripted model for
+LATE+HALF+1 rounds and times every model call. A round's overhead per call
+is the time the round took minus the time spent inside the model, divided by
+its calls: memory appends and fsyncs, prompt building, validation, the graph,
+snapshots. Each figure is the median over the rounds in a window centred on
+round EARLY or round LATE, so both come from the same run and a stray slow
+fsync does not decide them; the goal is late/early <= 1.2.
 
 Wall time includes waiting on the disk (fsync) and on other processes; CPU
 time (this process only) does not, so it shows growth in the harness's own
@@ -17,7 +18,7 @@ noisiest part on a busy machine, out of the wall figure).
 It also reports the run folder's bytes per round at both points: the bytes
 that round added, and the folder's average so far.
 
-    .venv/bin/python benchmarks/overhead.py [--early 10] [--late 200] [--repeats 3]
+    .venv/bin/python benchmarks/overhead.py [--format drift|panel] [--early 10] [--late 200] [--repeats 3]
 
 Prints figures; asserts nothing about time.
 """
@@ -36,11 +37,14 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-import harness.engine
-from harness.config import validate
+from harness.config import ModelConfig, validate
+from harness.engine import run_debate
+from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+# what each format needs on top of the scripted model; the panel runs every round
+FORMATS = {"drift": [], "panel": ["format=panel", "format.judge=false"]}
 
 
 def folder_bytes(path: Path) -> int:
@@ -52,7 +56,7 @@ class Probe:
     """Shared by every wrapped model: call times per round, folder sizes."""
 
     watch: set[int]  # rounds at whose first call the folder is measured
-    run_dir: Path | None = None
+    runs_root: Path  # holds this run's folder only
     model_wall: dict[int, float] = field(default_factory=dict)  # round -> seconds inside the model
     model_cpu: dict[int, float] = field(default_factory=dict)
     ncalls: dict[int, int] = field(default_factory=dict)
@@ -64,9 +68,9 @@ class Probe:
         if round_ in self.first_call:
             return
         self.first_call[round_] = (time.perf_counter(), time.process_time())
-        if round_ in self.watch and self.run_dir is not None:
+        if round_ in self.watch:
             started = time.perf_counter()
-            self.sizes[round_] = folder_bytes(self.run_dir)
+            self.sizes[round_] = folder_bytes(self.runs_root)
             self.walks[round_] = time.perf_counter() - started
 
 
@@ -102,34 +106,29 @@ def window_overhead(probe: Probe, first: int, last: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def one_run(early: int, late: int, half: int, runs_root: Path, fsync: bool = True) -> dict[str, float]:
+def one_run(
+    early: int, late: int, half: int, runs_root: Path, fsync: bool = True, fmt: str = "drift"
+) -> dict[str, float]:
     rounds = late + half + 1
-    watch = {early, early + 1, late, late + 1}
-    probe = Probe(watch=watch)
-    real_build = harness.engine.build_model
-    harness.engine.build_model = lambda cfg: Timed(real_build(cfg), probe)  # type: ignore[assignment]
-    real_create = harness.engine.create_run_dir
+    probe = Probe(watch={early, early + 1, late, late + 1}, runs_root=runs_root)
 
-    def create(root: Path, base: str) -> Path:
-        probe.run_dir = real_create(root, base)
-        return probe.run_dir
+    def build(model_cfg: ModelConfig) -> ChatModel:
+        return Timed(build_model(model_cfg), probe)
 
-    harness.engine.create_run_dir = create  # type: ignore[assignment]
     real_fsync = os.fsync
     if not fsync:
         os.fsync = lambda fd: None
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             cfg = compose("config", overrides=[
-                "model=scripted", f"rounds={rounds}", f"runs_root={runs_root}", "progress=false",
+                "model=scripted", *FORMATS[fmt], f"rounds={rounds}", f"runs_root={runs_root}",
+                "progress=false",
             ])  # fmt: skip
         raw: Any = OmegaConf.to_container(cfg, resolve=True)
         started = time.perf_counter()
-        result = harness.engine.run_debate(validate(cfg), raw)
+        result = run_debate(validate(cfg), raw, build=build)
         total_s = time.perf_counter() - started
     finally:
-        harness.engine.build_model = real_build  # type: ignore[assignment]
-        harness.engine.create_run_dir = real_create  # type: ignore[assignment]
         os.fsync = real_fsync
     assert result.manifest.status == "completed"
     early_wall, early_cpu = window_overhead(probe, early - half, early + half)
@@ -141,7 +140,7 @@ def one_run(early: int, late: int, half: int, runs_root: Path, fsync: bool = Tru
         "early_cpu_us": early_cpu * 1e6,
         "late_cpu_us": late_cpu * 1e6,
         "cpu_ratio": late_cpu / early_cpu,
-        "calls_per_round": statistics.mean(probe.ncalls.values()),
+        "calls_per_round": statistics.mean(n for r, n in probe.ncalls.items() if r >= 1),
         "early_round_bytes": probe.sizes[early + 1] - probe.sizes[early],
         "late_round_bytes": probe.sizes[late + 1] - probe.sizes[late],
         "early_avg_bytes": probe.sizes[early + 1] / early,
@@ -153,6 +152,7 @@ def one_run(early: int, late: int, half: int, runs_root: Path, fsync: bool = Tru
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--format", choices=sorted(FORMATS), default="drift")
     parser.add_argument("--early", type=int, default=10)
     parser.add_argument("--late", type=int, default=200)
     parser.add_argument("--half", type=int, default=5, help="window = round +- half")
@@ -164,8 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     for fsync in (True, False):
         with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
             runs = [
-                one_run(args.early, args.late, args.half, Path(tmp) / "runs", fsync)
-                for _ in range(args.repeats)
+                one_run(args.early, args.late, args.half, Path(tmp) / f"runs-{i}", fsync, args.format)
+                for i in range(args.repeats)
             ]
         report(runs, args, "fsync on (as run)" if fsync else "fsync off (disk latency removed)")
     print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
@@ -176,7 +176,10 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
         return statistics.median(r[key] for r in runs)
 
     e, l_ = args.early, args.late
-    print(f"{label}: scripted model, latency 0, {runs[0]['rounds']:.0f} rounds x {args.repeats} runs "
+    model = (
+        "scripted model" if args.format == "drift" else f"{args.format} format (judge off), scripted model"
+    )
+    print(f"{label}: {model}, latency 0, {runs[0]['rounds']:.0f} rounds x {args.repeats} runs "
           f"(median), windows: rounds {e}+-{args.half} and {l_}+-{args.half}; "
           f"{med('calls_per_round'):.1f} model calls per round")  # fmt: skip
     print(f"  harness overhead per model call, wall  round {e}: {med('early_us'):7.0f} us   "

@@ -114,6 +114,8 @@ def drive(
     with Progress(cfg.rounds, enabled=cfg.progress) as progress:
         progress.round_done(rounds_completed(state, cfg.rounds))
         ctx.step.fn = lambda label: progress.step(state["round"], label)
+        if state["done"]:  # killed after its last snapshot: nothing is left to run, only to record
+            return state
         for values in graph.stream(dict(state), config, stream_mode="values"):
             state.update(values)  # in place, so a caller sees the latest state even on error
             snapshots.observe(state)
@@ -145,7 +147,7 @@ def execute(
     fingerprint = digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
         run_dir, memory, seed=cfg.seed, fingerprint=fingerprint,
-        window_rounds=cfg.memory.window_rounds, base=base,
+        window_rounds=max(cfg.memory.window_rounds, fmt.min_window_rounds), base=base,
     )  # fmt: skip
     started = time.perf_counter()
     manifest.status, manifest.error, manifest.ended_at = "running", None, None

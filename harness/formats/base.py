@@ -92,6 +92,9 @@ class Format:
     max_steps: Callable[[Config], int]
     counts: tuple[str, ...]  # what the summary line shows (RunCounts fields or record kinds)
     checks: tuple[Check, ...] = ()
+    # how many past rounds the format's nodes read (a judge's recap): a
+    # snapshot's window never covers fewer, whatever memory.window_rounds says
+    min_window_rounds: int = 1
     # logs written once at set-up (role cards) that every round reads: resume
     # loads them whole instead of from the snapshot's window
     whole_logs: tuple[str, ...] = ()

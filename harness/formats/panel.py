@@ -35,6 +35,7 @@ from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.store.records import DecisionRecord, PositionRecord, PromptRecord, Published, record_id
 
 MAX_ANALYSTS = 8
+RECAP_ROUNDS = 3  # the judge and the synthesiser read this many round summaries
 DEFAULT_FRAMEWORK = "Weigh evidence, feasibility, costs and risks, and who gains or loses."
 
 
@@ -109,7 +110,7 @@ class PanelNodes:
         return [p for p in self.shared.since_round(round_) if p.round == round_]
 
     def recent_summaries(self) -> list:  # type: ignore[type-arg]
-        return list(self.summaries.since_round(1))[-3:]
+        return list(self.summaries.since_round(1))[-RECAP_ROUNDS:]
 
     def tension(self, round_: int) -> str | None:
         last = self.decisions.last()
@@ -334,6 +335,7 @@ PANEL = Format(
     counts=("published", "summary", "decision", "schema_failures", "retries"),
     checks=(check_blind_first_round, check_aliases, check_one_statement_per_seat, check_decisions),
     whole_logs=("public/roles.jsonl",),
+    min_window_rounds=RECAP_ROUNDS,
     prompt_modules=(
         "harness.formats.panel", "harness.agents.role_generator", "harness.agents.analyst",
         "harness.agents.summarizer", "harness.agents.judge", "harness.agents.synthesizer",
