@@ -17,6 +17,7 @@ _EXPORTS = {
     "RunManifest": "harness.store.records",
     "SCHEMA_VERSION": "harness.store.records",
     "verify": "harness.store.integrity",
+    "build_store": "harness.store.sql",
 }
 
 
@@ -32,6 +33,7 @@ __all__ = [
     "RunMemory",
     "SCHEMA_VERSION",
     "SeatMemory",
+    "build_store",
     "parse_record",
     "verify",
 ]

@@ -39,9 +39,13 @@ def read_manifest(run_dir: Path) -> RunManifest:
     return RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
 
 
+# libyaml's loader where it is built in: parsing config.yaml is most of a cold store build
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def read_config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    return (yaml.load(path.read_text(), Loader=_LOADER) or {}) if path.exists() else {}
 
 
 def read_records(path: Path, notes: list[str]) -> Iterator[Record]:
@@ -56,10 +60,12 @@ def read_records(path: Path, notes: list[str]) -> Iterator[Record]:
         notes.append(f"{path}: torn last line ({len(lines.tail)} bytes) skipped")
 
 
-def layout_of_run(run_dir: Path, manifest: RunManifest) -> RunLayout:
+def layout_of_run(run_dir: Path, manifest: RunManifest, config: dict[str, Any] | None = None) -> RunLayout:
+    if manifest.layout is not None:
+        return manifest.layout
     from harness.formats import layout_of  # late: formats import the engine
 
-    return layout_of(manifest.layout, read_config(run_dir))
+    return layout_of(None, read_config(run_dir) if config is None else config)
 
 
 @dataclass
@@ -80,10 +86,9 @@ class RunFolder:
 def read_run(run_dir: Path, *, skip: tuple[str, ...] = ()) -> RunFolder:
     """Read ``run_dir`` whole (logs whose name ends with one of ``skip``, such
     as ``prompts.jsonl``, are left out)."""
-    manifest = read_manifest(run_dir)
-    layout = layout_of_run(run_dir, manifest)
-    run = RunFolder(run_dir, manifest, read_config(run_dir), layout)
-    for name in layout.files():
+    manifest, config = read_manifest(run_dir), read_config(run_dir)
+    run = RunFolder(run_dir, manifest, config, layout_of_run(run_dir, manifest, config))
+    for name in run.layout.files():
         if not name.endswith(skip):
             run.files[name] = list(read_records(run_dir / name, run.notes))
     return run
