@@ -1,0 +1,192 @@
+"""``python -m harness.export``: the report of a drift and of a panel run, in
+md, txt and json, written to stdout or a file, never into the run folder
+unless asked; a torn run exports what it holds; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.cli.export import export_run
+from harness.engine import RunResult
+from harness.store.reader import read_run
+from harness.store.records import DecisionRecord, Published, SummaryRecord, SynthesisRecord
+
+Run = Callable[..., RunResult]
+
+
+def statements(run_dir: Path) -> list[Published]:
+    return [r for r in read_run(run_dir).of("shared_memory.jsonl") if isinstance(r, Published)]
+
+
+def public(run_dir: Path, log: str) -> list:
+    return read_run(run_dir).of(f"public/{log}.jsonl")
+
+
+def export_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.export", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def listing(run_dir: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the run folder with its size and modification time."""
+    return {
+        str(p.relative_to(run_dir)): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in sorted(run_dir.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture
+def drift(run: Run) -> RunResult:
+    return run("rounds=3")
+
+
+@pytest.fixture
+def panel_cap(run: Run) -> RunResult:
+    return run("format=panel", "model.synthesize_rate=0.0")
+
+
+def test_drift_md_has_every_argument_under_its_alias_in_order(drift: RunResult) -> None:
+    md = export_run(drift.run_dir, "md")
+    said = statements(drift.run_dir)
+    assert len(said) == 6
+    assert drift.manifest.topic and drift.manifest.topic in md
+    at = 0
+    for rec in said:
+        alias = {"pros": "PROS", "cons": "CONS"}[rec.team or ""]
+        block = f"### {alias}\n\n{rec.text}\n"
+        assert block in md[at:], f"{rec.id} missing or out of order"
+        at = md.index(block, at) + len(block)
+    assert "- **Closed:** completed 3 rounds" in md
+
+
+def test_drift_json_rounds_and_statements_match_the_transcript(drift: RunResult) -> None:
+    doc = json.loads(export_run(drift.run_dir, "json"))
+    assert doc["header"]["format"] == "drift"
+    assert doc["header"]["status"] == "completed"
+    assert doc["header"]["roles"] == {"critic": "scripted:default", "topic": "scripted:default"}
+    assert len(doc["rounds"]) == drift.manifest.counts.rounds_completed == 3
+    texts = [s["text"] for rnd in doc["rounds"] for s in rnd["statements"]]
+    assert texts == [r.text for r in statements(drift.run_dir)]
+    assert [[s["alias"] for s in rnd["statements"]] for rnd in doc["rounds"]] == [["PROS", "CONS"]] * 3
+    assert all(rnd["missing"] == [] for rnd in doc["rounds"])
+    assert doc["synthesis"] is None
+
+
+def test_panel_to_the_cap_shows_cards_summaries_decisions_and_synthesis(panel_cap: RunResult) -> None:
+    run_dir = panel_cap.run_dir
+    md = export_run(run_dir, "md")
+    for seat in panel_cap.manifest.layout.seats:  # type: ignore[union-attr]
+        assert f"### {seat.alias}\n" in md
+    cards = public(run_dir, "roles")
+    assert len(cards) == 4 and all(f"*Mandate:* {c.mandate}" in md for c in cards)
+    summaries = [r for r in public(run_dir, "summaries") if isinstance(r, SummaryRecord)]
+    decisions = [r for r in public(run_dir, "decisions") if isinstance(r, DecisionRecord)]
+    (synthesis,) = [r for r in public(run_dir, "synthesis") if isinstance(r, SynthesisRecord)]
+    assert len(summaries) == 4 and len(decisions) >= 1
+    assert all(s.text in md for s in summaries)
+    assert all(f"**Judge: CONTINUE.** {d.reason}" in md and d.tension in md for d in decisions)
+    assert synthesis.text in md and "## Synthesis (closed: cap)" in md
+
+    doc = json.loads(export_run(run_dir, "json"))
+    assert doc["header"]["close_reason"] == "cap"
+    assert doc["header"]["framework"] and doc["header"]["framework"] in md
+    assert [r["number"] for r in doc["rounds"]] == [1, 2, 3, 4]
+    assert {s["phase"] for s in doc["rounds"][0]["statements"]} == {"blind"}
+    assert [r["summary"] for r in doc["rounds"]] == [s.text for s in summaries]
+    assert doc["synthesis"] == {"text": synthesis.text, "close_reason": "cap"}
+    assert {s["alias"]: s["card"]["name"] for s in doc["header"]["seats"]} == {
+        f"Analyst {c.team[-1].upper()}": c.name for c in cards
+    }
+
+
+def test_panel_judge_closes_at_round_two(run: Run) -> None:
+    result = run("format=panel", "model.synthesize_rate=1.0")
+    doc = json.loads(export_run(result.run_dir, "json"))
+    assert doc["header"]["close_reason"] == "judge"
+    assert [r["number"] for r in doc["rounds"]] == [1, 2]
+    assert doc["rounds"][0]["decision"] is None
+    assert doc["rounds"][1]["decision"]["decision"] == "SYNTHESIZE"
+    assert doc["synthesis"]["close_reason"] == "judge"
+
+
+def test_txt_is_plain_wrapped_text(panel_cap: RunResult) -> None:
+    txt = export_run(panel_cap.run_dir, "txt")
+    lines = txt.splitlines()
+    assert max(map(len, lines)) <= 78
+    assert not any(line.lstrip().startswith(("#", "- ", "* ", "> ")) for line in lines)
+    assert not any(mark in txt for mark in ("**", "`", "*Tension", "]("))
+    flat = " ".join(txt.split())
+    assert all(r.text in flat for r in statements(panel_cap.run_dir))
+    assert "ROUND 4 (debate)" in lines and "Analyst D:" in lines
+
+
+def test_cli_out_writes_the_file_and_leaves_the_run_folder_alone(drift: RunResult, tmp_path: Path) -> None:
+    before = listing(drift.run_dir)
+    out = tmp_path / "report.json"
+    done = export_cli(drift.run_dir, "--as", "json", "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert out.read_text() == export_run(drift.run_dir, "json")
+    printed = export_cli(drift.run_dir, "--as", "txt")
+    assert printed.returncode == 0 and printed.stdout == export_run(drift.run_dir, "txt")
+    assert listing(drift.run_dir) == before
+
+
+def test_cli_refuses_a_path_inside_the_run_folder_unless_forced(drift: RunResult) -> None:
+    inside = drift.run_dir / "public" / "report.md"
+    refused = export_cli(drift.run_dir, "--out", inside)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: ") and len(refused.stderr.splitlines()) == 1
+    assert str(inside) in refused.stderr and not inside.exists()
+    forced = export_cli(drift.run_dir, "--out", inside, "--force-into-run")
+    assert forced.returncode == 0 and inside.read_text() == export_run(drift.run_dir, "md")
+
+
+@pytest.mark.parametrize("what", ["missing", "not_a_run"])
+def test_cli_bad_folder_is_one_error_line(tmp_path: Path, what: str) -> None:
+    folder = tmp_path / "nowhere"
+    if what == "not_a_run":
+        folder.mkdir()
+    done = export_cli(folder)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: ") and len(done.stderr.splitlines()) == 1
+    assert str(folder) in done.stderr
+
+
+def test_cli_unreadable_manifest_is_one_error_line(drift: RunResult) -> None:
+    (drift.run_dir / "manifest.json").write_text('{"run_id": 3}')
+    done = export_cli(drift.run_dir)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {drift.run_dir}: ") and len(done.stderr.splitlines()) == 1
+
+
+def test_a_torn_run_exports_what_it_holds(run: Run) -> None:
+    result = run("format=panel", "model.synthesize_rate=0.0")
+    manifest = result.run_dir / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "status": "failed"}))
+    said = statements(result.run_dir)
+    shared = result.run_dir / "shared_memory.jsonl"
+    # tear the last statement: the reader stops before it and notes why
+    lines = shared.read_text().splitlines(keepends=True)
+    shared.write_text("".join(lines[:-1]) + lines[-1][:40])
+    doc = json.loads(export_run(result.run_dir, "json"))
+    assert doc["header"]["status"] == "failed"
+    assert doc["header"]["incomplete"].startswith("incomplete: the run is failed")
+    assert len(doc["header"]["notes"]) == 1 and "torn last line" in doc["header"]["notes"][0]
+    texts = [s["text"] for rnd in doc["rounds"] for s in rnd["statements"]]
+    assert texts == [r.text for r in said[:-1]]
+    assert doc["rounds"][-1]["missing"] == ["Analyst D"]
+    md = export_run(result.run_dir, "md")
+    assert "> **incomplete: the run is failed" in md and "*Analyst D: no statement this round.*" in md
