@@ -1,9 +1,13 @@
 """Drift analysis: signals, tables and plots from run folders.
 
     from analysis import load_runs, compute_signals, score, change_points
-    tables = load_runs("research_runs/")          # runs, turns, drafts, personas, events
+    tables = load_runs("research_runs/")          # runs, turns, drafts, personas, events, public
     signals = compute_signals(tables)             # one row per turn / per draft
     scores = score(signals.turns)                 # dimension scores + drift index per turn
+
+Runs of every format load into the same tables: a turn is any published
+statement, its ``team`` the seat that wrote it (seats come from each run's
+layout, so any number of seats works).
 
 ``analyze(path)`` does all of it and writes ``_analysis/`` beside the runs.
 Heavy packages (torch, sentence-transformers, ruptures...) load on first use.

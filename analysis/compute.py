@@ -18,7 +18,7 @@ from analysis.registry import signal_names
 from analysis.signals import run_signals, team_rank
 from analysis.text import text_signals
 
-SIGNALS_VERSION = 1  # bump when a signal's method changes
+SIGNALS_VERSION = 2  # bump when a signal's method changes
 KEYS = ["run_id", "round", "team"]
 
 
@@ -37,8 +37,11 @@ def process_signals(tables: Tables) -> pd.DataFrame:
     if d.empty:
         return pd.DataFrame(columns=[*KEYS, "critique_iterations", "rejection_rate", "tokens", "latency_s"])
     g = d.assign(rejected=d.approved.eq(False), critiqued=d.approved.notna()).groupby(KEYS)
+    critiqued = g.critiqued.sum()
     out = pd.DataFrame({
-        "critique_iterations": g.critiqued.sum(), "rejection_rate": g.rejected.sum() / g.critiqued.sum().clip(lower=1),
+        # a turn no critic saw (a format without one) has no rejection rate, not a perfect one
+        "critique_iterations": critiqued,
+        "rejection_rate": (g.rejected.sum() / critiqued).where(critiqued > 0),
         "tokens": g.tokens.sum(), "latency_s": g.latency_s.sum(),
     }).reset_index()  # fmt: skip
     ev = tables.events

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.cache import cached_rows
-from analysis.records_io import find_runs, fingerprint
+from analysis.records_io import find_runs, fingerprint, layout_of
 from analysis.tables import TABLES, load_run_tables
 
-CACHE_VERSION = 1  # bump when a table's columns or meaning change
+CACHE_VERSION = 2  # bump when a table's columns or meaning change
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Tables:
     drafts: pd.DataFrame
     personas: pd.DataFrame
     events: pd.DataFrame
+    public: pd.DataFrame  # what roles with no seat wrote (panel summaries, decisions, synthesis)
     cache_hits: int = 0
     run_dirs: dict[str, Path] = field(default_factory=dict)
     cache_dir: Path | None = None  # None: caching was off
@@ -48,7 +49,7 @@ def analysis_dir(path: Path) -> Path:
 
 
 def load_runs(path: str | Path, *, cache: bool = True, cache_dir: Path | None = None) -> Tables:
-    """Every run folder at or under ``path``, as five concatenated tables.
+    """Every run folder at or under ``path``, as concatenated tables, of any format.
 
     ``run_id`` is the run folder's path relative to the root (its name when
     ``path`` is a run folder). A partly written run loads with a warning.
@@ -58,9 +59,25 @@ def load_runs(path: str | Path, *, cache: bool = True, cache_dir: Path | None = 
     folder = (cache_dir or analysis_dir(path) / "cache") if cache else None
     dirs = {run_dir.relative_to(root).as_posix(): run_dir for run_dir in find_runs(path)}
     stamps: dict[str, object] = {
-        rel: {"v": CACHE_VERSION, "files": fingerprint(d)} for rel, d in dirs.items()
+        rel: {"v": CACHE_VERSION, "files": fingerprint(d, layout_of(d))} for rel, d in dirs.items()
     }
     frames, hits = cached_rows(
         folder / "tables" if folder else None, TABLES, stamps, lambda rel: load_run_tables(dirs[rel], rel)
     )
+    frames["runs"] = label_cells(frames["runs"])
     return Tables(root=root, cache_hits=hits, run_dirs=dirs, cache_dir=folder, stamps=stamps, **frames)
+
+
+def label_cells(runs: pd.DataFrame) -> pd.DataFrame:
+    """Name the format in cell labels when the runs loaded are of several
+    formats, and the seat count when one format ran with several, so the cells
+    of a sweep across formats read apart. Done after the cache: a label depends
+    on which runs were loaded together."""
+    if runs.empty:
+        return runs
+    runs = runs.copy()
+    if runs.groupby("format").n_seats.nunique().gt(1).any():
+        runs["cell_label"] = "seats=" + runs.n_seats.astype(str) + " " + runs.cell_label
+    if runs.format.nunique() > 1:
+        runs["cell_label"] = "format=" + runs.format.astype(str) + " " + runs.cell_label
+    return runs

@@ -58,7 +58,7 @@ def analyze(
     out.mkdir(parents=True, exist_ok=True)
     named = {
         "runs": tables.runs, "turns": tables.turns, "drafts": tables.drafts, "personas": tables.personas,
-        "events": tables.events, "turn_signals": signals.turns, "draft_signals": signals.drafts,
+        "events": tables.events, "public": tables.public, "turn_signals": signals.turns, "draft_signals": signals.drafts,
         "scores": scores, "change_points": result.change_points, "trajectory": result.trajectory,
         "early_late": result.early_late,
     }  # fmt: skip

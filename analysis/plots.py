@@ -4,13 +4,16 @@ Every function takes tidy tables and returns the matplotlib figure."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+from matplotlib.typing import RGBAColorType
 
 from analysis.registry import DIMENSIONS, signal_names
 from analysis.scoring import aggregate
@@ -25,36 +28,89 @@ def save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def seat_order(runs: pd.DataFrame) -> list[str]:
+    """Every seat of the runs, in layout order, formats in the order their runs come."""
+    seats: dict[str, None] = {}
+    for listed in runs.get("seats", pd.Series(dtype=object)).dropna():
+        seats.update(dict.fromkeys(json.loads(listed)))
+    return list(seats)
+
+
+def _seat_colours(seats: list[str]) -> dict[str, RGBAColorType]:
+    cmap = plt.get_cmap("tab10" if len(seats) <= 10 else "tab20")
+    return {seat: cmap(i % cmap.N) for i, seat in enumerate(seats)}
+
+
+# cells differ by line style, then marker: with colour per seat, a legend
+# needs one entry per seat plus one per cell, not one per seat and cell
+STYLES = [(ls, m) for m in ("", "o", "s", "^") for ls in ("-", "--", ":", "-.")]
+MAX_CELLS_SHOWN = 12
+
+
+def _legends(fig: Figure, colours: dict[str, RGBAColorType], cells: list[tuple[str, str]]) -> None:
+    seat_handles = [Line2D([], [], color=c, lw=2, label=seat) for seat, c in colours.items()]
+    fig.legend(handles=seat_handles, title="seat", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    cell_handles = [
+        Line2D([], [], color="black", ls=STYLES[i % len(STYLES)][0], marker=STYLES[i % len(STYLES)][1],
+               label=f"{label} [{cell[:6]}]")
+        for i, (cell, label) in enumerate(cells[:MAX_CELLS_SHOWN])
+    ]  # fmt: skip
+    if len(cells) > MAX_CELLS_SHOWN:
+        cell_handles.append(
+            Line2D([], [], color="none", label=f"... {len(cells) - MAX_CELLS_SHOWN} more cells")
+        )
+    fig.legend(handles=cell_handles, title="cell", loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               ncol=2, fontsize=7)  # fmt: skip
+
+
 def trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
-    """Drift per dimension (and the index) across rounds, one line per cell and team, 95% CI bands."""
+    """Drift per dimension (and the index) across rounds, one line per cell and seat, 95% CI bands.
+    Colour is the seat, line style the cell, so 4-8 seats and several cells stay legible."""
     panels = [*DIMENSIONS, "drift_index"]
+    seats = seat_order(runs)
+    seats += sorted(set(scores.team.dropna()) - set(seats))  # seats the runs table does not list
+    colours = _seat_colours(seats)
+    cells = list(dict.fromkeys(zip(runs.cell, runs.cell_label, strict=True)))
+    style = {cell: STYLES[i % len(STYLES)] for i, (cell, _) in enumerate(cells)}
     fig, axes = plt.subplots(2, 3, figsize=(14, 7), sharex=True)
     for ax, value in zip(axes.flat, panels, strict=True):
         agg = aggregate(scores, runs, value)
-        for (cell, label, team), g in agg.groupby(["cell", "cell_label", "team"]):
+        for (cell, team), g in agg.groupby(["cell", "team"]):
             g = g.sort_values("round")
-            (line,) = ax.plot(g["round"], g["mean"], label=f"{team} | {label} [{cell[:6]}]")
-            ax.fill_between(g["round"], g["ci_low"], g["ci_high"], color=line.get_color(), alpha=0.15)
+            ls, marker = style.get(cell, STYLES[0])
+            colour = colours[team]
+            ax.plot(g["round"], g["mean"], color=colour, ls=ls, marker=marker, markersize=3)
+            ax.fill_between(g["round"], g["ci_low"], g["ci_high"], color=colour, alpha=0.1)
         ax.set_title(value)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xlabel("round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.flat[0].set_ylabel("drift (z from opening)")
-    handles, labels = axes.flat[-1].get_legend_handles_labels()
-    fig.legend(handles[:12], labels[:12], loc="lower center", ncol=2, fontsize=7)
-    fig.tight_layout(rect=(0, 0.15, 1, 1))
+    fig.tight_layout()
+    _legends(fig, colours, cells)
     return fig
 
 
+def _panel_names(frame: pd.DataFrame) -> pd.Series:
+    """One heatmap panel per critic, and per format when there are several
+    (a format without a critic has one panel of its own)."""
+    critic = frame.get("cfg.critic.name", pd.Series("n/a", index=frame.index)).astype(str)
+    has_critic = frame.get("has_critic", pd.Series(True, index=frame.index)).fillna(True).astype(bool)
+    names = ("critic=" + critic).where(has_critic, "no critic")
+    fmt = frame.get("format", pd.Series("", index=frame.index)).astype(str)
+    return ("format=" + fmt + " " + names) if fmt.nunique() > 1 else names
+
+
 def sweep_heatmap(final: pd.DataFrame) -> Figure:
-    """Mean final drift index over temperature x model, one panel per critic."""
-    temp, model, critic = "cfg.llm.temperature", "cfg.model.spec", "cfg.critic.name"
-    frame = final.assign(**{c: final.get(c, "n/a") for c in (temp, model, critic)})
-    critics = sorted(frame[critic].astype(str).unique())
+    """Mean final drift index over temperature x model, one panel per critic (and format)."""
+    temp, model = "cfg.llm.temperature", "cfg.model.spec"
+    frame = final.assign(**{c: final.get(c, "n/a") for c in (temp, model)})
+    frame["panel"] = _panel_names(frame)
+    names = sorted(frame.panel.unique())
     vmin, vmax = frame.drift_index.min(), frame.drift_index.max()  # one colour scale for all panels
-    fig, axes = plt.subplots(1, len(critics), figsize=(5 * len(critics), 4), squeeze=False)
-    for ax, name in zip(axes[0], critics, strict=True):
-        grid = frame[frame[critic].astype(str) == name].pivot_table(
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        grid = frame[frame.panel == name].pivot_table(
             index=model, columns=temp, values="drift_index", aggfunc="mean"
         )
         im = ax.imshow(grid.to_numpy(dtype=float), cmap="magma", aspect="auto", vmin=vmin, vmax=vmax)
@@ -64,7 +120,7 @@ def sweep_heatmap(final: pd.DataFrame) -> Figure:
             ax.text(
                 j, i, "" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", color="cyan", fontsize=8
             )
-        ax.set_title(f"final drift index | critic={name}")
+        ax.set_title(f"final drift index | {name}", fontsize=9)
         ax.set_xlabel("temperature")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
@@ -86,20 +142,27 @@ def correlation_matrix(turn_signals: pd.DataFrame) -> Figure:
 
 
 def process_rates(turn_signals: pd.DataFrame, runs: pd.DataFrame) -> Figure:
-    """Approval rate (1 - rejection rate) and loop-lock rate per cell and team."""
+    """Approval rate (1 - rejection rate) and loop-lock rate per cell and seat, for
+    the turns a critic judged (a format without a critic has no rates to show)."""
     frame = turn_signals.merge(runs[["run_id", "cell", "cell_label"]], on="run_id", how="left")
+    frame = frame[frame.rejection_rate.notna()]
     frame["cell_label"] = frame.cell_label + " [" + frame.cell.str[:6] + "]"  # labels can repeat across cells
+    rank = {seat: i for i, seat in enumerate(seat_order(runs))}
     rates = frame.groupby(["cell_label", "team"]).agg(
         approval=("rejection_rate", lambda s: 1 - s.mean()), loop_lock=("loop_lock", "mean")
     )
+    rates = rates.sort_index(key=lambda level: level.map(rank) if level.name == "team" else level)
     rates.index = [f"{team} | {label}" for label, team in rates.index]
     fig, ax = plt.subplots(figsize=(9, 1.5 + 0.35 * len(rates)))
-    rates.plot.barh(ax=ax)  # horizontal: cell labels are long
+    if rates.empty:
+        ax.text(0.5, 0.5, "no critic judged these runs' turns", ha="center", va="center")
+    else:
+        rates.plot.barh(ax=ax)  # horizontal: cell labels are long
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
+        ax.invert_yaxis()
     ax.set_xlim(0, 1)
     ax.set_xlabel("rate per turn")
     ax.set_title("critic approval and loop-lock rates")
     ax.tick_params(axis="y", labelsize=7)
-    ax.invert_yaxis()
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig

@@ -48,7 +48,7 @@ _SEMANTIC = [
     _s("sem_prev_sim", "semantic", 0, "cosine(turn, agent's previous published turn): repetition", MINILM, "cosine", MINILM_LICENCE),
     _s("sem_max_earlier_sim", "semantic", 0, "max cosine to any earlier published turn of the agent: calcification", MINILM, "cosine", MINILM_LICENCE, drafts=False),
     _s("sem_centroid_dist", "semantic", 1, "1 - cosine(turn, mean embedding of the agent's earlier turns)", MINILM, "cosine distance", MINILM_LICENCE, drafts=False),
-    _s("sem_opponent_sim", "semantic", 1, "cosine(turn, opponent's last published turn): convergence", MINILM, "cosine", MINILM_LICENCE),
+    _s("sem_opponent_sim", "semantic", 1, "cosine(turn, the latest turn of any other seat): convergence", MINILM, "cosine", MINILM_LICENCE),
     _s("ngram_rep_prev", "semantic", 0, "share of the turn's word 3-grams that occur in the agent's previous turn", "surface n-grams", "share 0-1", OWN),
     _s("ngram_rep_history", "semantic", 0, "share of the turn's word 3-grams that occur in any earlier turn of the agent", "surface n-grams", "share 0-1", OWN, drafts=False),
 ]
@@ -77,7 +77,7 @@ _LIWC = [
     _s("hedges", "liwc", 0, "hedges (words and phrases)", "Hyland (2005) Metadiscourse, subset", "per 100 words", OWN),
     _s("boosters", "liwc", 0, "boosters (words and phrases)", "Hyland (2005) Metadiscourse, subset", "per 100 words", OWN),
     _s("analytic", "liwc", 0, "30 + articles + prepositions - pronouns - aux verbs - conjunctions - adverbs - negations", "Pennebaker et al. (2014) categorical-dynamic index; own function-word lists", "percent points", OWN),
-    _s("lsm_opponent", "liwc", 1, "language style matching with the opponent's last turn over 9 function-word categories", "Ireland & Pennebaker (2010)", "0-1", OWN),
+    _s("lsm_opponent", "liwc", 1, "language style matching with the latest turn of any other seat over 9 function-word categories", "Ireland & Pennebaker (2010)", "0-1", OWN),
 ]
 _STRUCTURE = [
     _s("n_words", "structure", 0, "word tokens", "regex tokeniser", "words", OWN),

@@ -2,7 +2,12 @@
 
 For each run: score every distinct text once (``analysis.text``), embed the
 turns, drafts and persona anchors in one batch, then relate each text to the
-agent's history, the opponent and the anchor (``analysis.semantic``).
+agent's history, the other seats and the anchor (``analysis.semantic``).
+
+Seats are ordered within a round as the run's layout lists them. "The other
+seats" of a turn is the latest turn any other seat published before it (with
+two seats: the opponent's last turn), so the same signals hold for any number
+of seats and any format.
 """
 
 from __future__ import annotations
@@ -25,20 +30,20 @@ Vec = Callable[[str], np.ndarray]
 
 
 def team_rank(runs_row: dict[str, Any]) -> dict[str, int]:
-    """Each team's index within a round (the format's team order)."""
-    teams = runs_row.get("cfg.format.teams")
-    order = json.loads(teams) if isinstance(teams, str) else ["pros", "cons"]
-    return {team: i for i, team in enumerate(order)}
+    """Each seat's index within a round: its place in the run's layout."""
+    seats = runs_row.get("seats")
+    order = json.loads(seats) if isinstance(seats, str) else []
+    return {seat: i for i, seat in enumerate(order)}
 
 
 def anchor_text(personas: pd.DataFrame, team: str) -> str | None:
-    """The team's persona anchor: its first persona record."""
+    """The seat's persona anchor: its first persona record (a panel seat's role card)."""
     rows = personas[personas.team == team].sort_values(["round", "iteration"])
     return None if rows.empty else str(rows.persona.iloc[0])
 
 
 class Turn(NamedTuple):
-    pos: tuple[int, int]  # (round, index of the team within the round)
+    pos: tuple[int, int]  # (round, index of the seat within the round)
     text: str
 
 
@@ -52,7 +57,7 @@ class RunTexts:
         self.turns["pos"] = [
             (r, rank.get(t, 0)) for r, t in zip(self.turns["round"], self.turns.team, strict=True)
         ]
-        # per team, its turns' positions (sorted) and texts: "latest before" is a bisection
+        # per seat, its turns' positions (sorted) and texts: "latest before" is a bisection
         self.timeline: dict[str, tuple[list[tuple[int, int]], list[str]]] = {}
         for team, group in self.turns.groupby("team"):
             self.timeline[str(team)] = (list(group.pos), list(group.text))
@@ -71,8 +76,9 @@ class RunTexts:
         i = bisect_left(positions, pos)
         return Turn(positions[i - 1], texts[i - 1]) if i else None
 
-    def opponent_before(self, team: str, pos: tuple[int, int]) -> Turn | None:
-        found = [r for r in (self.last_before(t, pos) for t in self.rank if t != team) if r is not None]
+    def others_before(self, team: str, pos: tuple[int, int]) -> Turn | None:
+        """The latest turn of any other seat strictly before ``pos``, or None."""
+        found = [r for r in (self.last_before(t, pos) for t in self.timeline if t != team) if r is not None]
         return max(found, key=lambda r: r.pos) if found else None
 
     def relate(self, text: str, other: Turn | None) -> dict[str, float]:
@@ -93,7 +99,7 @@ def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[d
         for j, i in enumerate(group.index):
             rows[i].update({k: v[j] for k, v in hist.items()})
     for i, turn in enumerate(turns.itertuples()):
-        rival = ctx.relate(turn.text, ctx.opponent_before(turn.team, turn.pos))
+        rival = ctx.relate(turn.text, ctx.others_before(turn.team, turn.pos))
         rows[i].update(
             sem_anchor_sim=ctx.anchor_sim(turn.text, turn.team),
             sem_opponent_sim=rival["sim"], lsm_opponent=rival["lsm"], **texts(turn.text),
@@ -106,7 +112,7 @@ def draft_rows(ctx: RunTexts, drafts: pd.DataFrame, texts: Callable[[str], dict[
     for d in drafts.itertuples():
         pos = (d.round, ctx.rank.get(d.team, 0))
         own = ctx.relate(d.text, ctx.last_before(d.team, pos))
-        rival = ctx.relate(d.text, ctx.opponent_before(d.team, pos))
+        rival = ctx.relate(d.text, ctx.others_before(d.team, pos))
         rows.append({
             "sem_anchor_sim": ctx.anchor_sim(d.text, d.team),
             "sem_prev_sim": own["sim"], "ngram_rep_prev": own["ngram"],

@@ -1,9 +1,15 @@
-"""One run folder in, its five tidy tables out (runs, turns, drafts,
-personas, events), each row tagged with ``run_id``.
+"""One run folder in, its tidy tables out (runs, turns, drafts, personas,
+events, public), each row tagged with ``run_id``. Seats, aliases and logs
+come from the run's layout, so every format loads into the same columns.
 
-A draft row is one critique iteration: the persona, thinking and critique
-records that share (round, team, iteration), outer-joined, so an iteration
-whose draft failed validation still counts.
+- turns: every published statement of ``shared_memory.jsonl`` (a drift
+  argument or a panel position), with its seat (``team``), alias, kind and phase.
+- drafts: one row per draft. Where a seat keeps persona, thinking and
+  critique logs (drift), the records sharing (round, team, iteration) are
+  outer-joined, so an iteration whose draft failed validation still counts;
+  a seat with notes only (panel) has one row per notes record, unjudged.
+- personas: a seat's persona records, or its role card (the panel's anchor).
+- public: what roles with no seat wrote (summaries, decisions, syntheses) and role cards.
 """
 
 from __future__ import annotations
@@ -12,24 +18,33 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 
-from analysis.records_io import TEAMS, read_config, read_log, read_manifest
+from analysis.records_io import read_folder
+from harness.store.reader import RunFolder
 from harness.store.records import (
     ArgumentRecord,
     CritiqueRecord,
+    DecisionRecord,
+    Envelope,
     EventRecord,
     PersonaRecord,
+    PositionRecord,
+    Published,
+    RoleCardRecord,
+    SummaryRecord,
+    SynthesisRecord,
     ThinkingRecord,
     Usage,
 )
 
-TABLES = ("runs", "turns", "drafts", "personas", "events")
+TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
 # Config keys that differ between replicates of one sweep cell, or do not
 # change the debate at all; everything else defines the cell.
 REPLICATE_KEYS = ("cfg.seed", "cfg.model.seed", "cfg.replicate", "cfg.runs_root", "cfg.progress")
+R = TypeVar("R", bound=Envelope)
 
 
 def flatten(data: Any, prefix: str) -> dict[str, Any]:
@@ -45,35 +60,35 @@ def flatten(data: Any, prefix: str) -> dict[str, Any]:
 
 
 def cell_of(row: dict[str, Any]) -> tuple[str, str]:
-    """(hash, label) of a run's sweep cell: its config less the replicate keys."""
+    """(hash, label) of a run's sweep cell: its config less the replicate keys.
+    The config holds ``format.name``, so runs of two formats never share a cell."""
     keys = sorted(k for k in row if k.startswith("cfg.") and k not in REPLICATE_KEYS)
     digest = hashlib.sha1(json.dumps([[k, row[k]] for k in keys], default=str).encode()).hexdigest()[:10]
-    label = " ".join(
-        f"{short}={row.get(key)}"
-        for short, key in (
-            ("model", "cfg.model.spec"),
-            ("T", "cfg.llm.temperature"),
-            ("critic", "cfg.critic.name"),
-        )
-        if key in row
-    )
+    shown = [("model", "cfg.model.spec"), ("T", "cfg.llm.temperature")]
+    if row.get("has_critic", True):  # a format with no critic still has critic settings in its config
+        shown.append(("critic", "cfg.critic.name"))
+    label = " ".join(f"{short}={row.get(key)}" for short, key in shown if key in row)
     return digest, label
 
 
-def runs_row(run_dir: Path, rel: str, notes: list[str]) -> dict[str, Any]:
-    manifest = read_manifest(run_dir)
+def runs_row(run: RunFolder, rel: str) -> dict[str, Any]:
+    manifest, layout = run.manifest, run.layout
     row: dict[str, Any] = {
         "run_id": rel, "run_name": manifest.run_id, "status": manifest.status,
         "stop_reason": manifest.stop_reason, "format": manifest.format, "seed": manifest.seed,
         "topic": manifest.topic, "started_at": manifest.started_at, "ended_at": manifest.ended_at,
         "wall_s": manifest.wall_s,
+        # the layout's seat order: the order of turns within a round
+        "seats": json.dumps([s.name for s in layout.seats]),
+        "aliases": json.dumps([s.alias for s in layout.seats]),
+        "n_seats": len(layout.seats), "has_critic": "critique" in layout.record_kinds,
     }  # fmt: skip
     row.update(flatten(manifest.counts.model_dump(), "counts"))
     row.update(flatten(manifest.model_specs, "spec"))
-    row.update(flatten(read_config(run_dir), "cfg"))
+    row.update(flatten(run.config, "cfg"))
     row["cell"], row["cell_label"] = cell_of(row)
-    row["partial"] = bool(notes)
-    row["read_notes"] = "\n".join(notes)
+    row["partial"] = bool(run.notes)
+    row["read_notes"] = "\n".join(run.notes)
     return row
 
 
@@ -99,6 +114,7 @@ def drafts_rows(
         yield {
             "round": key[0], "team": key[1], "iteration": key[2],
             "draft_id": t.id if t else None, "text": t.draft if t else None,
+            "notes": t.scratchpad if t else None,
             "persona_version": version.get(t.persona_id or "") if t else None,
             "approved": c.is_approved if c else None, "feedback": c.feedback if c else None,
             "critic_fallback": c.fallback if c else None,
@@ -107,52 +123,39 @@ def drafts_rows(
         }  # fmt: skip
 
 
-def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
-    """The five tables of one run folder (``rel`` becomes its ``run_id``)."""
-    notes: list[str] = []
-    shared = [r for r in read_log(run_dir / "shared_memory.jsonl", notes) if isinstance(r, ArgumentRecord)]
-    events = [r for r in read_log(run_dir / "events.jsonl", notes) if isinstance(r, EventRecord)]
-    personas, drafts = [], []
-    for team in TEAMS:
-        ps = [r for r in read_log(run_dir / team / "persona.jsonl", notes) if isinstance(r, PersonaRecord)]
-        ts = [r for r in read_log(run_dir / team / "thinking.jsonl", notes) if isinstance(r, ThinkingRecord)]
-        cs = [r for r in read_log(run_dir / team / "critique.jsonl", notes) if isinstance(r, CritiqueRecord)]
-        personas += ps
-        drafts += list(drafts_rows(ps, ts, cs))
-    published = {a.draft_id for a in shared}
-    turns = [
-        {
-            "order": i,
-            "round": a.round,
-            "team": a.team,
-            "text": a.text,
-            "source": a.source,
-            "draft_id": a.draft_id,
-            "critique_id": a.critique_id,
-            "model": a.model,
-            "iteration": a.iteration,
-            "ts": a.ts,
-        }  # fmt: skip
-        for i, a in enumerate(shared)
+def of_type(run: RunFolder, kind: type[R], prefix: str) -> list[R]:
+    """Records of one type from the logs whose path starts with ``prefix``, in layout order."""
+    return [
+        r for name, recs in run.files.items() if name.startswith(prefix) for r in recs if isinstance(r, kind)
     ]
-    for d in drafts:
-        d["published"] = d["draft_id"] in published
-    tables = {
-        "runs": pd.DataFrame([runs_row(run_dir, rel, notes)]),
-        "turns": pd.DataFrame(turns, columns=TURN_COLUMNS),
-        "drafts": pd.DataFrame(drafts, columns=DRAFT_COLUMNS),
-        "personas": pd.DataFrame([persona_row(p) for p in personas], columns=PERSONA_COLUMNS),
-        "events": pd.DataFrame([event_row(e) for e in events], columns=EVENT_COLUMNS),
-    }
-    for name in TABLES[1:]:
-        tables[name].insert(0, "run_id", rel)
-    return tables
 
 
-def persona_row(p: PersonaRecord) -> dict[str, Any]:
+def draft_of(p: Published) -> str | None:
+    """The private record a statement was written from: a drift draft, a panel seat's notes."""
+    if isinstance(p, ArgumentRecord):
+        return p.draft_id
+    return p.notes_id if isinstance(p, PositionRecord) else None
+
+
+def turn_row(i: int, p: Published, aliases: dict[str, str]) -> dict[str, Any]:
+    argument = p if isinstance(p, ArgumentRecord) else None
+    return {
+        "order": i, "round": p.round, "team": p.team, "alias": p.alias or aliases.get(p.team or ""),
+        "kind": getattr(p, "kind", None), "phase": p.phase, "text": p.text,
+        "source": argument.source if argument else None, "draft_id": draft_of(p),
+        "critique_id": argument.critique_id if argument else None, "model": p.model,
+        "iteration": p.iteration, "ts": p.ts,
+    }  # fmt: skip
+
+
+def persona_row(p: PersonaRecord | RoleCardRecord) -> dict[str, Any]:
+    if isinstance(p, RoleCardRecord):  # a role card is its seat's anchor, never revised
+        text = f"{p.name}. {p.expertise}. {p.mandate}"
+        return {"round": p.round, "team": p.team, "iteration": p.iteration, "version": 1,
+                "decision": "initial", "persona": text, "rationale": "", "kind": p.kind}  # fmt: skip
     return {
         "round": p.round, "team": p.team, "iteration": p.iteration, "version": p.version,
-        "decision": p.decision, "persona": p.persona, "rationale": p.rationale,
+        "decision": p.decision, "persona": p.persona, "rationale": p.rationale, "kind": p.kind,
     }  # fmt: skip
 
 
@@ -164,21 +167,64 @@ def event_row(e: EventRecord) -> dict[str, Any]:
     }  # fmt: skip
 
 
+PUBLIC_KINDS = (SummaryRecord, DecisionRecord, SynthesisRecord, RoleCardRecord)
+
+
+def public_row(r: SummaryRecord | DecisionRecord | SynthesisRecord | RoleCardRecord) -> dict[str, Any]:
+    """One public record; ``text`` is what it says (a decision's reason, a role card's persona)."""
+    text = r.reason if isinstance(r, DecisionRecord) else getattr(r, "text", None)
+    return {
+        "round": r.round, "team": r.team, "role": r.role, "kind": r.kind,
+        "text": persona_row(r)["persona"] if isinstance(r, RoleCardRecord) else text,
+        "decision": getattr(r, "decision", None), "tension": getattr(r, "tension", None),
+        "close_reason": getattr(r, "close_reason", None), "fallback": r.fallback, "model": r.model,
+        **_usage(r.usage),
+    }  # fmt: skip
+
+
+def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
+    """The tables of one run folder (``rel`` becomes its ``run_id``)."""
+    run = read_folder(run_dir)
+    shared = of_type(run, Published, "shared_memory.jsonl")
+    cards = of_type(run, RoleCardRecord, "public/")
+    personas: list[PersonaRecord | RoleCardRecord] = []
+    drafts: list[dict[str, Any]] = []
+    for seat in run.layout.seats:
+        own = f"{seat.name}/"
+        ps = of_type(run, PersonaRecord, own)
+        personas += ps or [c for c in cards if c.team == seat.name]
+        ts, cs = of_type(run, ThinkingRecord, own), of_type(run, CritiqueRecord, own)
+        drafts += list(drafts_rows(ps, ts, cs))
+    published = {draft_of(p) for p in shared} - {None}
+    for d in drafts:
+        d["published"] = d["draft_id"] in published
+    aliases = {s.name: s.alias for s in run.layout.seats}
+    public = [r for r in of_type(run, Envelope, "public/") if isinstance(r, PUBLIC_KINDS)]
+    tables = {
+        "runs": pd.DataFrame([runs_row(run, rel)]),
+        "turns": pd.DataFrame([turn_row(i, p, aliases) for i, p in enumerate(shared)], columns=TURN_COLUMNS),
+        "drafts": pd.DataFrame(drafts, columns=DRAFT_COLUMNS),
+        "personas": pd.DataFrame([persona_row(p) for p in personas], columns=PERSONA_COLUMNS),
+        "events": pd.DataFrame([event_row(e) for e in of_type(run, EventRecord, "events.jsonl")],
+                               columns=EVENT_COLUMNS),
+        "public": pd.DataFrame([public_row(r) for r in public], columns=PUBLIC_COLUMNS),
+    }  # fmt: skip
+    for name in TABLES[1:]:
+        tables[name].insert(0, "run_id", rel)
+    return tables
+
+
 TURN_COLUMNS = [
-    "order",
-    "round",
-    "team",
-    "text",
-    "source",
-    "draft_id",
-    "critique_id",
-    "model",
-    "iteration",
-    "ts",
-]
+    "order", "round", "team", "alias", "kind", "phase", "text", "source", "draft_id", "critique_id",
+    "model", "iteration", "ts",
+]  # fmt: skip
 DRAFT_COLUMNS = [
-    "round", "team", "iteration", "draft_id", "text", "persona_version", "approved", "feedback",
+    "round", "team", "iteration", "draft_id", "text", "notes", "persona_version", "approved", "feedback",
     "critic_fallback", "revised", "tokens", "latency_s", "published",
 ]  # fmt: skip
-PERSONA_COLUMNS = ["round", "team", "iteration", "version", "decision", "persona", "rationale"]
+PERSONA_COLUMNS = ["round", "team", "iteration", "version", "decision", "persona", "rationale", "kind"]
 EVENT_COLUMNS = ["round", "team", "role", "iteration", "event", "detail", "error_kind", "error_type", "data"]
+PUBLIC_COLUMNS = [
+    "round", "team", "role", "kind", "text", "decision", "tension", "close_reason", "fallback", "model",
+    "tokens", "latency_s",
+]  # fmt: skip
