@@ -8,9 +8,15 @@ EXTRAS ?= dev,local,server,analysis,sweep
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# llama.cpp's default build tunes for the build machine (GGML_NATIVE), AMX included, and
+# its AMX kernels segfault in decode on some Sapphire Rapids hosts (llama.cpp #20824).
+# Build a portable AVX2 wheel instead, never from pip's cache (which may hold a native one).
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --no-cache-dir 'llama-cpp-python==0.3.36'
 	$(PY) -m pip install -e '.[$(EXTRAS)]'
 	touch $@
 
