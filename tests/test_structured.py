@@ -27,6 +27,7 @@ TEAMS = ("pros", "cons")
         ('{"a": "cut off by max_tok', {"a": "cut off by max_tok"}),
         ('{"a": {"b": [1, 2', {"a": {"b": [1, 2]}}),
         ('{"a": "brace } and \\" quote"}', {"a": 'brace } and " quote'}),
+        ('{"a": "raw\nnewline\tand tab"}', {"a": "raw\nnewline\tand tab"}),
     ],
 )
 def test_extract_json_repairs_common_damage(reply, expected):

@@ -72,7 +72,9 @@ def extract_json(text: str) -> Any:
         for fixed in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
             for attempt in (fixed, _close_truncated(fixed)):
                 try:
-                    return json.loads(attempt)
+                    # strict=False: llama-cpp-python's JSON grammar lets raw
+                    # newlines and tabs into strings, which strict JSON forbids.
+                    return json.loads(attempt, strict=False)
                 except json.JSONDecodeError:
                     continue
     raise ValueError("reply is not valid JSON, even after repair")
