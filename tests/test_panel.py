@@ -201,3 +201,42 @@ def test_each_seat_may_run_its_own_model(run):
     }
     layout = json.loads((result.run_dir / "manifest.json").read_text())["layout"]
     assert [s["alias"] for s in layout["seats"]] == ["Analyst A", "Analyst B"]
+
+
+def test_cloned_role_cards_are_re_asked_then_replaced_by_distinct_lenses(run, records):
+    """Small models copy one card n times; the panel must not seat n clones."""
+    from harness.models import ModelRequest, build_model
+    from harness.models.base import Completion
+
+    asked: list[ModelRequest] = []
+
+    class Cloner:
+        spec = "scripted:cloner"
+
+        def complete(self, request: ModelRequest) -> Completion:
+            asked.append(request)
+            card = {
+                "name": "Urban planner",
+                "expertise": "city transport systems",
+                "mandate": "push on costs now",
+            }
+            return Completion(
+                json.dumps({"roles": [card] * 4}), input_tokens=5, output_tokens=5, latency_s=0.0
+            )
+
+        def model_files(self) -> dict[str, str]:
+            return {}
+
+    result = run(
+        "format=panel", "model.synthesize_rate=1.0", "roles.role_generator.spec=scripted:cloner",
+        "structured.max_repairs=1",
+        build=lambda cfg: Cloner() if cfg.spec == "scripted:cloner" else build_model(cfg),
+    )  # fmt: skip
+    assert len(asked) == 2  # the first reply, then one re-ask showing why it failed
+    assert "different name" in asked[1].messages[-1]["content"]
+    cards = records(result.run_dir / "public" / "roles.jsonl")
+    assert all(c.fallback for c in cards) and len({c.name for c in cards}) == 4
+    assert [c.usage.calls for c in cards] == [2, 0, 0, 0]  # both calls counted, once
+    events = [e for e in records(result.run_dir / "events.jsonl") if e.event == "schema_failure"]
+    assert [e.role for e in events] == ["role_generator"]
+    assert verify(result.run_dir) == ([], [])

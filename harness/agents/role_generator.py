@@ -4,14 +4,15 @@ One structured call returns a name, an expertise and a mandate for each
 generated seat; each becomes a public ``RoleCardRecord`` (the seat it
 belongs to is its ``team``). A fixed disruptor seat, if the format has one,
 gets its card without a call. A reply that fails validation gives every
-generated seat a plain generalist card, marked ``fallback``.
+generated seat a distinct generic card (one lens of the framework each),
+marked ``fallback``.
 """
 
 from __future__ import annotations
 
 from functools import cache
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field, create_model, model_validator
 
 from harness.agents.common import JSON_ONLY
 from harness.engine.context import AgentContext
@@ -31,11 +32,38 @@ class RoleCard(BaseModel):
     mandate: str = Field(min_length=10, max_length=200, description="what this expert must push the panel on")
 
 
+# Distinct, topic-neutral lenses for a panel whose role reply never validated.
+FALLBACK_LENSES = ("evidence", "feasibility", "cost", "equity", "risk", "stakeholders", "ethics", "systems")
+
+
+class DistinctRoles(BaseModel):
+    roles: list[RoleCard]
+
+    @model_validator(mode="after")
+    def names_differ(self) -> DistinctRoles:
+        # Small models copy one card n times; a panel of clones tests nothing.
+        names = [card.name.strip().lower() for card in self.roles]
+        if len(set(names)) != len(names):
+            raise ValueError("every role needs a different name; write distinct experts")
+        return self
+
+
 @cache
-def roles_schema(n: int) -> type[BaseModel]:
+def roles_schema(n: int) -> type[DistinctRoles]:
     """``{"roles": [RoleCard] * n}``: the count is part of the schema, so a
     grammar-constrained model writes exactly ``n``."""
-    return create_model("RolesOutput", roles=(list[RoleCard], Field(min_length=n, max_length=n)))
+    return create_model(
+        "RolesOutput", __base__=DistinctRoles, roles=(list[RoleCard], Field(min_length=n, max_length=n))
+    )
+
+
+def fallback_card(i: int) -> dict[str, str]:
+    lens = FALLBACK_LENSES[i % len(FALLBACK_LENSES)]
+    return {
+        "name": f"{lens.capitalize()} analyst",
+        "expertise": f"judging the topic through its {lens}",
+        "mandate": f"Press the panel on {lens}, wherever the others pass over it.",
+    }
 
 
 class RoleGeneratorAgent:
@@ -78,11 +106,11 @@ class RoleGeneratorAgent:
             elif cards:
                 card = cards[generated.index(seat)]
                 fields, fallback, model = card.model_dump(), False, spec
-                usage = result.usage if i == 0 else Usage()  # the one call's cost, counted once
             else:
-                fields = {"name": "Generalist", "expertise": "broad analysis of the topic",
-                          "mandate": "Weigh the strongest arguments on every side."}  # fmt: skip
-                fallback, model, usage = True, spec, Usage()
+                fields, fallback, model = fallback_card(generated.index(seat)), True, spec
+            if seat != disruptor:
+                # the one call's cost (repairs included), counted once
+                usage = result.usage if seat == generated[0] else Usage()
             record = RoleCardRecord(
                 id=ids[i], round=0, team=seat, role="role_generator", model=model, usage=usage,
                 disruptor=seat == disruptor, fallback=fallback, **fields,  # type: ignore[arg-type]
