@@ -60,6 +60,33 @@ def test_two_rounds_on_smollm2(run, records):
     assert calls >= 12 and result.manifest.counts.output_tokens > 0
 
 
+@pytest.mark.slow
+def test_two_round_panel_on_smollm2(run, records):
+    from harness.cli.export import export_run
+    from harness.store.integrity import verify
+
+    result = run("format=panel", "model=smollm2", "format.analysts=2", "rounds=2", *SMALL)
+    run_dir, manifest = result.run_dir, result.manifest
+    seats = ["analyst_a", "analyst_b"]
+    assert manifest.status == "completed" and manifest.counts.rounds_completed == 2
+    assert manifest.stop_reason.startswith("cap")  # round 2 is the cap: synthesis is forced
+    cards = records(run_dir / "public" / "roles.jsonl")
+    assert [c.team for c in cards] == seats and all(c.name.strip() for c in cards)
+    # a seat whose reply never validated publishes nothing (a schema_failure event says why)
+    failures = {(e.round, e.team) for e in records(run_dir / "events.jsonl") if e.event == "schema_failure"}
+    shared = records(run_dir / "shared_memory.jsonl")
+    expected = [(r, s) for r in (1, 2) for s in seats if (r, s) not in failures]
+    assert [(p.round, p.team) for p in shared] == expected and len(shared) >= 2
+    assert all(p.text.strip() and p.model == "local:smollm2" for p in shared)
+    assert {p.phase for p in shared if p.round == 1} <= {"blind"}
+    assert [s.round for s in records(run_dir / "public" / "summaries.jsonl")] == [1, 2]
+    (synthesis,) = records(run_dir / "public" / "synthesis.jsonl")
+    assert synthesis.close_reason == "cap" and synthesis.text.strip()
+    assert verify(run_dir) == ([], [])  # blind round, aliases, isolation, hash chains
+    report = export_run(run_dir, "md")
+    assert "Analyst A" in report and "Analyst B" in report and synthesis.text.strip()[:40] in report
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
