@@ -131,6 +131,23 @@ def test_verify_catches_a_broken_blind_round(run, records):
     assert any("analyst_c/prompts.jsonl" in p and "blind round" in p for p in problems), problems
 
 
+def test_an_analyst_echoing_its_own_template_breaks_no_blind_round(run, records):
+    """Gemma 3 270M (a base model) copies template lines into its notes; every
+    analyst's round-1 prompt holds that line, and that is no leak."""
+    from harness.store.records import ThinkingRecord
+
+    result = run("format=panel", "model.synthesize_rate=1.0")
+    run_dir = result.run_dir
+    own = prompts_text([p for p in records(run_dir / "analyst_a" / "prompts.jsonl") if p.round == 1])
+    template = "- notes: your private reasoning, which no one else sees"
+    assert template in own
+    JsonlLog(run_dir / "analyst_a" / "thinking.jsonl").append(
+        ThinkingRecord(id="r0001.analyst_a.thinking.i9", round=1, team="analyst_a", role="analyst",
+                       scratchpad=template, draft=template)  # fmt: skip
+    )
+    assert verify(run_dir) == ([], [])
+
+
 def test_private_notes_stay_private_and_verify_catches_a_leak(run, records):
     result = run("format=panel", "model.synthesize_rate=0.0", "rounds=3", "format.max_rounds=3")
     run_dir = result.run_dir

@@ -224,18 +224,33 @@ def max_steps(cfg: Config) -> int:
 
 
 def check_blind_first_round(run: RunLogs) -> list[str]:
-    """No round-1 prompt of an analyst holds another analyst's round-1 text."""
+    """No round-1 prompt of an analyst holds another analyst's round-1 text.
+
+    Text an analyst copied from its own round-1 prompt (a small model echoing
+    the template) is template text, not something the others could learn."""
+    first_prompts = {
+        seat.name: "\n".join(
+            m["content"]
+            for p in run.of(f"{seat.name}/prompts.jsonl")
+            if isinstance(p, PromptRecord) and p.round == 1
+            for m in p.messages
+        )
+        for seat in run.layout.seats
+    }
+    written = {
+        seat.name: {
+            text
+            for name in (f"{seat.name}/thinking.jsonl", "shared_memory.jsonl")
+            for r in run.of(name)
+            if r.round == 1 and r.team == seat.name
+            for text in _written(r)
+            if text not in first_prompts[seat.name]
+        }
+        for seat in run.layout.seats
+    }
     problems = []
     for seat in run.layout.seats:
-        others = {
-            text
-            for other in run.layout.seats
-            if other.name != seat.name
-            for name in (f"{other.name}/thinking.jsonl", "shared_memory.jsonl")
-            for r in run.of(name)
-            if r.round == 1 and r.team == other.name
-            for text in _written(r)
-        }
+        others = {t for other, texts in written.items() if other != seat.name for t in texts}
         for prompt in run.of(f"{seat.name}/prompts.jsonl"):
             if not isinstance(prompt, PromptRecord) or prompt.round != 1:
                 continue
