@@ -53,6 +53,8 @@ class ModelConfig:
     seed: int = 0
     persona_switch_round: int | None = None  # plant a persona change (validity tests)
     synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
+    factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
+    judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
@@ -69,9 +71,14 @@ class ModelConfig:
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
-        for name in ("malformed_rate", "error_rate", "synthesize_rate"):
+        for name in ("malformed_rate", "error_rate", "synthesize_rate", "factcheck_fail_rate"):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
+        _require(
+            self.judge_winner in ("pro", "con", "random"),
+            f"{key}.judge_winner",
+            f"must be pro, con or random, got {self.judge_winner!r}",
+        )
 
 
 @dataclass
@@ -163,19 +170,39 @@ class TopicConfig:
     # contents, so config.yaml keeps the text the run actually used
     text_file: str | None = None
     framework_file: str | None = None
+    # batched topics: one motion per line of `file` (blank lines and # comments
+    # skipped); `index` picks this run's, e.g. `-m topic.index=0,1,2`
+    file: str | None = None
+    index: int = 0
 
     def load_files(self) -> None:
         for key in ("text", "framework"):
             path = getattr(self, f"{key}_file")
             if path is None:
                 continue
-            try:
-                content = Path(path).expanduser().read_text(encoding="utf-8").strip()
-            except OSError as exc:
-                raise ConfigError(f"topic.{key}_file: cannot read {path}: {exc.strerror or exc}") from None
-            _require(bool(content), f"topic.{key}_file", f"{path} is empty")
-            setattr(self, key, content)
+            setattr(self, key, _read_text(f"topic.{key}_file", path))
             setattr(self, f"{key}_file", None)
+        if self.file is not None:
+            lines = [ln.strip() for ln in _read_text("topic.file", self.file).splitlines()]
+            topics = [ln for ln in lines if ln and not ln.startswith("#")]
+            _require(bool(topics), "topic.file", f"{self.file} has no topics (one per line)")
+            _require(
+                0 <= self.index < len(topics),
+                "topic.index",
+                f"must be in [0, {len(topics)}) for the {len(topics)} topics of {self.file}, got {self.index}",
+            )
+            self.text, self.file = topics[self.index], None
+
+
+def _read_text(key: str, path: str) -> str:
+    try:
+        content = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{key}: {path} is not UTF-8 text") from None
+    _require(bool(content), key, f"{path} is empty")
+    return content
 
 
 @dataclass

@@ -105,21 +105,23 @@ def drive(
     ``state`` is updated in place as the graph moves.
     """
     cfg = ctx.cfg
+    fmt = get_format(cfg.format.name)
+    total = fmt.planned_rounds(cfg)
     config = {
-        "recursion_limit": get_format(cfg.format.name).max_steps(cfg),
+        "recursion_limit": fmt.max_steps(cfg),
         "run_name": f"{cfg.format.name}:{ctx.memory.run_dir.name}",
         "tags": ["drift-harness", cfg.format.name],
         "metadata": {"run_dir": str(ctx.memory.run_dir), "experiment": cfg.experiment_name},
     }
-    with Progress(cfg.rounds, enabled=cfg.progress) as progress:
-        progress.round_done(rounds_completed(state, cfg.rounds))
+    with Progress(total, enabled=cfg.progress) as progress:
+        progress.round_done(rounds_completed(state, total))
         ctx.step.fn = lambda label: progress.step(state["round"], label)
         if state["done"]:  # killed after its last snapshot: nothing is left to run, only to record
             return state
         for values in graph.stream(dict(state), config, stream_mode="values"):
             state.update(values)  # in place, so a caller sees the latest state even on error
             snapshots.observe(state)
-            progress.round_done(rounds_completed(state, cfg.rounds))
+            progress.round_done(rounds_completed(state, total))
             if stop.requested:
                 break
     return state
@@ -147,15 +149,15 @@ def execute(
     fingerprint = digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
         run_dir, memory, seed=cfg.seed, fingerprint=fingerprint,
-        window_rounds=max(cfg.memory.window_rounds, fmt.min_window_rounds), base=base,
+        window_rounds=fmt.window_rounds(cfg), base=base,
     )  # fmt: skip
-    started = time.perf_counter()
+    started, total = time.perf_counter(), fmt.planned_rounds(cfg)
     manifest.status, manifest.error, manifest.ended_at = "running", None, None
     write_manifest(run_dir, manifest)
     try:
         with StopOnSignal() as stop:
             state = drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
-        finished = state["done"] or rounds_completed(state, cfg.rounds) >= cfg.rounds
+        finished = state["done"] or rounds_completed(state, total) >= total
         if finished:
             manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
             manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
@@ -178,11 +180,11 @@ def execute(
     finally:
         manifest.topic = state.get("topic") or manifest.topic
         manifest.counts = snapshots.totals()
-        manifest.counts.rounds_completed = rounds_completed(state, cfg.rounds)
+        manifest.counts.rounds_completed = rounds_completed(state, total)
         manifest.ended_at = utcnow()
         manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
         write_manifest(run_dir, manifest)
-    return RunResult(run_dir, manifest, state, cfg.rounds)
+    return RunResult(run_dir, manifest, state, total)
 
 
 def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:

@@ -66,9 +66,11 @@ def resume_run(
         else:
             state = dict(snap.state)
             # a finished run extended with rounds=N continues past its old end
-            state["done"] = bool(state.get("stop_reason")) or state["round"] > cfg.rounds
+            state["done"] = bool(state.get("stop_reason")) or state["round"] > fmt.planned_rounds(cfg)
         if manifest.status == "completed" and state["done"]:
-            return RunResult(run_dir, manifest, state, cfg.rounds, "already completed; nothing to do")
+            return RunResult(
+                run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
+            )
         roles = build_roles(cfg, build)
         changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
         if changed and not force:

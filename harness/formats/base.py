@@ -94,12 +94,22 @@ class Format:
     checks: tuple[Check, ...] = ()
     # how many past rounds the format's nodes read (a judge's recap): a
     # snapshot's window never covers fewer, whatever memory.window_rounds says
-    min_window_rounds: int = 1
+    min_window_rounds: int | Callable[[Config], int] = 1
     # logs written once at set-up (role cards) that every round reads: resume
     # loads them whole instead of from the snapshot's window
     whole_logs: tuple[str, ...] = ()
     # modules whose code shapes the prompts; the fingerprint hashes them
     prompt_modules: tuple[str, ...] = field(default=())
+    # how many rounds a run of this config has (the progress bar's total, and
+    # when a run without a stop reason is done); a round is whatever the
+    # format snapshots after: a drift round, a panel round, one speech
+    planned_rounds: Callable[[Config], int] = field(default=lambda cfg: cfg.rounds)
+
+    def window_rounds(self, cfg: Config) -> int:
+        """The rounds a snapshot's window covers: ``memory.window_rounds``, or
+        more if the format's nodes read further back."""
+        least = self.min_window_rounds
+        return max(cfg.memory.window_rounds, least(cfg) if callable(least) else least)
 
     def seat_list(self, cfg: Config) -> tuple[Seat, ...]:
         return self.seats(cfg.format)

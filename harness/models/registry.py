@@ -42,6 +42,8 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             seed=cfg.seed,
             persona_switch_round=cfg.persona_switch_round,
             synthesize_rate=cfg.synthesize_rate,
+            factcheck_fail_rate=cfg.factcheck_fail_rate,
+            judge_winner=cfg.judge_winner,
         )
     if provider == "local":
         from harness.models.local import LlamaCppModel

@@ -6,7 +6,9 @@ config produce byte-identical arguments.
 
 What a reply says depends only on the call's position (round, seat, role,
 iteration) and seed; a seat's ``side`` tag (for / against) picks the words it
-argues with, and a judge's SYNTHESIZE / CONTINUE follows ``synthesize_rate``.
+argues with, and a judge's SYNTHESIZE / CONTINUE follows ``synthesize_rate``,
+a fact-checker's fail verdict ``factcheck_fail_rate``, a verdict's winner
+``judge_winner``.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class ScriptedModel:
         seed: int = 0,
         persona_switch_round: int | None = None,
         synthesize_rate: float = 0.5,
+        factcheck_fail_rate: float = 0.2,
+        judge_winner: str = "random",
     ) -> None:
         self.spec = spec
         self.latency_s = latency_s
@@ -89,6 +93,8 @@ class ScriptedModel:
         self.seed = seed
         self.persona_switch_round = persona_switch_round
         self.synthesize_rate = synthesize_rate
+        self.factcheck_fail_rate = factcheck_fail_rate
+        self.judge_winner = judge_winner
         self._calls: Counter[str] = Counter()  # per-request retry counter
 
     def model_files(self) -> dict[str, str]:
@@ -187,4 +193,8 @@ class ScriptedModel:
             return "evolve" if evolve else "keep"
         if name == "decision" and "SYNTHESIZE" in options:
             return "SYNTHESIZE" if rng.random() < self.synthesize_rate else "CONTINUE"
+        if name == "verdict" and "fail" in options:
+            return "fail" if rng.random() < self.factcheck_fail_rate else "pass"
+        if name == "winner" and self.judge_winner in options:
+            return self.judge_winner
         return rng.choice(options)

@@ -34,6 +34,7 @@ from harness.store.records import (
     RunLayout,
     SeatInfo,
     ThinkingRecord,
+    Usage,
 )
 
 R = TypeVar("R", bound=Envelope)
@@ -285,10 +286,15 @@ def count_record(counts: RunCounts, record: Envelope) -> None:
     counts.model_calls += record.usage.calls
     counts.input_tokens += record.usage.input_tokens
     counts.output_tokens += record.usage.output_tokens
+    if record.usage.calls:
+        counts.usage_by_role[record.role] = counts.usage_by_role.get(record.role, Usage()) + record.usage
+        if (stage := getattr(record, "stage", None) or getattr(record, "phase", None)) is not None:
+            counts.usage_by_stage[stage] = counts.usage_by_stage.get(stage, Usage()) + record.usage
     if isinstance(record, CritiqueRecord):
         counts.approvals += record.is_approved
         counts.rejections += not record.is_approved
     elif isinstance(record, EventRecord):
+        counts.by_event[record.event] = counts.by_event.get(record.event, 0) + 1
         counts.loop_locks += record.event == "loop_lock"
         counts.schema_failures += record.event == "schema_failure"
         counts.retries += record.event == "retry"

@@ -27,6 +27,11 @@ EventKind = Literal[
     "interrupt",
     "topic",
     "close",
+    "strike",  # a failed fact-check counts against the speaker's side
+    "speech_cap",  # a speech failed its checks max_speech_retries + 1 times
+    "disqualify",  # a side reached max_strikes
+    "warning",  # a setting that weakens the run (a judge who is also a debater)
+    "positions",  # what each side argues, recorded before the first speech
 ]
 
 
@@ -134,6 +139,89 @@ class PositionRecord(Published):
     fallback: bool = False
 
 
+class SpeechRecord(Published):
+    """A moderated debate's speech (``phase`` is its stage: opening,
+    rebuttal, counter, closing; ``iteration`` the attempt that was published)."""
+
+    kind: Literal["speech"] = "speech"
+    draft_id: str
+    fact_check_id: str | None = None
+    # passed: its fact-check passed; unchecked: its stage is not checked;
+    # cap: published after its last failed check (format.on_speech_cap)
+    source: Literal["passed", "unchecked", "cap"] = "passed"
+
+
+class TurnRecord(Published):
+    """A judge-refined debate's turn (``phase``: argument or answer), with
+    the motion it was made on and the run's original motion."""
+
+    kind: Literal["turn"] = "turn"
+    motion: str
+    original_motion: str
+    fallback: bool = False
+
+
+class DraftRecord(Envelope):
+    """A speech as its seat drafted it, before any check (private to the seat)."""
+
+    kind: Literal["draft"] = "draft"
+    stage: str
+    notes: str
+    text: str
+
+
+class FactCheckRecord(Envelope):
+    """The fact-checker's review of one draft (public; ``team`` is the seat checked)."""
+
+    kind: Literal["fact_check"] = "fact_check"
+    stage: str
+    draft_id: str
+    verdict: Literal["pass", "fail"]
+    claims: list[str]
+    justification: str
+    evidence: list[str]
+    # grounded: it searched a collection and ``passages`` are the ids it cites;
+    # otherwise it judged from the model alone
+    grounded: bool = False
+    passages: list[str] = Field(default_factory=list)
+    strike: int = 0  # the side's strikes after this check (0 for a pass)
+    fallback: bool = False
+
+
+class VerdictRecord(Envelope):
+    """Who won and why: the judge's verdict, or the moderator's on a disqualification (public)."""
+
+    kind: Literal["verdict"] = "verdict"
+    by: Literal["judge", "moderator"]
+    winner: Seat | None  # None: no winner could be named (a judge reply that never validated)
+    scores: dict[Seat, dict[str, int]] = Field(default_factory=dict)  # seat -> criterion -> score
+    justification: str
+    disqualified: Seat | None = None
+    fallback: bool = False
+
+
+class EvaluationRecord(Envelope):
+    """A judge-refined round's evaluation, and the synthesis that becomes the next motion (public)."""
+
+    kind: Literal["evaluation"] = "evaluation"
+    evaluation: str
+    synthesis: str
+    motion: str
+    original_motion: str
+    final: bool = False
+    fallback: bool = False
+
+
+class MotionRecord(Envelope):
+    """The motion changed: round ``round`` argues ``motion`` (public)."""
+
+    kind: Literal["motion"] = "motion"
+    motion: str
+    previous: str
+    original_motion: str
+    evaluation_id: str
+
+
 class RoleCardRecord(Envelope):
     """A seat's role for this topic, written by the role generator (public)."""
 
@@ -193,6 +281,13 @@ Record = Annotated[
     | CritiqueRecord
     | ArgumentRecord
     | PositionRecord
+    | SpeechRecord
+    | TurnRecord
+    | DraftRecord
+    | FactCheckRecord
+    | VerdictRecord
+    | EvaluationRecord
+    | MotionRecord
     | RoleCardRecord
     | SummaryRecord
     | DecisionRecord
@@ -231,22 +326,34 @@ class RunCounts(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
     by_kind: dict[str, int] = Field(default_factory=dict)  # records of each kind, prompts aside
+    by_event: dict[str, int] = Field(default_factory=dict)  # events of each name (strike, retry...)
+    # what the model calls cost, by the role that made them and by the stage
+    # of the format they were made in (a moderated debate's opening...)
+    usage_by_role: dict[str, Usage] = Field(default_factory=dict)
+    usage_by_stage: dict[str, Usage] = Field(default_factory=dict)
 
     def __add__(self, other: RunCounts) -> RunCounts:
         # rounds_completed is a position, not a sum: the later value wins
         summed: dict[str, Any] = {
-            k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields if k != "by_kind"
+            k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields if k not in _KEYED
         }
         summed["rounds_completed"] = max(self.rounds_completed, other.rounds_completed)
-        kinds = set(self.by_kind) | set(other.by_kind)
-        summed["by_kind"] = {k: self.by_kind.get(k, 0) + other.by_kind.get(k, 0) for k in sorted(kinds)}
+        for key in _KEYED:
+            mine, theirs = getattr(self, key), getattr(other, key)
+            summed[key] = {
+                k: mine[k] + theirs[k] if k in mine and k in theirs else mine.get(k, theirs.get(k))
+                for k in sorted(set(mine) | set(theirs))
+            }
         return RunCounts(**summed)
 
     def get(self, name: str) -> int:
-        """A count by field name, or by record kind (``summary``, ``decision``)."""
-        if name in type(self).model_fields and name != "by_kind":
+        """A count by field name, record kind (``summary``) or event (``strike``)."""
+        if name in type(self).model_fields and name not in _KEYED:
             return int(getattr(self, name))
-        return self.by_kind.get(name, 0)
+        return self.by_kind.get(name, self.by_event.get(name, 0))
+
+
+_KEYED = ("by_kind", "by_event", "usage_by_role", "usage_by_stage")
 
 
 class HistoryEntry(BaseModel):
