@@ -7,10 +7,11 @@ from typing import Any
 
 from harness.formats.base import Format, FormatOptions, RunLogs, Seat
 from harness.formats.drift import DRIFT
+from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
 from harness.store.records import RunLayout
 
-FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL)}
+FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED)}
 
 
 def get_format(name: str) -> Format:
@@ -35,6 +36,7 @@ def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunL
 __all__ = [
     "DRIFT",
     "FORMATS",
+    "MODERATED",
     "PANEL",
     "Format",
     "FormatOptions",

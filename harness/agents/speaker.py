@@ -1,0 +1,90 @@
+"""Speaker: one side's speech at one stage of a moderated debate.
+
+The speaker sees the motion, its side, the stage it speaks at (opening,
+rebuttal, counter, closing), and the last speeches of the transcript. When
+the fact-checker failed its previous attempt at this speech, the retry
+prompt holds that draft and the checker's reasons: the claims it checked and
+why they failed, so the speaker learns what to fix (a bare "no" teaches
+nothing). Drafts stay in the seat's own ``drafts`` log; the format publishes
+the one that passes.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.common import JSON_ONLY
+from harness.agents.transcript import clip, render
+from harness.engine.context import AgentContext
+from harness.store.memory import JsonlLog, SeatMemory
+from harness.store.records import DraftRecord, FactCheckRecord, Published, record_id
+
+# What each stage asks of its speaker.
+STAGE_TASKS = {
+    "opening": "Open the debate: state your case with your two strongest, checkable arguments.",
+    "rebuttal": "Rebut the opponent's last speech point by point, with evidence.",
+    "counter": "Counter the rebuttal: defend your case where it was attacked and press your advantage.",
+    "closing": "Close: weigh the whole debate and say why your side should win.",
+}
+
+
+class SpeechOutput(BaseModel):
+    notes: str = Field(
+        min_length=10, max_length=200, description="private preparation, never shown to others"
+    )
+    speech: str = Field(min_length=40, max_length=600, description="the speech, three to five sentences")
+
+
+class SpeakerAgent:
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+        self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
+
+    def messages(
+        self, motion: str, stage: str, round_: int, recent: list[Published],
+        failed: tuple[DraftRecord, FactCheckRecord] | None,
+    ) -> list[dict[str, str]]:  # fmt: skip
+        seat = self.view.seat
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        system = f"You are {seat.alias} in a moderated debate, arguing {seat.stance}. {JSON_ONLY}"
+        retry = ""
+        if failed is not None:
+            draft, check = failed
+            claims = "; ".join(clip(c, 160) for c in check.claims) or "(none named)"
+            retry = (
+                f"The fact-checker FAILED your previous draft of this speech:\n{clip(draft.text, limit)}\n"
+                f"Claims it checked: {claims}\nWhy it failed: {clip(check.justification, limit)}\n"
+                "Rewrite the speech so that every claim is accurate and supported.\n"
+            )
+        user = (
+            f"Motion: {motion}\nSpeech {round_}, stage: {stage}. {STAGE_TASKS[stage]}\n"
+            f"Recent speeches:\n{render(recent, limit)}\n{retry}"
+            "Write JSON with:\n"
+            "- notes: your private preparation, which no one else sees\n"
+            "- speech: your speech, three to five sentences"
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(
+        self, motion: str, stage: str, round_: int, attempt: int, recent: list[Published],
+        failed: tuple[DraftRecord, FactCheckRecord] | None,
+    ) -> DraftRecord | None:  # fmt: skip
+        """The draft of attempt ``attempt``; None when no reply validated."""
+        rid = record_id(round_, self.view.name, "draft", attempt)
+        if (landed := self.drafts.get(rid)) is not None:
+            return landed  # replay after resume
+        role = self.view.seat.role
+        result = self.ctx.ask(
+            role, "speaker", self.messages(motion, stage, round_, recent, failed), SpeechOutput,
+            round_=round_, team=self.view.name, iteration=attempt,
+        )  # fmt: skip
+        if result.value is None:
+            return None  # the schema_failure event says why
+        # role: the model role that answered (pro, con), so usage adds up per role
+        record = DraftRecord(
+            id=rid, round=round_, team=self.view.name, role=role, iteration=attempt,
+            model=self.ctx.spec(role), usage=result.usage, stage=stage,
+            notes=result.value.notes, text=result.value.speech,
+        )  # fmt: skip
+        return self.drafts.append(record)

@@ -1,0 +1,434 @@
+"""The moderated format (after Deb8flow): Pro and Con speak in stages, a
+fact-checker reviews every speech before it is published, strikes can
+disqualify a side, and a judge gives the verdict.
+
+    python -m harness.run format=moderated
+    python -m harness.run format=moderated format.exchanges=25      # 52 speeches: a drift study
+
+Speeches: Pro opening, then ``format.exchanges`` times Con rebuttal and Pro
+counter, then Con closing. Each speech is one round of the run (snapshotted,
+resumable). A failed fact-check sends the same speaker back with the
+checker's reasons and is a strike for its side; at ``format.max_strikes`` the
+side is disqualified, the moderator gives the verdict and the debate ends.
+A speech that fails ``format.max_speech_retries`` + 1 checks hits the cap
+(a ``speech_cap`` event) and ``format.on_speech_cap`` applies:
+``publish_last`` (publish the last draft, ``source: cap``), ``skip``
+(publish nothing for that stage) or ``abort`` (end the debate with no
+verdict). The state holds counters only; drafts live in each seat's
+``drafts`` log, checks and the verdict in ``public/``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
+from harness.agents.verdict import CRITERIA
+from harness.config import Config, ConfigError
+from harness.engine.context import RunContext
+from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.store.records import (
+    DraftRecord,
+    FactCheckRecord,
+    Published,
+    SpeechRecord,
+    VerdictRecord,
+    record_id,
+)
+
+STAGES = ("opening", "rebuttal", "counter", "closing")
+SPEECH_CAP_POLICIES = ("publish_last", "skip", "abort")
+SEAT_LOGS = ("drafts", PROMPTS)
+
+
+@dataclass
+class ModeratedOptions(FormatOptions):
+    name: str = "moderated"
+    exchanges: int = 1  # rebuttal/counter pairs between the opening and the closing
+    max_strikes: int = 3  # failed fact-checks that disqualify a side
+    max_speech_retries: int = 2  # re-speeches after a failed check, per speech
+    on_speech_cap: str = "publish_last"
+    criteria: list[str] = field(default_factory=lambda: ["evidence", "rebuttal", "clarity"])
+    checked_stages: list[str] = field(default_factory=lambda: list(STAGES))  # the fact-checker reviews these
+    judge_window: int = 8  # the judge reads this many last speeches
+
+    def check(self) -> None:
+        for key in ("exchanges", "max_strikes", "judge_window"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"format.{key}: must be >= 1, got {getattr(self, key)}")
+        if self.max_speech_retries < 0:
+            raise ConfigError(f"format.max_speech_retries: must be >= 0, got {self.max_speech_retries}")
+        if self.on_speech_cap not in SPEECH_CAP_POLICIES:
+            raise ConfigError(
+                f"format.on_speech_cap: must be one of {', '.join(SPEECH_CAP_POLICIES)}, got {self.on_speech_cap!r}"
+            )
+        unknown = [c for c in self.criteria if c not in CRITERIA]
+        if unknown or not self.criteria or len(set(self.criteria)) != len(self.criteria):
+            raise ConfigError(
+                f"format.criteria: expected distinct criteria from {', '.join(CRITERIA)}, got {self.criteria}"
+            )
+        unknown = [s for s in self.checked_stages if s not in STAGES]
+        if unknown:
+            raise ConfigError(
+                f"format.checked_stages: unknown stage(s) {unknown}; stages: {', '.join(STAGES)}"
+            )
+
+
+def seats(options: ModeratedOptions) -> tuple[Seat, ...]:
+    return (
+        Seat(name="pro", alias="Pro", role="pro", stance="FOR the motion", logs=SEAT_LOGS, side="for"),
+        Seat(
+            name="con", alias="Con", role="con", stance="AGAINST the motion", logs=SEAT_LOGS, side="against"
+        ),
+    )
+
+
+def plan(options: ModeratedOptions) -> list[tuple[str, str]]:
+    """(seat, stage) of each speech, in order; speech k is round k."""
+    middle = [("con", "rebuttal"), ("pro", "counter")] * options.exchanges
+    return [("pro", "opening"), *middle, ("con", "closing")]
+
+
+def planned_rounds(cfg: Config) -> int:
+    return len(plan(cfg.format))
+
+
+class ModeratedState(TypedDict):
+    topic: str
+    round: int  # the speech being made
+    attempt: int  # of this speech
+    draft_id: str | None  # the attempt's draft, once written
+    check_id: str | None  # its fact-check, once done
+    strikes: dict[str, int]
+    opened: bool  # positions and warnings recorded
+    done: bool
+    stop_reason: str | None
+
+
+def initial_state(cfg: Config) -> ModeratedState:
+    topic = "" if cfg.topic.generate else (cfg.topic.text or "")
+    return ModeratedState(
+        topic=topic, round=1, attempt=0, draft_id=None, check_id=None,
+        strikes={"pro": 0, "con": 0}, opened=False, done=False, stop_reason=None,
+    )  # fmt: skip
+
+
+class ModeratedNodes:
+    """The moderated debate's nodes and routers, bound to one run context."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.cfg = ctx.cfg
+        self.options: ModeratedOptions = ctx.cfg.format
+        self.plan = plan(self.options)
+        self.aliases = {s.name: s.alias for s in ctx.seats}
+        self.shared = ctx.memory.shared
+        public, logs = ctx.for_public(), ctx.memory.public
+        self.factchecks, self.verdicts = logs["factchecks"], logs["verdicts"]
+        self.fact_checker = FactCheckerAgent(public, self.factchecks)
+        self.judge_agent = VerdictAgent(public, self.verdicts)
+        # each speaker gets its own seat's context and view, nothing wider
+        self.speakers = {
+            s.name: SpeakerAgent(ctx.for_seat(s.name), ctx.memory.seat(s.name)) for s in ctx.seats
+        }
+
+    def at(self, state: ModeratedState) -> tuple[str, str]:
+        return self.plan[state["round"] - 1]
+
+    def draft(self, round_: int, seat: str, attempt: int) -> DraftRecord | None:
+        return self.ctx.memory.seat(seat).logs["drafts"].get(record_id(round_, seat, "draft", attempt))
+
+    def check_of(self, state: ModeratedState) -> FactCheckRecord | None:
+        return self.factchecks.get(state["check_id"]) if state["check_id"] else None
+
+    # -- nodes ---------------------------------------------------------------
+
+    def topic(self, state: ModeratedState) -> dict:
+        return {"topic": TopicAgent(self.ctx.for_public())()}
+
+    def open(self, state: ModeratedState) -> dict:
+        """Record each side's position, and warn if the judge also debates."""
+        events, motion = self.ctx.events, state["topic"]
+        positions = {s.name: f"{s.stance}: {motion}" for s in self.ctx.seats}
+        events.emit("positions", round_=0, team=None, role="moderator", detail=motion, positions=positions)
+        judge = self.ctx.roles["judge"].spec
+        shared = [s.name for s in self.ctx.seats if self.ctx.roles[s.role].spec == judge]
+        if shared:
+            events.emit(
+                "warning", round_=0, team=None, role="moderator", model=judge,
+                detail=f"the judge's model {judge} also speaks for {', '.join(shared)}", seats=shared,
+            )  # fmt: skip
+        return {"opened": True}
+
+    def speak(self, state: ModeratedState) -> dict:
+        round_, attempt = state["round"], state["attempt"]
+        seat, stage = self.at(state)
+        failed = None
+        if attempt > 0:
+            before = self.draft(round_, seat, attempt - 1)
+            check = self.factchecks.get(record_id(round_, seat, "fact_check", attempt - 1))
+            failed = (before, check) if before is not None and check is not None else None
+        recent = self.shared.since_round(max(1, round_ - self.cfg.memory.window_rounds))
+        draft = self.speakers[seat](state["topic"], stage, round_, attempt, recent, failed)
+        return {"draft_id": draft.id if draft is not None else None, "check_id": None}
+
+    def check(self, state: ModeratedState) -> dict:
+        seat, _ = self.at(state)
+        draft = self.draft(state["round"], seat, state["attempt"])
+        assert draft is not None, "a check follows a draft"
+        record = self.fact_checker(state["topic"], self.aliases[seat], draft, state["strikes"][seat])
+        if record.verdict == "pass":
+            return {"check_id": record.id}
+        self.ctx.events.emit(
+            "strike", round_=record.round, team=seat, role="fact_checker", iteration=record.iteration,
+            detail=f"{self.aliases[seat]}: strike {record.strike} of {self.options.max_strikes}",
+            strike=record.strike, fact_check_id=record.id,
+        )  # fmt: skip
+        return {"check_id": record.id, "strikes": {**state["strikes"], seat: record.strike}}
+
+    def retry(self, state: ModeratedState) -> dict:
+        return {"attempt": state["attempt"] + 1, "draft_id": None, "check_id": None}
+
+    def cap(self, state: ModeratedState) -> dict:
+        seat, stage = self.at(state)
+        policy = self.options.on_speech_cap
+        self.ctx.events.emit(
+            "speech_cap", round_=state["round"], team=seat, role="moderator", iteration=state["attempt"],
+            detail=f"{stage} by {self.aliases[seat]}: {state['attempt'] + 1} attempts failed; {policy}",
+            policy=policy,
+        )  # fmt: skip
+        if policy == "abort":
+            reason = f"abort: {self.aliases[seat]}'s {stage} failed {state['attempt'] + 1} attempts"
+            return {"round": state["round"] + 1, "done": True, "stop_reason": reason}
+        return {}
+
+    def publish(self, state: ModeratedState) -> dict:
+        round_ = state["round"]
+        seat, stage = self.at(state)
+        draft = self.draft(round_, seat, state["attempt"])
+        assert draft is not None, "only a draft is published"
+        check = self.check_of(state)
+        source = "unchecked" if check is None else "passed" if check.verdict == "pass" else "cap"
+        self.shared.append(
+            SpeechRecord(
+                id=record_id(round_, seat, "speech", 0), round=round_, team=seat, role="speaker",
+                iteration=state["attempt"], model=draft.model, text=draft.text, phase=stage,
+                alias=self.aliases[seat], draft_id=draft.id,
+                fact_check_id=check.id if check else None, source=source,  # type: ignore[arg-type]
+            )
+        )  # fmt: skip
+        return {}
+
+    def advance(self, state: ModeratedState) -> dict:
+        return {"round": state["round"] + 1, "attempt": 0, "draft_id": None, "check_id": None}
+
+    def disqualify(self, state: ModeratedState) -> dict:
+        seat, _ = self.at(state)
+        winner = next(s for s in self.aliases if s != seat)
+        n = state["strikes"][seat]
+        why = f"{self.aliases[seat]} reached {n} failed fact-checks (max_strikes={self.options.max_strikes})"
+        self.verdicts.append(
+            VerdictRecord(
+                id=record_id(state["round"], None, "verdict", 0), round=state["round"], role="moderator",
+                by="moderator", winner=winner, disqualified=seat, justification=f"{why}; {self.aliases[winner]} wins.",
+            )
+        )  # fmt: skip
+        self.ctx.events.emit("disqualify", round_=state["round"], team=seat, role="moderator", detail=why)
+        reason = f"disqualified: {seat} after {n} strikes; winner {winner}"
+        return {"round": state["round"] + 1, "done": True, "stop_reason": reason}
+
+    def verdict(self, state: ModeratedState) -> dict:
+        round_ = state["round"]
+        first = max(1, round_ - self.options.judge_window + 1)
+        verdict = self.judge_agent(
+            state["topic"], round_, self.shared.since_round(first), self.factchecks.since_round(first),
+            state["strikes"], self.aliases,
+        )  # fmt: skip
+        reason = f"verdict: {verdict.winner} wins" if verdict.winner else "verdict: no valid judgement"
+        return {"round": round_ + 1, "done": True, "stop_reason": reason}
+
+    # -- routers -------------------------------------------------------------
+
+    def route_start(self, state: ModeratedState) -> Literal["topic", "open", "speak"]:
+        if not state["topic"]:
+            return "topic"
+        return "speak" if state["opened"] else "open"
+
+    def route_after_speak(self, state: ModeratedState) -> Literal["check", "publish", "retry", "cap"]:
+        if state["draft_id"] is None:  # no valid reply: another attempt, no strike
+            return "retry" if state["attempt"] < self.options.max_speech_retries else "cap"
+        _, stage = self.at(state)
+        return "check" if stage in self.options.checked_stages else "publish"
+
+    def route_after_check(self, state: ModeratedState) -> Literal["publish", "disqualify", "retry", "cap"]:
+        check = self.check_of(state)
+        if check is None or check.verdict == "pass":
+            return "publish"
+        seat, _ = self.at(state)
+        if state["strikes"][seat] >= self.options.max_strikes:
+            return "disqualify"
+        return "retry" if state["attempt"] < self.options.max_speech_retries else "cap"
+
+    def route_after_cap(self, state: ModeratedState) -> Literal["publish", "advance", "verdict", "end"]:
+        if state["done"]:
+            return "end"
+        if self.options.on_speech_cap == "publish_last" and state["draft_id"] is not None:
+            return "publish"
+        return self.route_next(state)  # skip: nothing is published for this stage
+
+    def route_next(self, state: ModeratedState) -> Literal["advance", "verdict"]:
+        return "verdict" if state["round"] >= len(self.plan) else "advance"
+
+
+def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
+    """The compiled moderated-debate graph for one run."""
+    n = ModeratedNodes(ctx)
+    graph = StateGraph(ModeratedState)
+    nodes = ("topic", "open", "speak", "check", "retry", "cap", "publish", "advance", "disqualify", "verdict")
+    for name in nodes:
+        graph.add_node(name, getattr(n, name))
+    graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "open": "open", "speak": "speak"})
+    graph.add_edge("topic", "open")
+    graph.add_edge("open", "speak")
+    graph.add_conditional_edges(
+        "speak", n.route_after_speak, {"check": "check", "publish": "publish", "retry": "retry", "cap": "cap"}
+    )
+    graph.add_conditional_edges(
+        "check", n.route_after_check,
+        {"publish": "publish", "disqualify": "disqualify", "retry": "retry", "cap": "cap"},
+    )  # fmt: skip
+    graph.add_edge("retry", "speak")
+    graph.add_conditional_edges(
+        "cap",
+        n.route_after_cap,
+        {"publish": "publish", "advance": "advance", "verdict": "verdict", "end": END},
+    )
+    graph.add_conditional_edges("publish", n.route_next, {"advance": "advance", "verdict": "verdict"})
+    graph.add_edge("advance", "speak")
+    graph.add_edge("disqualify", END)
+    graph.add_edge("verdict", END)
+    return graph.compile()
+
+
+def max_steps(cfg: Config) -> int:
+    """An upper bound on graph steps, for LangGraph's recursion limit."""
+    per_speech = 3 * (cfg.format.max_speech_retries + 1) + 3
+    return planned_rounds(cfg) * per_speech + 10
+
+
+# -- verify: the moderated debate's own promises --------------------------------
+
+
+def check_stage_order(run: RunLogs) -> list[str]:
+    """Speeches follow the plan: Pro opens, Con and Pro alternate, Con closes;
+    one speech per round at most, none after the debate ended."""
+    problems = []
+    speeches = [r for r in run.of("shared_memory.jsonl") if isinstance(r, SpeechRecord)]
+    rounds = [r.round for r in speeches]
+    if rounds != sorted(set(rounds)):
+        problems.append(f"shared_memory.jsonl: speeches out of order or repeated: rounds {rounds}")
+    for r in speeches:
+        if r.round == 1:
+            expected = {("pro", "opening")}
+        else:
+            expected = {("con", "rebuttal"), ("con", "closing")} if r.round % 2 == 0 else {("pro", "counter")}
+        if (r.team, r.phase) not in expected:
+            problems.append(f"shared_memory.jsonl: {r.id} is {r.team}'s {r.phase}, out of the stage plan")
+        elif r.phase == "closing" and r is not speeches[-1]:
+            problems.append(f"shared_memory.jsonl: {r.id} closes, but speeches follow it")
+    ended = [v.round for v in run.of("public/verdicts.jsonl")]
+    if len(ended) > 1:
+        problems.append(f"public/verdicts.jsonl: {len(ended)} verdicts; a debate has one")
+    if ended and rounds and max(rounds) > ended[-1]:
+        problems.append(f"shared_memory.jsonl: a speech after the verdict of round {ended[-1]}")
+    return problems
+
+
+def check_speech_sources(run: RunLogs) -> list[str]:
+    """A published speech is the draft its fact-check passed, or the draft
+    published at the speech cap, or a draft of an unchecked stage."""
+    checks = {c.id: c for c in run.of("public/factchecks.jsonl") if isinstance(c, FactCheckRecord)}
+    capped = {(e.round, e.team) for e in run.of("events.jsonl") if getattr(e, "event", "") == "speech_cap"}
+    problems = []
+    for r in run.of("shared_memory.jsonl"):
+        if not isinstance(r, SpeechRecord):
+            continue
+        check = checks.get(r.fact_check_id or "")
+        if r.fact_check_id and (check is None or check.draft_id != r.draft_id):
+            problems.append(f"shared_memory.jsonl: {r.id} cites a fact-check of another draft")
+        elif r.source == "passed" and (check is None or check.verdict != "pass"):
+            problems.append(f"shared_memory.jsonl: {r.id} is published as passed without a passing check")
+        elif r.source == "cap" and (r.round, r.team) not in capped:
+            problems.append(f"shared_memory.jsonl: {r.id} is published at the cap with no speech_cap event")
+        elif r.source == "unchecked" and r.fact_check_id:
+            problems.append(f"shared_memory.jsonl: {r.id} is marked unchecked but was checked")
+    return problems
+
+
+def check_strikes(run: RunLogs) -> list[str]:
+    """Each side's strikes count 1, 2, 3... in the order its checks failed, and
+    a disqualification names the side with the most strikes, not the winner."""
+    problems: list[str] = []
+    seen: dict[str | None, int] = {}
+    for c in run.of("public/factchecks.jsonl"):
+        if not isinstance(c, FactCheckRecord) or c.verdict != "fail":
+            continue
+        expected = seen.get(c.team, 0) + 1
+        if c.strike != expected:
+            problems.append(f"public/factchecks.jsonl: {c.id} is strike {c.strike}, expected {expected}")
+        seen[c.team] = c.strike
+    verdicts = [v for v in run.of("public/verdicts.jsonl") if isinstance(v, VerdictRecord)]
+    for v in verdicts:
+        dq = v.disqualified
+        if dq is not None and (v.winner == dq or seen.get(dq, 0) == 0):
+            problems.append(f"public/verdicts.jsonl: {v.id} disqualifies {dq} without cause")
+    return problems
+
+
+def check_drafts_stay_private(run: RunLogs) -> list[str]:
+    """No seat's prompt holds the other seat's unpublished draft (the
+    fact-checker reads every draft, so the general isolation check counts
+    drafts as public; this one does not)."""
+    published = {r.text for r in run.of("shared_memory.jsonl") if isinstance(r, Published)}
+    problems = []
+    for seat in run.layout.seats:
+        hidden = {
+            d.text
+            for other in run.layout.seats
+            if other.name != seat.name
+            for d in run.of(f"{other.name}/drafts.jsonl")
+            if isinstance(d, DraftRecord) and d.text not in published and len(d.text) >= 24
+        }
+        for prompt in run.of(f"{seat.name}/prompts.jsonl"):
+            content = "\n".join(m["content"] for m in getattr(prompt, "messages", []))
+            for text in sorted(t for t in hidden if t in content):
+                problems.append(
+                    f"{seat.name}/prompts.jsonl: {prompt.id} holds an unpublished draft {text[:40]!r}"
+                )
+    return problems
+
+
+MODERATED = Format(
+    name="moderated",
+    summary="Pro and Con speak in stages; every speech is fact-checked; strikes disqualify; a judge decides.",
+    options=ModeratedOptions,
+    seats=seats,
+    roles=("fact_checker", "judge", "topic"),
+    public_logs=("factchecks", "verdicts", PROMPTS),
+    record_kinds=("draft", "speech", "fact_check", "verdict", "prompt", "event"),
+    build_graph=build_graph,
+    initial_state=initial_state,  # type: ignore[arg-type]
+    max_steps=max_steps,
+    counts=("published", "fact_check", "strike", "speech_cap", "schema_failures", "retries"),
+    checks=(check_stage_order, check_speech_sources, check_strikes, check_drafts_stay_private),
+    min_window_rounds=lambda cfg: cfg.format.judge_window,
+    prompt_modules=(
+        "harness.formats.moderated", "harness.agents.speaker", "harness.agents.fact_checker",
+        "harness.agents.verdict", "harness.agents.topic", "harness.agents.common",
+        "harness.agents.transcript",
+    ),
+    planned_rounds=planned_rounds,
+)  # fmt: skip
