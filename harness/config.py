@@ -180,12 +180,10 @@ class TopicConfig:
             path = getattr(self, f"{key}_file")
             if path is None:
                 continue
-            setattr(self, key, _read_text(f"topic.{key}_file", path))
+            setattr(self, key, read_text(f"topic.{key}_file", path))
             setattr(self, f"{key}_file", None)
         if self.file is not None:
-            lines = [ln.strip() for ln in _read_text("topic.file", self.file).splitlines()]
-            topics = [ln for ln in lines if ln and not ln.startswith("#")]
-            _require(bool(topics), "topic.file", f"{self.file} has no topics (one per line)")
+            topics = read_topics(self.file)
             _require(
                 0 <= self.index < len(topics),
                 "topic.index",
@@ -194,7 +192,16 @@ class TopicConfig:
             self.text, self.file = topics[self.index], None
 
 
-def _read_text(key: str, path: str) -> str:
+def read_topics(path: str) -> list[str]:
+    """The motions of a topics file: one per line, blank lines and # comments skipped."""
+    lines = [ln.strip() for ln in read_text("topic.file", path).splitlines()]
+    topics = [ln for ln in lines if ln and not ln.startswith("#")]
+    _require(bool(topics), "topic.file", f"{path} has no topics (one per line)")
+    return topics
+
+
+def read_text(key: str, path: str) -> str:
+    """A text file's stripped contents; a one-line error naming ``key`` if it cannot be read or is empty."""
     try:
         content = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:

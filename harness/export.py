@@ -1,9 +1,23 @@
-"""python -m harness.export <run_dir> [--as md|txt|json] [--out FILE] — a run's report.
+"""python -m harness.export <run_dir | sweep_dir> [--as STYLE] [--out FILE] — a run's report or transcript.
 
 Prints the report of any format's run (``harness.cli.export``) to stdout, or
-writes it to ``--out``. The run folder is only read: a path inside it is
-refused unless ``--force-into-run`` is given. A crashed run exports what it
-holds, with a line saying it is incomplete.
+writes it to ``--out``. ``--as`` picks the style: a report (``md``, ``txt``,
+``json``) or a transcript view (``str``, ``str-all-except-first``, ``dict``,
+``list``, ``final``; each is defined in ``harness.cli.export``). In short:
+``str`` is the ``Name: message`` transcript, opening with the motion as a
+``Topic:`` message; ``str-all-except-first`` is ``str`` without that opening
+message; ``list`` is a JSON array of role/content messages; ``dict`` the same
+messages with their round, seat and kind in one JSON object; ``final`` the
+last synthesis only (a run with none is an error, exit 2).
+
+Given a sweep folder (one holding ``sweep.json``), ``--as final`` prints
+every cell's final synthesis in input order (``topic.index``, then cell
+name), each after a ``Topic: ...`` line; a cell with none gets a note in its
+place and the exit status is 1. No other style reads a sweep.
+
+The run folder is only read: a path inside it is refused unless
+``--force-into-run`` is given. A crashed run exports what it holds, with a
+line saying it is incomplete.
 """
 
 from __future__ import annotations
@@ -12,7 +26,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.export import RENDERERS, export_run
+from harness.cli.export import STYLES, export_run, export_sweep
+
+SWEEP_INDEX = "sweep.json"
 
 
 def error(message: str) -> int:
@@ -26,18 +42,30 @@ def first_line(exc: Exception) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def render(folder: Path, style: str) -> tuple[str, int]:
+    """The text to print and the exit status; raises what the reader raises."""
+    if (folder / "manifest.json").is_file():
+        return export_run(folder, style), 0
+    if style != "final":
+        raise ValueError(f"a sweep folder exports only --as final, not --as {style}")
+    text, missing = export_sweep(folder)
+    for name in missing:
+        print(f"error: {folder / name}: no final synthesis", file=sys.stderr)
+    return text, 1 if missing else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.export", description=__doc__.split("\n")[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--as", dest="style", choices=list(RENDERERS), default="md", help="report format")
+    parser.add_argument("run_dir", type=Path, help="a run folder, or a sweep folder (with --as final)")
+    parser.add_argument("--as", dest="style", choices=STYLES, default="md", help="report or transcript style")
     parser.add_argument("--out", type=Path, help="write the report here instead of stdout")
     parser.add_argument("--force-into-run", action="store_true", help="allow --out inside the run folder")
     args = parser.parse_args(argv)
     run_dir: Path = args.run_dir
     if not run_dir.is_dir():
         return error(f"{run_dir}: no such folder")
-    if not (run_dir / "manifest.json").is_file():
-        return error(f"{run_dir}: not a run folder (no manifest.json)")
+    if not (run_dir / "manifest.json").is_file() and not (run_dir / SWEEP_INDEX).is_file():
+        return error(f"{run_dir}: not a run folder (no manifest.json) nor a sweep folder (no {SWEEP_INDEX})")
     if (
         args.out is not None
         and not args.force_into_run
@@ -45,17 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     ):
         return error(f"{args.out}: inside the run folder {run_dir}; pass --force-into-run to write there")
     try:
-        text = export_run(run_dir, args.style)
-    except (OSError, ValueError) as exc:  # an unreadable manifest or config; ConfigError is a ValueError
+        text, code = render(run_dir, args.style)
+    except (OSError, ValueError) as exc:  # unreadable manifest or config, no synthesis (ConfigError too)
         return error(f"{run_dir}: {first_line(exc)}")
     if args.out is None:
         sys.stdout.write(text)
-        return 0
+        return code
     try:
         args.out.write_text(text, encoding="utf-8")
     except OSError as exc:
         return error(f"{args.out}: {exc.strerror or first_line(exc)}")
-    return 0
+    return code
 
 
 if __name__ == "__main__":

@@ -17,13 +17,24 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.errors import HeldStderr, check_group_choices, fail, one_line, release_stderr
-from harness.config import ConfigError, validate
+from harness.config import ConfigError, read_topics, validate
 from harness.engine import run_debate
 from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
 from harness.resume import main as resume_main
 from harness.resume import report
 from harness.sweep.cell import is_sweep_job, run_cell
+
+
+def topic_range(path: str | None) -> str:
+    """``${topics:${topic.file}}`` (conf/sweep/topics.yaml): the sweep
+    ``range(0,N)`` over the N topics of the file, counted as topic.file reads them."""
+    if not path:
+        raise ConfigError("topic.file: sweep=topics needs topic.file=<path>")
+    return f"range(0,{len(read_topics(path))})"
+
+
+OmegaConf.register_new_resolver("topics", topic_range, replace=True)
 
 
 def main(cfg: DictConfig) -> None:

@@ -190,3 +190,36 @@ def test_a_torn_run_exports_what_it_holds(run: Run) -> None:
     assert doc["rounds"][-1]["missing"] == ["Analyst D"]
     md = export_run(result.run_dir, "md")
     assert "> **incomplete: the run is failed" in md and "*Analyst D: no statement this round.*" in md
+
+
+# -- transcript views: str, str-all-except-first, list, dict, final -----------------
+
+
+def test_drift_transcript_views_name_each_team_by_alias(drift: RunResult) -> None:
+    said = statements(drift.run_dir)
+    alias = {"pros": "PROS", "cons": "CONS"}  # the seats' aliases (a drift argument names none itself)
+    expected = [f"Topic: {drift.manifest.topic}", *(f"{alias[r.team or '']}: {r.text}" for r in said)]
+    assert export_run(drift.run_dir, "str") == "\n\n".join(expected) + "\n"
+    assert export_run(drift.run_dir, "str-all-except-first") == "\n\n".join(expected[1:]) + "\n"
+    listed = json.loads(export_run(drift.run_dir, "list"))
+    assert listed == [{"role": "Topic", "content": drift.manifest.topic}] + [
+        {"role": alias[r.team or ""], "content": r.text} for r in said
+    ]
+    doc = json.loads(export_run(drift.run_dir, "dict"))
+    assert doc["final"] is None and doc["format"] == "drift"
+    assert [(m["round"], m["seat"], m["kind"]) for m in doc["messages"][1:]] == [
+        (r.round, r.team, "argument") for r in said
+    ]
+
+
+def test_final_is_the_panel_synthesis_and_an_error_for_a_run_without_one(
+    panel_cap: RunResult, drift: RunResult
+) -> None:
+    (synthesis,) = [r for r in public(panel_cap.run_dir, "synthesis") if isinstance(r, SynthesisRecord)]
+    done = export_cli(panel_cap.run_dir, "--as", "final")
+    assert done.returncode == 0 and done.stdout == synthesis.text + "\n"
+    listed = json.loads(export_run(panel_cap.run_dir, "list"))
+    assert [m["content"] for m in listed[1:]] == [r.text for r in statements(panel_cap.run_dir)]
+    refused = export_cli(drift.run_dir, "--as", "final")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr == f"error: {drift.run_dir}: a drift run has no synthesis to print (--as final)\n"

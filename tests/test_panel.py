@@ -142,8 +142,14 @@ def test_an_analyst_echoing_its_own_template_breaks_no_blind_round(run, records)
     template = "- notes: your private reasoning, which no one else sees"
     assert template in own
     JsonlLog(run_dir / "analyst_a" / "thinking.jsonl").append(
-        ThinkingRecord(id="r0001.analyst_a.thinking.i9", round=1, team="analyst_a", role="analyst",
-                       scratchpad=template, draft=template)  # fmt: skip
+        ThinkingRecord(
+            id="r0001.analyst_a.thinking.i9",
+            round=1,
+            team="analyst_a",
+            role="analyst",
+            scratchpad=template,
+            draft=template,
+        )  # fmt: skip
     )
     assert verify(run_dir) == ([], [])
 

@@ -51,6 +51,9 @@ def release_stderr() -> None:
 
 def one_line(report: str) -> str:
     """The gist of Hydra's multi-line error report."""
+    # our own one-line ConfigError, wrapped by Hydra (a resolver's, inside a callback warning)
+    if (ours := re.search(r"ConfigError[^:]*?: (\S+: [^\n]+)", report)) is not None:
+        return ours.group(1).strip()
     noise = ("full_key:", "object_type=", "reference_type=", "Set the environment variable")
     lines = [ln.strip() for ln in report.splitlines() if ln.strip() and not ln.strip().startswith(noise)]
     return " ".join(lines[:3]) or "invalid command line"

@@ -6,8 +6,32 @@ seat and of each role with no seat, each seat's role card if it has one),
 the rounds (each seat's statement under its alias, the round's summary, the
 judge's decision, the loop-locks and schema failures of its events) and the
 synthesis. It works from the run's layout and record kinds, never from a
-format's name, so a new format exports without a template of its own.
-``RENDERERS`` maps each ``--as`` choice to the function that writes it.
+format's name, so a new format exports without a template of its own: a
+public record shows in its round through ``ROUND_HOOKS`` (one entry per
+record kind), as a note before the statements (a new motion) or after them
+(an evaluation). ``RENDERERS`` maps each report ``--as`` choice to the
+function that writes it.
+
+The transcript views (``VIEWS``) are for scripts and other tools. A run's
+*messages* are, in order: the opening message (name ``Topic``, the run's
+motion), then every statement of the shared transcript and every public
+record that ``MESSAGE_HOOKS`` turns into a message (a judge-refined debate's
+evaluations), ordered by round, then by when they were written. A message's
+name is its seat's alias (``Pro``), or for a role with no seat its role name
+capitalised (``Judge``).
+
+- ``str``: the messages as ``Name: content``, one blank line between them;
+- ``str-all-except-first``: ``str`` without its first message, the opening
+  one: only what the debaters and the judge said;
+- ``list``: a JSON array of ``{"role": name, "content": content}``;
+- ``dict``: one JSON object: ``run_id``, ``format``, ``topic``, ``final`` and
+  ``messages`` (each with ``name``, ``content``, ``round``, ``seat``,
+  ``kind``, ``phase``);
+- ``final``: the last synthesis only (the last evaluation's synthesis, a
+  panel's synthesis); a run with none raises ``NoFinal``.
+
+``export_sweep`` prints every cell's final synthesis of a sweep folder, in
+input order (``topic.index``, then cell name), each after a line naming its topic.
 """
 
 from __future__ import annotations
@@ -19,23 +43,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from harness.store.reader import RunFolder, read_run
+from harness.store.reader import RunFolder, find_runs, read_config, read_run
 from harness.store.records import (
     DecisionRecord,
+    EvaluationRecord,
     EventRecord,
+    FactCheckRecord,
+    MotionRecord,
     Published,
     Record,
     RoleCardRecord,
     SummaryRecord,
     SynthesisRecord,
+    VerdictRecord,
 )
 
-EXPORT_VERSION = 1  # goes up when the json structure changes
+EXPORT_VERSION = 2  # goes up when the json structure changes (2: a round's notes)
 SHARED = "shared_memory.jsonl"
 EVENTS = "events.jsonl"
 # Events worth a line under their round: what went wrong while it was argued.
-ROUND_EVENTS = ("loop_lock", "schema_failure", "retry", "error")
+ROUND_EVENTS = ("loop_lock", "schema_failure", "retry", "error", "speech_cap")
 WIDTH = 78
 
 
@@ -89,12 +118,22 @@ class Decision:
 
 
 @dataclass
+class Note:
+    """A labelled paragraph a public record adds to its round."""
+
+    label: str
+    text: str
+
+
+@dataclass
 class RoundEntry:
     number: int
+    before: list[Note] = field(default_factory=list)  # shown before the statements (the round's motion)
     statements: list[Statement] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # aliases of seats with no statement
     summary: str | None = None
     decision: Decision | None = None
+    after: list[Note] = field(default_factory=list)  # shown after them (an evaluation)
     events: dict[str, int] = field(default_factory=dict)
 
 
@@ -180,6 +219,58 @@ def build_header(run: RunFolder, synthesis: Synthesis | None) -> Header:
     )
 
 
+def _summary(rec: SummaryRecord, entry: RoundEntry) -> None:
+    entry.summary = rec.text
+
+
+def _decision(rec: DecisionRecord, entry: RoundEntry) -> None:
+    entry.decision = Decision(rec.decision, rec.reason, rec.tension)
+
+
+def _motion(rec: MotionRecord, entry: RoundEntry) -> None:
+    entry.before.append(Note(f"Motion (the judge's synthesis of round {rec.round - 1})", rec.motion))
+
+
+def _evaluation(rec: EvaluationRecord, entry: RoundEntry) -> None:
+    failed = " (fallback: the judge's reply failed validation)" if rec.fallback else ""
+    entry.after.append(Note(f"Judge's {'final ' if rec.final else ''}evaluation{failed}", rec.evaluation))
+    became = "final" if rec.final else f"the motion of round {rec.round + 1}"
+    entry.after.append(Note(f"Synthesis ({became})", rec.synthesis))
+
+
+def _fact_check(rec: FactCheckRecord, entry: RoundEntry) -> None:
+    strike = f"; strike {rec.strike}" if rec.verdict == "fail" else ""
+    unchecked = " (fallback: the checker's reply failed validation)" if rec.fallback else ""
+    claims = "; ".join(rec.claims)
+    text = f"{rec.justification}" + (f" Claims checked: {claims}." if claims else "")
+    label = (
+        f"Fact-check of {rec.team}'s {rec.stage}, attempt {rec.iteration + 1}: {rec.verdict.upper()}{strike}"
+    )
+    entry.after.append(Note(label + unchecked, text))
+
+
+def _verdict(rec: VerdictRecord, entry: RoundEntry) -> None:
+    who = f"{rec.winner} wins" if rec.winner else "no winner"
+    if rec.disqualified:
+        who += f" ({rec.disqualified} disqualified)"
+    scores = "; ".join(
+        f"{seat}: " + ", ".join(f"{c} {v}" for c, v in per.items()) for seat, per in rec.scores.items()
+    )
+    text = rec.justification + (f" Scores: {scores}." if scores else "")
+    entry.after.append(Note(f"Verdict ({rec.by}): {who}", text))
+
+
+# record kind -> how a public record shows in its round; a new kind is one more entry
+ROUND_HOOKS: dict[str, Callable[[Any, RoundEntry], None]] = {
+    "summary": _summary,
+    "decision": _decision,
+    "motion": _motion,
+    "evaluation": _evaluation,
+    "fact_check": _fact_check,
+    "verdict": _verdict,
+}
+
+
 def build_rounds(run: RunFolder) -> list[RoundEntry]:
     """Every round that has something to show, and every completed one."""
     done = run.manifest.counts.rounds_completed
@@ -194,15 +285,17 @@ def build_rounds(run: RunFolder) -> list[RoundEntry]:
             alias = rec.alias or aliases.get(rec.team or "", rec.team or rec.role)
             at(rec.round).statements.append(Statement(rec.team or rec.role, alias, rec.phase, rec.text))
     for rec in public_records(run):
-        if isinstance(rec, SummaryRecord):
-            at(rec.round).summary = rec.text
-        elif isinstance(rec, DecisionRecord):
-            at(rec.round).decision = Decision(rec.decision, rec.reason, rec.tension)
+        if (hook := ROUND_HOOKS.get(str(getattr(rec, "kind", "")))) is not None:
+            hook(rec, at(rec.round))
     counted = Counter((e.round, e.event) for e in run.of(EVENTS) if isinstance(e, EventRecord))
     for (n, event), count in sorted(counted.items()):
         if event in ROUND_EVENTS and n >= 1:
             at(n).events[event] = count
+    # a format whose rounds each have one speaker (moderated: one speech a round) misses no one
+    turn_taking = max((len(entry.statements) for entry in rounds.values()), default=0) <= 1
     for entry in rounds.values():
+        if turn_taking:
+            continue
         spoke = {s.seat for s in entry.statements}
         entry.missing = [seat.alias for seat in run.layout.seats if seat.name not in spoke]
     return [rounds[n] for n in sorted(rounds)]
@@ -263,6 +356,7 @@ def render_md(report: Report) -> str:
         out += ["", "Roles with no seat: " + ", ".join(f"{r} `{m}`" for r, m in h.roles.items())]
     for entry in report.rounds:
         out += ["", f"## Round {entry.number}{phase_label(entry)}"]
+        out += [line for note in entry.before for line in ("", f"**{note.label}.** {note.text}")]
         for s in entry.statements:
             out += ["", f"### {s.alias}", "", s.text]
         for alias in entry.missing:
@@ -272,6 +366,7 @@ def render_md(report: Report) -> str:
         if entry.decision:
             d = entry.decision
             out += ["", f"**Judge: {d.decision}.** {d.reason}", "", f"*Tension:* {d.tension}"]
+        out += [line for note in entry.after for line in ("", f"**{note.label}.** {note.text}")]
         if entry.events:
             out += ["", f"*Events: {event_line(entry.events)}.*"]
     if report.synthesis:
@@ -317,6 +412,7 @@ def render_txt(report: Report) -> str:
         out += ["", *wrap("Roles with no seat: " + ", ".join(f"{r} {m}" for r, m in h.roles.items()))]
     for entry in report.rounds:
         out += ["", "", f"ROUND {entry.number}{phase_label(entry)}"]
+        out += [line for note in entry.before for line in ("", f"{note.label}:", *wrap(note.text, "    "))]
         for s in entry.statements:
             out += ["", f"{s.alias}:", *wrap(s.text, "    ")]
         for alias in entry.missing:
@@ -331,6 +427,7 @@ def render_txt(report: Report) -> str:
                 *wrap(d.reason, "    "),
                 *wrap(f"Tension: {d.tension}", "    "),
             ]
+        out += [line for note in entry.after for line in ("", f"{note.label}:", *wrap(note.text, "    "))]
         if entry.events:
             out += ["", f"Events: {event_line(entry.events)}."]
     if report.synthesis:
@@ -354,6 +451,130 @@ RENDERERS: dict[str, Callable[[Report], str]] = {
 }
 
 
+# ---------------------------------------------------------------- transcript views
+
+
+class NoFinal(ValueError):
+    """The run has no synthesis for ``--as final`` to print."""
+
+
+@dataclass
+class Message:
+    name: str  # the seat's alias, a seatless role's name capitalised, or "Topic"
+    content: str
+    round: int
+    seat: str | None
+    kind: str
+    phase: str | None = None
+
+
+def _evaluation_message(rec: EvaluationRecord) -> str:
+    return f"{rec.evaluation}\nSynthesis{' (final)' if rec.final else ''}: {rec.synthesis}"
+
+
+# record kind -> a public record's message text; kinds not named here are no message
+MESSAGE_HOOKS: dict[str, Callable[[Any], str]] = {
+    "evaluation": _evaluation_message,
+    "verdict": lambda rec: f"{rec.winner or 'no winner'} wins: {rec.justification}",
+}
+# record kind -> the synthesis a public record holds, for --as final
+FINAL_HOOKS: dict[str, Callable[[Any], str]] = {
+    "evaluation": lambda rec: rec.synthesis,
+    "synthesis": lambda rec: rec.text,
+}
+
+
+def messages(run: RunFolder) -> list[Message]:
+    """The run's messages, the opening one first (see the module docstring)."""
+    aliases = {seat.name: seat.alias for seat in run.layout.seats}
+    said: list[tuple[int, datetime, Message]] = []
+    for rec in run.of(SHARED):
+        if isinstance(rec, Published):
+            name = rec.alias or aliases.get(rec.team or "", rec.team or rec.role)
+            kind = str(getattr(rec, "kind", "statement"))
+            said.append((rec.round, rec.ts, Message(name, rec.text, rec.round, rec.team, kind, rec.phase)))
+    for rec in public_records(run):
+        kind = str(getattr(rec, "kind", ""))
+        if (hook := MESSAGE_HOOKS.get(kind)) is not None:
+            name = aliases.get(rec.team or "", rec.role.capitalize())
+            said.append((rec.round, rec.ts, Message(name, hook(rec), rec.round, rec.team, kind)))
+    opening = Message("Topic", run.manifest.topic or "(no topic recorded)", 0, None, "topic")
+    return [opening, *(m for _, _, m in sorted(said, key=lambda item: item[:2]))]
+
+
+def final_synthesis(run: RunFolder) -> str | None:
+    """The last synthesis the run wrote, or None."""
+    found = [r for r in public_records(run) if str(getattr(r, "kind", "")) in FINAL_HOOKS]
+    if not found:
+        return None
+    last = max(found, key=lambda r: (r.round, r.ts))
+    return FINAL_HOOKS[str(getattr(last, "kind", ""))](last)
+
+
+def view_str(run: RunFolder, skip: int = 0) -> str:
+    return "\n\n".join(f"{m.name}: {m.content}" for m in messages(run)[skip:]) + "\n"
+
+
+def view_list(run: RunFolder) -> str:
+    listed = [{"role": m.name, "content": m.content} for m in messages(run)]
+    return json.dumps(listed, indent=2, ensure_ascii=False) + "\n"
+
+
+def view_dict(run: RunFolder) -> str:
+    doc = {
+        "run_id": run.manifest.run_id,
+        "format": run.manifest.format,
+        "topic": run.manifest.topic,
+        "final": final_synthesis(run),
+        "messages": [asdict(m) for m in messages(run)],
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def view_final(run: RunFolder) -> str:
+    text = final_synthesis(run)
+    if text is None:
+        raise NoFinal(f"a {run.manifest.format} run has no synthesis to print (--as final)")
+    return text + "\n"
+
+
+# --as choice -> transcript view of a run
+VIEWS: dict[str, Callable[[RunFolder], str]] = {
+    "str": view_str,
+    "str-all-except-first": lambda run: view_str(run, skip=1),
+    "dict": view_dict,
+    "list": view_list,
+    "final": view_final,
+}
+STYLES = [*RENDERERS, *VIEWS]
+
+
 def export_run(run_dir: Path, style: str = "md") -> str:
-    """The report of the run in ``run_dir``, rendered as ``style``."""
-    return RENDERERS[style](build_report(read_run(run_dir, skip=("prompts.jsonl",))))
+    """The report or transcript view of the run in ``run_dir``, rendered as ``style``."""
+    run = read_run(run_dir, skip=("prompts.jsonl",))
+    return RENDERERS[style](build_report(run)) if style in RENDERERS else VIEWS[style](run)
+
+
+def sweep_cells(sweep_dir: Path) -> list[Path]:
+    """A sweep's run folders in input order: by ``topic.index``, then by name."""
+
+    def order(run_dir: Path) -> tuple[int, str]:
+        topic = read_config(run_dir).get("topic") or {}
+        index = topic.get("index", 0) if isinstance(topic, dict) else 0
+        return (index if isinstance(index, int) else 0, run_dir.name)
+
+    return sorted(find_runs(sweep_dir), key=order)
+
+
+def export_sweep(sweep_dir: Path) -> tuple[str, list[str]]:
+    """Every cell's final synthesis, each after a ``Topic: ...`` line; and the
+    cells that have none (each still gets its topic line, and a note)."""
+    out, missing = [], []
+    for run_dir in sweep_cells(sweep_dir):
+        run = read_run(run_dir, skip=("prompts.jsonl",))
+        text = final_synthesis(run)
+        if text is None:
+            missing.append(run_dir.name)
+            text = f"(no final synthesis: the run is {run.manifest.status})"
+        out.append(f"Topic: {run.manifest.topic or '(none)'} [{run_dir.name}]\n{text}")
+    return "\n\n".join(out) + "\n" if out else "", missing

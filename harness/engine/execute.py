@@ -190,15 +190,20 @@ def execute(
 def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
     """Run one debate end to end and archive it in a new run folder.
 
-    ``raw_cfg`` is what ``config.yaml`` keeps; the topic's text and
-    framework are written as the run used them (a file given for either is
-    inlined), so a resume never reads the file again.
+    ``raw_cfg`` is what ``config.yaml`` keeps; the topic and the format's
+    options are written as the run used them (a file given for the motion,
+    the framework, the batch of topics or a role's prompt is inlined), so a
+    resume never reads the file again.
     """
     fmt = preflight(cfg)
     roles = build_roles(cfg, build)
     run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg))
     with RunLock(run_dir):
-        write_config(run_dir, {**raw_cfg, "topic": dataclasses.asdict(cfg.topic)})
+        # the validated topic and format: files given for a topic or a role's prompt are inlined
+        write_config(
+            run_dir,
+            {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)},
+        )
         write_fingerprint(run_dir, components(cfg, roles, fmt))
         manifest = new_manifest(cfg, run_dir, roles)
         return execute(cfg, run_dir, roles, manifest, fmt.initial_state(cfg))

@@ -7,11 +7,12 @@ from typing import Any
 
 from harness.formats.base import Format, FormatOptions, RunLogs, Seat
 from harness.formats.drift import DRIFT
+from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
 from harness.store.records import RunLayout
 
-FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED)}
+FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE)}
 
 
 def get_format(name: str) -> Format:
@@ -36,6 +37,7 @@ def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunL
 __all__ = [
     "DRIFT",
     "FORMATS",
+    "JUDGE_REFINE",
     "MODERATED",
     "PANEL",
     "Format",

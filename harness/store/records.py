@@ -204,6 +204,7 @@ class EvaluationRecord(Envelope):
     """A judge-refined round's evaluation, and the synthesis that becomes the next motion (public)."""
 
     kind: Literal["evaluation"] = "evaluation"
+    stage: str = "evaluation"  # so the judge's usage is counted per stage too
     evaluation: str
     synthesis: str
     motion: str
