@@ -18,7 +18,7 @@ from analysis.registry import signal_names
 from analysis.signals import run_signals, team_rank
 from analysis.text import text_signals
 
-SIGNALS_VERSION = 2  # bump when a signal's method changes
+SIGNALS_VERSION = 3  # bump when a signal's method changes
 KEYS = ["run_id", "round", "team"]
 
 
@@ -32,16 +32,25 @@ class Signals:
 
 
 def process_signals(tables: Tables) -> pd.DataFrame:
-    """Per published turn: critique iterations, rejections, loop-locks, schema failures, cost."""
+    """Per published turn: critique iterations, rejections, fact-check failures,
+    strikes so far, loop-locks, schema failures, cost."""
     d = tables.drafts
     if d.empty:
-        return pd.DataFrame(columns=[*KEYS, "critique_iterations", "rejection_rate", "tokens", "latency_s"])
-    g = d.assign(rejected=d.approved.eq(False), critiqued=d.approved.notna()).groupby(KEYS)
-    critiqued = g.critiqued.sum()
+        return pd.DataFrame(columns=[*KEYS, *PROCESS_COLUMNS])
+    checker = (
+        d.checker if "checker" in d.columns else pd.Series("critic", index=d.index).where(d.approved.notna())
+    )
+    by_critic, by_checker = checker.eq("critic"), checker.eq("fact_checker")
+    g = d.assign(
+        critiqued=by_critic, rejected=by_critic & d.approved.eq(False),
+        checked=by_checker, failed=by_checker & d.approved.eq(False),
+    ).groupby(KEYS)  # fmt: skip
+    critiqued, checked = g.critiqued.sum(), g.checked.sum()
     out = pd.DataFrame({
-        # a turn no critic saw (a format without one) has no rejection rate, not a perfect one
+        # a turn no critic (fact-checker) saw has no rejection (failure) rate, not a perfect one
         "critique_iterations": critiqued,
         "rejection_rate": (g.rejected.sum() / critiqued).where(critiqued > 0),
+        "factcheck_fail_rate": (g.failed.sum() / checked).where(checked > 0),
         "tokens": g.tokens.sum(), "latency_s": g.latency_s.sum(),
     }).reset_index()  # fmt: skip
     ev = tables.events
@@ -50,6 +59,25 @@ def process_signals(tables: Tables) -> pd.DataFrame:
         out = out.merge(counts, on=KEYS, how="left") if counts is not None else out.assign(**{name: 0})
         out[name] = out[name].fillna(0).astype(float)
     out["loop_lock"] = out.loop_lock.clip(upper=1)
+    out["strikes_so_far"] = strikes_so_far(out, ev)
+    return out
+
+
+PROCESS_COLUMNS = [
+    "critique_iterations", "rejection_rate", "factcheck_fail_rate", "tokens", "latency_s", "loop_lock",
+    "schema_failures", "strikes_so_far",
+]  # fmt: skip
+
+
+def strikes_so_far(turns: pd.DataFrame, events: pd.DataFrame) -> pd.Series:
+    """Per turn: the strikes its side has taken up to and including its round
+    (NaN where the run had no fact-checker, so formats without one read as missing)."""
+    strikes = events[events.event == "strike"] if not events.empty else events
+    out = pd.Series(float("nan"), index=turns.index)
+    checked_runs = set(turns.run_id[turns.factcheck_fail_rate.notna()]) | set(strikes.run_id)
+    for i, row in turns[turns.run_id.isin(checked_runs)].iterrows():
+        mine = strikes[(strikes.run_id == row.run_id) & (strikes.team == row.team)]
+        out[i] = float((mine["round"] <= row["round"]).sum())
     return out
 
 

@@ -63,7 +63,9 @@ class RunTexts:
             self.timeline[str(team)] = (list(group.pos), list(group.text))
         teams = sorted(set(turns.team) | set(drafts.team))
         self.anchors = {t: anchor_text(personas, t) for t in teams}
-        pool = list(dict.fromkeys([*self.turns.text, *drafts.text, *(a for a in self.anchors.values() if a)]))
+        motions = [m for col in ("motion", "original_motion") if col in turns for m in turns[col].dropna()]
+        anchors = [a for a in self.anchors.values() if a]
+        pool = list(dict.fromkeys([*self.turns.text, *drafts.text, *anchors, *motions]))
         self.emb = embedder.encode(pool) if pool else np.zeros((0, 1), dtype=np.float32)
         self.index = {text: i for i, text in enumerate(pool)}
 
@@ -86,6 +88,12 @@ class RunTexts:
             return against(text, self.vec(text), None, None)
         return against(text, self.vec(text), other.text, self.vec(other.text))
 
+    def motion_distance(self, motion: object, original: object) -> float:
+        """How far the motion a turn argued has moved from the original (judge_refine)."""
+        if not isinstance(motion, str) or not isinstance(original, str):
+            return math.nan
+        return float(1.0 - self.vec(motion) @ self.vec(original))
+
     def anchor_sim(self, text: str, team: str) -> float:
         anchor = self.anchors.get(team)
         return float(self.vec(text) @ self.vec(anchor)) if anchor else math.nan
@@ -103,6 +111,7 @@ def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[d
         rows[i].update(
             sem_anchor_sim=ctx.anchor_sim(turn.text, turn.team),
             sem_opponent_sim=rival["sim"], lsm_opponent=rival["lsm"], **texts(turn.text),
+            motion_distance=ctx.motion_distance(getattr(turn, "motion", None), getattr(turn, "original_motion", None)),
         )  # fmt: skip
     return rows
 

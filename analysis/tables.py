@@ -3,13 +3,19 @@ events, public), each row tagged with ``run_id``. Seats, aliases and logs
 come from the run's layout, so every format loads into the same columns.
 
 - turns: every published statement of ``shared_memory.jsonl`` (a drift
-  argument or a panel position), with its seat (``team``), alias, kind and phase.
+  argument, a panel position, a moderated speech, a judge-refined turn),
+  with its seat (``team``), alias, kind, phase and ``stage`` (the phase by
+  its format's name), and the motion it was argued on where the motion moves.
 - drafts: one row per draft. Where a seat keeps persona, thinking and
   critique logs (drift), the records sharing (round, team, iteration) are
   outer-joined, so an iteration whose draft failed validation still counts;
-  a seat with notes only (panel) has one row per notes record, unjudged.
-- personas: a seat's persona records, or its role card (the panel's anchor).
-- public: what roles with no seat wrote (summaries, decisions, syntheses) and role cards.
+  a seat with notes only (panel) has one row per notes record, unjudged; a
+  moderated speech draft is judged by its fact-check (``checker``); a
+  judge-refined turn is its own draft.
+- personas: a seat's persona records, or its role card (the panel's anchor),
+  or else its stance on the motion (the anchor of formats with no persona).
+- public: what roles with no seat wrote (summaries, decisions, syntheses,
+  fact-checks, verdicts, evaluations, motion changes) and role cards.
 """
 
 from __future__ import annotations
@@ -28,16 +34,23 @@ from harness.store.records import (
     ArgumentRecord,
     CritiqueRecord,
     DecisionRecord,
+    DraftRecord,
     Envelope,
+    EvaluationRecord,
     EventRecord,
+    FactCheckRecord,
+    MotionRecord,
     PersonaRecord,
     PositionRecord,
     Published,
     RoleCardRecord,
+    SpeechRecord,
     SummaryRecord,
     SynthesisRecord,
     ThinkingRecord,
+    TurnRecord,
     Usage,
+    VerdictRecord,
 )
 
 TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
@@ -117,10 +130,34 @@ def drafts_rows(
             "notes": t.scratchpad if t else None,
             "persona_version": version.get(t.persona_id or "") if t else None,
             "approved": c.is_approved if c else None, "feedback": c.feedback if c else None,
-            "critic_fallback": c.fallback if c else None,
+            "critic_fallback": c.fallback if c else None, "checker": "critic" if c else None,
             "revised": c.revised_argument is not None if c else None,
             "tokens": sum(u["tokens"] for u in usage), "latency_s": sum(u["latency_s"] for u in usage),
         }  # fmt: skip
+
+
+def checked_drafts_rows(drafts: list[DraftRecord], checks: list[FactCheckRecord]) -> Iterator[dict[str, Any]]:
+    """A moderated seat's drafts, each judged by its fact-check (if its stage was checked)."""
+    by_draft = {c.draft_id: c for c in checks}
+    for d in drafts:
+        c = by_draft.get(d.id)
+        usage = [_usage(d.usage), _usage(c.usage if c else None)]
+        yield {
+            "round": d.round, "team": d.team, "iteration": d.iteration, "draft_id": d.id, "text": d.text,
+            "notes": d.notes, "persona_version": None, "approved": c.verdict == "pass" if c else None,
+            "feedback": c.justification if c else None, "critic_fallback": c.fallback if c else None,
+            "checker": "fact_checker" if c else None, "revised": None,
+            "tokens": sum(u["tokens"] for u in usage), "latency_s": sum(u["latency_s"] for u in usage),
+        }  # fmt: skip
+
+
+def turn_as_draft(t: TurnRecord) -> dict[str, Any]:
+    """A judge-refined turn: published as written, so it is its own (only) draft."""
+    return {
+        "round": t.round, "team": t.team, "iteration": t.iteration, "draft_id": t.id, "text": t.text,
+        "notes": None, "persona_version": None, "approved": None, "feedback": None, "critic_fallback": None,
+        "checker": None, "revised": None, **_usage(t.usage),
+    }  # fmt: skip
 
 
 def of_type(run: RunFolder, kind: type[R], prefix: str) -> list[R]:
@@ -131,9 +168,12 @@ def of_type(run: RunFolder, kind: type[R], prefix: str) -> list[R]:
 
 
 def draft_of(p: Published) -> str | None:
-    """The private record a statement was written from: a drift draft, a panel seat's notes."""
-    if isinstance(p, ArgumentRecord):
+    """The record a statement was written from: a drift or moderated draft, a
+    panel seat's notes; a judge-refined turn is its own draft."""
+    if isinstance(p, ArgumentRecord | SpeechRecord):
         return p.draft_id
+    if isinstance(p, TurnRecord):
+        return p.id
     return p.notes_id if isinstance(p, PositionRecord) else None
 
 
@@ -141,11 +181,20 @@ def turn_row(i: int, p: Published, aliases: dict[str, str]) -> dict[str, Any]:
     argument = p if isinstance(p, ArgumentRecord) else None
     return {
         "order": i, "round": p.round, "team": p.team, "alias": p.alias or aliases.get(p.team or ""),
-        "kind": getattr(p, "kind", None), "phase": p.phase, "text": p.text,
-        "source": argument.source if argument else None, "draft_id": draft_of(p),
-        "critique_id": argument.critique_id if argument else None, "model": p.model,
+        "kind": getattr(p, "kind", None), "phase": p.phase, "stage": p.phase, "text": p.text,
+        "source": getattr(p, "source", None), "draft_id": draft_of(p),
+        "critique_id": argument.critique_id if argument else None,
+        "fact_check_id": getattr(p, "fact_check_id", None), "motion": getattr(p, "motion", None),
+        "original_motion": getattr(p, "original_motion", None), "model": p.model,
         "iteration": p.iteration, "ts": p.ts,
     }  # fmt: skip
+
+
+def stance_row(seat: str, stance: str, topic: str | None) -> dict[str, Any]:
+    """A seat with no persona and no role card is anchored to its stance on the motion."""
+    text = f"{stance}: {topic}" if topic else stance
+    return {"round": 0, "team": seat, "iteration": 0, "version": 1, "decision": "initial",
+            "persona": text, "rationale": "", "kind": "stance"}  # fmt: skip
 
 
 def persona_row(p: PersonaRecord | RoleCardRecord) -> dict[str, Any]:
@@ -167,18 +216,38 @@ def event_row(e: EventRecord) -> dict[str, Any]:
     }  # fmt: skip
 
 
-PUBLIC_KINDS = (SummaryRecord, DecisionRecord, SynthesisRecord, RoleCardRecord)
+PUBLIC_KINDS = (
+    SummaryRecord, DecisionRecord, SynthesisRecord, RoleCardRecord, FactCheckRecord, VerdictRecord,
+    EvaluationRecord, MotionRecord,
+)  # fmt: skip
 
 
-def public_row(r: SummaryRecord | DecisionRecord | SynthesisRecord | RoleCardRecord) -> dict[str, Any]:
-    """One public record; ``text`` is what it says (a decision's reason, a role card's persona)."""
-    text = r.reason if isinstance(r, DecisionRecord) else getattr(r, "text", None)
+def public_text(r: Envelope) -> str | None:
+    """What a public record says, in one column: a decision's reason, a role
+    card's persona, a check's or a verdict's justification, an evaluation, a motion."""
+    if isinstance(r, DecisionRecord):
+        return r.reason
+    if isinstance(r, RoleCardRecord):
+        return str(persona_row(r)["persona"])
+    if isinstance(r, FactCheckRecord | VerdictRecord):
+        return r.justification
+    if isinstance(r, EvaluationRecord):
+        return r.evaluation
+    if isinstance(r, MotionRecord):
+        return r.motion
+    return getattr(r, "text", None)
+
+
+def public_row(r: Envelope) -> dict[str, Any]:
     return {
-        "round": r.round, "team": r.team, "role": r.role, "kind": r.kind,
-        "text": persona_row(r)["persona"] if isinstance(r, RoleCardRecord) else text,
-        "decision": getattr(r, "decision", None), "tension": getattr(r, "tension", None),
-        "close_reason": getattr(r, "close_reason", None), "fallback": r.fallback, "model": r.model,
-        **_usage(r.usage),
+        "round": r.round, "team": r.team, "role": r.role, "kind": getattr(r, "kind", None),
+        "text": public_text(r), "decision": getattr(r, "decision", None),
+        "tension": getattr(r, "tension", None), "close_reason": getattr(r, "close_reason", None),
+        "fallback": getattr(r, "fallback", False), "model": r.model, "stage": getattr(r, "stage", None),
+        "verdict": getattr(r, "verdict", None), "strike": getattr(r, "strike", None),
+        "winner": getattr(r, "winner", None), "disqualified": getattr(r, "disqualified", None),
+        "synthesis": getattr(r, "synthesis", None), "motion": getattr(r, "motion", None),
+        "final": getattr(r, "final", None), **_usage(r.usage),
     }  # fmt: skip
 
 
@@ -187,14 +256,22 @@ def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
     run = read_folder(run_dir)
     shared = of_type(run, Published, "shared_memory.jsonl")
     cards = of_type(run, RoleCardRecord, "public/")
-    personas: list[PersonaRecord | RoleCardRecord] = []
+    personas: list[dict[str, Any]] = []
     drafts: list[dict[str, Any]] = []
+    checks = of_type(run, FactCheckRecord, "public/")
     for seat in run.layout.seats:
         own = f"{seat.name}/"
         ps = of_type(run, PersonaRecord, own)
-        personas += ps or [c for c in cards if c.team == seat.name]
+        anchor: list[PersonaRecord | RoleCardRecord] = [*ps] or [c for c in cards if c.team == seat.name]
+        personas += [persona_row(p) for p in anchor] or [
+            stance_row(seat.name, seat.stance, run.manifest.topic)
+        ]
         ts, cs = of_type(run, ThinkingRecord, own), of_type(run, CritiqueRecord, own)
         drafts += list(drafts_rows(ps, ts, cs))
+        drafts += list(
+            checked_drafts_rows(of_type(run, DraftRecord, own), [c for c in checks if c.team == seat.name])
+        )
+    drafts += [turn_as_draft(t) for t in shared if isinstance(t, TurnRecord)]
     published = {draft_of(p) for p in shared} - {None}
     for d in drafts:
         d["published"] = d["draft_id"] in published
@@ -204,7 +281,7 @@ def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
         "runs": pd.DataFrame([runs_row(run, rel)]),
         "turns": pd.DataFrame([turn_row(i, p, aliases) for i, p in enumerate(shared)], columns=TURN_COLUMNS),
         "drafts": pd.DataFrame(drafts, columns=DRAFT_COLUMNS),
-        "personas": pd.DataFrame([persona_row(p) for p in personas], columns=PERSONA_COLUMNS),
+        "personas": pd.DataFrame(personas, columns=PERSONA_COLUMNS),
         "events": pd.DataFrame([event_row(e) for e in of_type(run, EventRecord, "events.jsonl")],
                                columns=EVENT_COLUMNS),
         "public": pd.DataFrame([public_row(r) for r in public], columns=PUBLIC_COLUMNS),
@@ -215,16 +292,17 @@ def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
 
 
 TURN_COLUMNS = [
-    "order", "round", "team", "alias", "kind", "phase", "text", "source", "draft_id", "critique_id",
-    "model", "iteration", "ts",
+    "order", "round", "team", "alias", "kind", "phase", "stage", "text", "source", "draft_id",
+    "critique_id", "fact_check_id", "motion", "original_motion", "model", "iteration", "ts",
 ]  # fmt: skip
 DRAFT_COLUMNS = [
     "round", "team", "iteration", "draft_id", "text", "notes", "persona_version", "approved", "feedback",
-    "critic_fallback", "revised", "tokens", "latency_s", "published",
+    "critic_fallback", "checker", "revised", "tokens", "latency_s", "published",
 ]  # fmt: skip
 PERSONA_COLUMNS = ["round", "team", "iteration", "version", "decision", "persona", "rationale", "kind"]
 EVENT_COLUMNS = ["round", "team", "role", "iteration", "event", "detail", "error_kind", "error_type", "data"]
 PUBLIC_COLUMNS = [
     "round", "team", "role", "kind", "text", "decision", "tension", "close_reason", "fallback", "model",
-    "tokens", "latency_s",
+    "stage", "verdict", "strike", "winner", "disqualified", "synthesis", "motion", "final", "tokens",
+    "latency_s",
 ]  # fmt: skip
