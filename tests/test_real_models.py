@@ -87,6 +87,32 @@ def test_two_round_panel_on_smollm2(run, records):
     assert "Analyst A" in report and "Analyst B" in report and synthesis.text.strip()[:40] in report
 
 
+@pytest.mark.slow
+def test_moderated_debate_on_smollm2(run, records):
+    from harness.cli.export import export_run
+    from harness.store.integrity import verify
+
+    result = run(
+        "format=moderated", "model=smollm2", "format.exchanges=1", "format.max_speech_retries=1", *SMALL
+    )
+    run_dir, manifest = result.run_dir, result.manifest
+    assert manifest.status == "completed"
+    # every speech was checked by the real model, and every check names a verdict
+    checks = records(run_dir / "public" / "factchecks.jsonl")
+    assert checks and all(c.verdict in ("pass", "fail") and c.model == "local:smollm2" for c in checks)
+    speeches = records(run_dir / "shared_memory.jsonl")
+    assert all(s.text.strip() and s.phase in ("opening", "rebuttal", "counter", "closing") for s in speeches)
+    (verdict,) = records(run_dir / "public" / "verdicts.jsonl")
+    if verdict.by == "judge":  # no side was disqualified: the judge scored both
+        assert manifest.stop_reason.startswith("verdict")
+        assert verdict.fallback or set(verdict.scores) == {"pro", "con"}
+    else:
+        assert manifest.stop_reason.startswith("disqualified")
+    assert verify(run_dir) == ([], [])
+    report = export_run(run_dir, "md")
+    assert all(f"Fact-check of {c.team}'s {c.stage}, attempt {c.iteration + 1}" in report for c in checks)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
