@@ -183,6 +183,18 @@ def test_a_judge_sharing_a_debaters_model_is_warned_about(run, records):
     assert positions.data["positions"]["con"].startswith("AGAINST the motion")
 
 
+def test_a_generated_motion_is_argued_and_each_sides_position_recorded(run, records):
+    result = run(*CLEAN, "topic.generate=true")
+    events = records(result.run_dir / "events.jsonl")
+    (topic,) = [e for e in events if e.event == "topic"]
+    (positions,) = [e for e in events if e.event == "positions"]
+    assert positions.detail == topic.detail == result.manifest.topic
+    assert positions.data["positions"] == {"pro": f"FOR the motion: {topic.detail}",
+                                           "con": f"AGAINST the motion: {topic.detail}"}  # fmt: skip
+    first = records(result.run_dir / "pro" / "prompts.jsonl")[0].messages[-1]["content"]
+    assert f"Motion: {topic.detail}" in first
+
+
 def test_tokens_and_latency_add_up_per_role_and_per_stage(run):
     counts = run(MOD, "model.factcheck_fail_rate=0.3", "format.max_strikes=9").manifest.counts
     assert set(counts.usage_by_role) == {"pro", "con", "fact_checker", "judge"}
