@@ -76,7 +76,8 @@ def test_compatible_server_gets_json_object_and_max_tokens(canned):
     assert out.text == good
     assert (out.input_tokens, out.output_tokens) == (11, 7)
     (body,) = canned["bodies"]
-    assert body["response_format"] == {"type": "json_object"}  # not json_schema
+    # not json_schema; the schema beside json_object constrains llama-cpp-python's server
+    assert body["response_format"] == {"type": "json_object", "schema": CritiqueOutput.model_json_schema()}
     # llama-cpp-python's server reads max_tokens and ignores max_completion_tokens
     assert body["max_tokens"] == 77
 
