@@ -148,3 +148,32 @@ def test_cli_resume_through_run_entry_point(run, tmp_path):
     # the run's own config won: rounds=99 on the command line did not apply
     assert json.loads((result.run_dir / "manifest.json").read_text())["counts"]["rounds_completed"] == 2
     assert not (result.run_dir / ".hydra").exists()
+
+
+def test_a_folder_killed_before_its_manifest_resumes_from_its_config(run, tmp_path):
+    """Killed between config.yaml and manifest.json: nothing ran, so resume starts it."""
+    done = run("rounds=2", "model.reject_first=1")
+    fresh = tmp_path / "killed-early"
+    fresh.mkdir()
+    (fresh / "config.yaml").write_bytes((done.run_dir / "config.yaml").read_bytes())
+    resumed = resume_run(fresh)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 2
+    assert shared(fresh) == shared(done.run_dir)
+    assert "before its manifest" in resumed.manifest.history[0].detail
+    assert verify(fresh) == ([], [])
+
+
+def test_a_folder_with_records_but_no_manifest_is_refused_in_one_line(run):
+    run_dir = run("rounds=1").run_dir
+    (run_dir / "manifest.json").unlink()
+    before = {p: p.read_bytes() for p in run_dir.rglob("*.jsonl")}
+    with pytest.raises(ResumeError) as caught:
+        resume_run(run_dir)
+    assert "manifest.json: missing" in str(caught.value) and "\n" not in str(caught.value)
+    assert {p: p.read_bytes() for p in run_dir.rglob("*.jsonl")} == before  # nothing written
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.resume", str(run_dir)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "manifest.json" in out.stderr
+    problems, _ = verify(run_dir)
+    assert any(p.startswith("manifest.json: missing") for p in problems)

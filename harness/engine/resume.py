@@ -15,9 +15,9 @@ import yaml
 from omegaconf import OmegaConf
 
 from harness.config import Config, validate
-from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, preflight
+from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, new_manifest, preflight
 from harness.models.registry import build_model
-from harness.store.fingerprint import components, differences, read_fingerprint
+from harness.store.fingerprint import components, differences, read_fingerprint, write_fingerprint
 from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
@@ -48,6 +48,25 @@ def load_config(run_dir: Path, overrides: list[str]) -> Config:
     return validate({str(k): v for k, v in container.items()})
 
 
+def start_unstarted(run_dir: Path, cfg: Config, build: ModelFactory) -> RunResult:
+    """A folder killed between ``config.yaml`` and ``manifest.json`` ran nothing:
+    start it from its config. One that holds records but no manifest is not ours to guess at."""
+    written = sorted(
+        str(p.relative_to(run_dir)) for p in run_dir.rglob("*.jsonl") if p.is_file() and p.stat().st_size
+    )
+    if written:
+        raise ResumeError(
+            f"{run_dir}/manifest.json: missing, but {written[0]} holds records; "
+            "this folder cannot be resumed (python -m harness.verify says more)"
+        )
+    fmt = preflight(cfg)
+    roles = build_roles(cfg, build)
+    write_fingerprint(run_dir, components(cfg, roles, fmt))
+    manifest = new_manifest(cfg, run_dir, roles)
+    manifest.history[0].detail = "by resume: the run had stopped before its manifest was written"
+    return execute(cfg, run_dir, roles, manifest, dict(fmt.initial_state(cfg)))
+
+
 def resume_run(
     run_dir: Path,
     *,
@@ -59,6 +78,8 @@ def resume_run(
     cfg = load_config(run_dir, overrides or [])
     fmt = preflight(cfg)
     with RunLock(run_dir):
+        if not (run_dir / "manifest.json").is_file():
+            return start_unstarted(run_dir, cfg, build)
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
         if snap is None:
