@@ -316,7 +316,25 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     obj.topic.load_files()
     obj.check()
     obj.check_roles(fmt.model_roles(obj))
+    for role in fmt.model_roles(obj):
+        check_context(obj, role)
     return obj
+
+
+PROMPT_ROOM = 256  # tokens a local model's context keeps for the prompt, at least
+
+
+def check_context(cfg: Config, role: str) -> None:
+    """A local model's reply budget must leave room for the prompt in its context."""
+    model, _, max_tokens = cfg.role_model(role)
+    if not model.spec.startswith("local:") or max_tokens <= model.n_ctx - PROMPT_ROOM:
+        return
+    own = cfg.roles.get(role, RoleOverride()).max_tokens is not None
+    key = f"roles.{role}.max_tokens" if own else "llm.max_tokens"
+    raise ConfigError(
+        f"{key}: {max_tokens} tokens cannot fit {model.spec}'s context of {model.n_ctx} "
+        f"with room for a prompt; use at most {model.n_ctx - PROMPT_ROOM} or raise model.n_ctx"
+    )
 
 
 # Key names that hold credentials, however a provider spells them: api_key,

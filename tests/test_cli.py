@@ -37,6 +37,9 @@ BAD_VALUES = [
     (["model=scripted", "model.malformed_rate=2"], "model.malformed_rate"),
     (["model.spec=openai:gpt-4o"], "OPENAI_API_KEY"),
     (["model=scripted", "roles.critic.spec=openai:gpt-4o"], "OPENAI_API_KEY"),
+    # a reply budget a local model's context cannot hold, with a prompt
+    (["llm.max_tokens=99999999"], "llm.max_tokens: 99999999 tokens cannot fit local:smollm2's context"),
+    (["format=panel", "roles.judge.max_tokens=2000"], "roles.judge.max_tokens"),
 ]
 
 
@@ -202,3 +205,9 @@ def test_per_role_models_are_recorded(cli, tmp_path):
         thinking = [json.loads(x) for x in (run_dir / team / "thinking.jsonl").read_text().splitlines()]
         assert {c["model"] for c in critiques} == {"scripted:critic"}
         assert {t["model"] for t in thinking} == {"scripted:default"}
+
+
+def test_a_reply_budget_that_fits_a_larger_context_is_accepted(settings):
+    cfg = settings("model=smollm2", "llm.max_tokens=2000", "model.n_ctx=4096")
+    assert cfg.llm.max_tokens == 2000  # the same budget fails at the default n_ctx=2048 (BAD_VALUES)
+    assert settings("model=scripted", "llm.max_tokens=99999").llm.max_tokens == 99999  # no context to fit
