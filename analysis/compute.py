@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
@@ -73,11 +74,12 @@ def strikes_so_far(turns: pd.DataFrame, events: pd.DataFrame) -> pd.Series:
     """Per turn: the strikes its side has taken up to and including its round
     (NaN where the run had no fact-checker, so formats without one read as missing)."""
     strikes = events[events.event == "strike"] if not events.empty else events
+    checked = turns.run_id.isin(set(turns.run_id[turns.factcheck_fail_rate.notna()]) | set(strikes.run_id))
     out = pd.Series(float("nan"), index=turns.index)
-    checked_runs = set(turns.run_id[turns.factcheck_fail_rate.notna()]) | set(strikes.run_id)
-    for i, row in turns[turns.run_id.isin(checked_runs)].iterrows():
-        mine = strikes[(strikes.run_id == row.run_id) & (strikes.team == row.team)]
-        out[i] = float((mine["round"] <= row["round"]).sum())
+    # each side's strike rounds, sorted: a turn's count is a bisection, not a scan
+    rounds = {key: np.sort(g["round"].to_numpy()) for key, g in strikes.groupby(["run_id", "team"])}
+    for i, run_id, team, round_ in turns.loc[checked, ["run_id", "team", "round"]].itertuples():
+        out[i] = float(np.searchsorted(rounds.get((run_id, team), np.empty(0)), round_, side="right"))
     return out
 
 

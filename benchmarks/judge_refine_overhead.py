@@ -18,10 +18,8 @@ Prints figures; asserts nothing about time.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: overhead.py is a sibling
@@ -42,15 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.early - args.half < 1 or args.late <= args.early:
         parser.error("need 1 <= early - half and early < late")
     overhead.FORMATS[FORMAT] = ["format=judge_refine", f"format.briefings={str(args.briefings).lower()}"]
-    load_before = os.getloadavg()[0]
-    for fsync in (True, False):
-        with tempfile.TemporaryDirectory(prefix="judge-refine-overhead-") as tmp:
-            runs = [
-                overhead.one_run(args.early, args.late, args.half, Path(tmp) / f"runs-{i}", fsync, FORMAT)
-                for i in range(args.repeats)
-            ]
-        report(runs, args, "fsync on (as run)" if fsync else "fsync off (disk latency removed)")
-    print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    overhead.measure(args, FORMAT, report)
 
 
 def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str, name: str = FORMAT) -> None:

@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: siblings import
@@ -46,17 +44,10 @@ def main(argv: list[str] | None = None) -> None:
         "format=moderated", f"format.exchanges={exchanges}", "format.max_strikes=100000",
         "format.max_speech_retries=1", "model.factcheck_fail_rate=0.1",
     ]  # fmt: skip
-    load_before = os.getloadavg()[0]
-    for fsync in (True, False):
-        with tempfile.TemporaryDirectory(prefix="moderated-overhead-") as tmp:
-            runs = [
-                overhead.one_run(args.early, args.late, args.half, Path(tmp) / f"runs-{i}", fsync, FORMAT)
-                for i in range(args.repeats)
-            ]
-        label = "fsync on (as run)" if fsync else "fsync off (disk latency removed)"
-        print(f"moderated, exchanges={exchanges} ({2 + 2 * exchanges} speeches); a round is one speech")
-        judge_refine_overhead.report(runs, args, label, FORMAT)
-    print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"moderated, exchanges={exchanges} ({2 + 2 * exchanges} speeches); a round is one speech")
+    overhead.measure(
+        args, FORMAT, lambda runs, a, label: judge_refine_overhead.report(runs, a, label, FORMAT)
+    )
 
 
 if __name__ == "__main__":

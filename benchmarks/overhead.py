@@ -30,6 +30,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,14 +161,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.early - args.half < 1 or args.late <= args.early:
         parser.error("need 1 <= early - half and early < late")
+    measure(args, args.format, report)
+
+
+def measure(
+    args: argparse.Namespace,
+    fmt: str,
+    show: Callable[[list[dict[str, float]], argparse.Namespace, str], None],
+) -> None:
+    """``args.repeats`` runs of ``fmt`` with fsync on, then off; ``show`` prints each set."""
     load_before = os.getloadavg()[0]
     for fsync in (True, False):
-        with tempfile.TemporaryDirectory(prefix="overhead-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{fmt}-overhead-") as tmp:
             runs = [
-                one_run(args.early, args.late, args.half, Path(tmp) / f"runs-{i}", fsync, args.format)
+                one_run(args.early, args.late, args.half, Path(tmp) / f"runs-{i}", fsync, fmt)
                 for i in range(args.repeats)
             ]
-        report(runs, args, "fsync on (as run)" if fsync else "fsync off (disk latency removed)")
+        show(runs, args, "fsync on (as run)" if fsync else "fsync off (disk latency removed)")
     print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
