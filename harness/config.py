@@ -55,6 +55,8 @@ class ModelConfig:
     synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
     factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
     judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random
+    # per-call timeout for remote providers; Config.role_model copies it from retry.timeout_s
+    timeout_s: float | None = None
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
@@ -153,11 +155,19 @@ class RetryConfig:
     initial_s: float = 0.5
     max_s: float = 30.0
     jitter_s: float = 0.5
+    # one remote call's limit; a call past it is a transient error, retried
+    # like any other (null: wait as long as the provider's client does)
+    timeout_s: float | None = 600.0
 
     def check(self) -> None:
         _require(self.max_attempts >= 1, "retry.max_attempts", "must be >= 1")
         for name in ("initial_s", "max_s", "jitter_s"):
             _require(getattr(self, name) >= 0, f"retry.{name}", "must be >= 0")
+        _require(
+            self.timeout_s is None or self.timeout_s > 0,
+            "retry.timeout_s",
+            f"must be > 0 or null, got {self.timeout_s}",
+        )
 
 
 @dataclass
@@ -287,6 +297,7 @@ class Config:
         if override.spec is not None:
             base["spec"] = override.spec
         base["kwargs"] = {**self.model.kwargs, **override.kwargs}
+        base["timeout_s"] = self.retry.timeout_s
         temperature = self.llm.temperature if override.temperature is None else override.temperature
         max_tokens = self.llm.max_tokens if override.max_tokens is None else override.max_tokens
         return ModelConfig(**base), temperature, max_tokens

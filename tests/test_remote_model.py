@@ -6,28 +6,35 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from harness.agents import CritiqueOutput
+from harness.config import RetryConfig
 from harness.models.base import ModelRequest
 from harness.models.remote import LangChainModel, check_remote, pick_mode
+from harness.models.retry import call_with_retry, classify
 from harness.models.structured import generate_structured
 
 
 @pytest.fixture
 def canned():
     """A server that answers chat completions with the (content, finish_reason)
-    pairs in ``state['replies']``, in order, and keeps every request body."""
+    pairs in ``state['replies']``, in order, and keeps every request body. A
+    reply given as a dict is a fault: its status, headers, raw body and delay."""
     state: dict[str, Any] = {"bodies": [], "replies": []}
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             state["bodies"].append(body)
-            content, finish = state["replies"].pop(0)
+            entry = state["replies"].pop(0)
+            if isinstance(entry, dict):
+                return self.fault(entry)
+            content, finish = entry
             reply = json.dumps({
                 "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": finish,
@@ -39,6 +46,16 @@ def canned():
             self.send_header("Content-Length", str(len(reply)))
             self.end_headers()
             self.wfile.write(reply)
+
+        def fault(self, entry: dict[str, Any]) -> None:
+            time.sleep(entry.get("delay", 0))
+            raw = entry.get("raw", b'{"error": {"message": "injected"}}')
+            self.send_response(entry.get("status", 200))
+            for name, value in {"Content-Type": "application/json", **entry.get("headers", {})}.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -115,3 +132,68 @@ def test_check_remote_accepts_a_key_from_config(monkeypatch):
     check_remote("openai:gpt-4o", {"api_key": "sk-x"}, "model.spec")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-y")
     check_remote("openai:gpt-4o", {"api_key": None}, "model.spec")
+
+
+GOOD = ('{"critique_feedback": "the draft is sound", "is_approved": true}', "stop")
+
+
+def bare(base_url: str, timeout_s: float | None = None) -> LangChainModel:
+    """The model as the registry builds it: no max_retries of our own."""
+    return LangChainModel(
+        "openai:local", kwargs={"base_url": base_url, "api_key": "none"}, timeout_s=timeout_s
+    )
+
+
+@pytest.mark.network_loopback
+def test_the_client_leaves_retrying_to_the_harness(canned):
+    # the openai client retries a 500 twice by itself unless told not to;
+    # those retries would never become events
+    canned["replies"] = [{"status": 500}, GOOD, GOOD]
+    with pytest.raises(Exception) as caught:
+        bare(canned["base_url"]).complete(request())
+    assert classify(caught.value) == "transient"
+    assert len(canned["bodies"]) == 1
+
+
+@pytest.mark.network_loopback
+def test_a_truncated_body_is_transient_and_retried(canned):
+    whole = json.dumps({"id": "c1", "object": "chat.completion", "choices": []}).encode()
+    canned["replies"] = [{"status": 200, "raw": whole[: len(whole) // 2]}, GOOD]
+    events: list[str] = []
+    policy = RetryConfig(initial_s=0, jitter_s=0)
+    m = bare(canned["base_url"])
+    out = call_with_retry(
+        lambda: m.complete(request()), policy, lambda n, exc, wait: events.append(classify(exc))
+    )
+    assert out.text == GOOD[0]
+    assert events == ["transient"]
+
+
+@pytest.mark.network_loopback
+def test_retry_after_is_a_floor_on_the_wait(canned):
+    canned["replies"] = [{"status": 429, "headers": {"Retry-After": "1"}}, GOOD]
+    waits: list[float] = []
+    policy = RetryConfig(initial_s=0, jitter_s=0, max_s=0)
+    m = bare(canned["base_url"])
+    started = time.perf_counter()
+    call_with_retry(lambda: m.complete(request()), policy, lambda n, exc, wait: waits.append(wait))
+    assert waits == [1.0]
+    assert time.perf_counter() - started >= 1.0
+
+
+@pytest.mark.network_loopback
+def test_a_call_past_retry_timeout_is_transient(canned):
+    canned["replies"] = [{"status": 200, "raw": json.dumps({}).encode(), "delay": 2}]
+    started = time.perf_counter()
+    with pytest.raises(Exception) as caught:
+        bare(canned["base_url"], timeout_s=0.3).complete(request())
+    assert classify(caught.value) == "transient"
+    assert time.perf_counter() - started < 1.5
+
+
+@pytest.mark.network_loopback
+def test_the_per_call_seed_goes_to_the_server(canned):
+    canned["replies"] = [GOOD]
+    seeded = ModelRequest(messages=[{"role": "user", "content": "judge"}], seed=1234)
+    bare(canned["base_url"]).complete(seeded)
+    assert canned["bodies"][0]["seed"] == 1234

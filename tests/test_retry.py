@@ -197,3 +197,38 @@ def test_failed_run_counts_the_rounds_it_finished(run, runs_root):
     assert manifest["status"] == "failed"
     assert manifest["counts"]["rounds_completed"] == 1  # round 1 finished; snapshot round-0001 exists
     assert manifest["topic"]  # the generated motion the debate ran on
+
+
+class Headed(Exception):
+    """An SDK error carrying its HTTP response's headers."""
+
+    def __init__(self, **headers: str) -> None:
+        super().__init__("HTTP 429")
+        self.status_code = 429
+        self.response = type("Response", (), {"headers": headers})()
+
+
+@pytest.mark.parametrize(
+    ("headers", "asked"),
+    [
+        ({"retry-after": "7"}, 7.0),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"retry-after": "soon"}, None),  # neither seconds nor an HTTP date
+        ({}, None),
+    ],
+)
+def test_retry_after_header(headers, asked):
+    from harness.models.retry import retry_after
+
+    assert retry_after(Headed(**headers)) == asked
+
+
+def test_retry_after_as_an_http_date():
+    from datetime import timedelta
+    from email.utils import format_datetime
+
+    from harness.models.retry import retry_after
+    from harness.store.records import utcnow
+
+    later = utcnow().replace(microsecond=0) + timedelta(seconds=30)
+    assert 25 < retry_after(Headed(**{"retry-after": format_datetime(later, usegmt=True)})) <= 30

@@ -53,7 +53,9 @@ def build_model(cfg: ModelConfig) -> ChatModel:
         )
     from harness.models.remote import LangChainModel
 
-    return LangChainModel(cfg.spec, kwargs=cfg.kwargs, structured_mode=cfg.structured_mode)
+    return LangChainModel(
+        cfg.spec, kwargs=cfg.kwargs, structured_mode=cfg.structured_mode, timeout_s=cfg.timeout_s
+    )
 
 
 __all__ = ["ChatModel", "ModelConfigError", "build_model", "check_model"]

@@ -30,6 +30,27 @@ API_KEY_ENV = {
 }
 
 
+# Providers whose LangChain class takes ``max_retries`` and ``timeout``. Their
+# SDK clients retry by themselves (openai: twice), hiding faults from the one
+# retry policy and its events; they are set to 0 retries here.
+CLIENT_RETRY_PROVIDERS = frozenset(
+    {"openai", "azure_openai", "anthropic", "mistralai", "groq", "google_genai",
+     "fireworks", "together", "deepseek", "xai"}
+)  # fmt: skip
+# Providers that take a per-call ``seed`` (OpenAI's API and servers copying it).
+SEED_PROVIDERS = frozenset({"openai", "azure_openai"})
+
+
+def client_kwargs(provider: str, kwargs: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+    """What ``init_chat_model`` gets: the user's kwargs over no client retries and the timeout."""
+    if provider not in CLIENT_RETRY_PROVIDERS:
+        return dict(kwargs)
+    defaults: dict[str, Any] = {"max_retries": 0}
+    if timeout_s is not None:
+        defaults["timeout"] = timeout_s
+    return {**defaults, **kwargs}
+
+
 def known_providers() -> dict[str, str]:
     """{provider: python module} from LangChain's own table."""
     try:
@@ -80,12 +101,20 @@ def pick_mode(provider: str, kwargs: dict[str, Any], mode: str) -> StructuredMod
 class LangChainModel:
     """Adapter from the harness contract to a LangChain chat model."""
 
-    def __init__(self, spec: str, *, kwargs: dict[str, Any], structured_mode: str = "auto"):
+    def __init__(
+        self,
+        spec: str,
+        *,
+        kwargs: dict[str, Any],
+        structured_mode: str = "auto",
+        timeout_s: float | None = None,
+    ):
         self.spec = spec
         self.provider, self.name = spec.split(":", 1)
         # null values in config mean "not set" (they exist so CLI overrides need no '+')
         self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
         self.mode = pick_mode(self.provider, self.kwargs, structured_mode)
+        self.client_kwargs = client_kwargs(self.provider, self.kwargs, timeout_s)
         self._chats: dict[tuple[float, int], Any] = {}
 
     def model_files(self) -> dict[str, str]:
@@ -101,7 +130,7 @@ class LangChainModel:
                 model_provider=self.provider,
                 temperature=temperature,
                 max_tokens=max_tokens,
-                **self.kwargs,
+                **self.client_kwargs,
             )
         return self._chats[key]
 
@@ -130,12 +159,19 @@ class LangChainModel:
             return {}
         return {"extra_body": {"max_tokens": request.max_tokens, **(self.kwargs.get("extra_body") or {})}}
 
+    def _seed_kwargs(self, request: ModelRequest) -> dict[str, Any]:
+        # the per-call seed, so a server that samples by seed replays a call exactly
+        return {"seed": request.seed} if self.provider in SEED_PROVIDERS else {}
+
     def complete(self, request: ModelRequest) -> Completion:
         chat = self._chat(request.temperature, request.max_tokens)
         started = time.perf_counter()
         try:
             reply = chat.invoke(
-                request.messages, **self._format_kwargs(request), **self._compat_kwargs(request)
+                request.messages,
+                **self._format_kwargs(request),
+                **self._compat_kwargs(request),
+                **self._seed_kwargs(request),
             )
         except Exception as exc:
             cut = _length_cut(exc)

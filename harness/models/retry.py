@@ -6,8 +6,10 @@ recorded as an event.
 
 from __future__ import annotations
 
+import email.utils
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TypeVar
 
 from tenacity import (
@@ -34,6 +36,14 @@ _TRANSIENT_NAMES = {
     "RemoteProtocolError",
     "ConnectTimeout",
     "OverloadedError",
+    # a reply cut off or garbled in transit (a truncated 200 body): the next
+    # attempt may well arrive whole. The harness parses model output itself,
+    # after this layer, so a decode error raised here is always the transport's.
+    "JSONDecodeError",
+    "APIResponseValidationError",
+    "IncompleteRead",
+    "ChunkedEncodingError",
+    "DecodingError",
 }
 _RATE_LIMIT_NAMES = {"RateLimitError", "TooManyRequests", "ResourceExhausted"}
 
@@ -55,6 +65,25 @@ def classify(exc: BaseException) -> ErrorKind:
     return "fatal"
 
 
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (``Retry-After``/``retry-after-ms``), if it said."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(0.0, float(ms) / 1000)
+        if (value := headers.get("retry-after")) is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:  # an HTTP date
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, (when - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
     message = " ".join(str(exc).split()) or type(exc).__name__
     return ErrorInfo(kind=classify(exc), type=type(exc).__name__, message=message[:500])
@@ -71,7 +100,11 @@ def backoff(policy: RetryConfig) -> Callable[[RetryCallState], float]:
 
     def wait(state: RetryCallState) -> float:
         base = policy.initial_s * 2 ** (state.attempt_number - 1)
-        return min(policy.max_s, base + random.uniform(0, policy.jitter_s))
+        own = min(policy.max_s, base + random.uniform(0, policy.jitter_s))
+        exc = state.outcome.exception() if state.outcome else None
+        asked = retry_after(exc) if exc is not None else None
+        # the server's Retry-After is a floor, honoured even above max_s
+        return own if asked is None else max(own, asked)
 
     return wait
 
