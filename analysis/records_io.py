@@ -18,7 +18,7 @@ __all__ = ["RunReadWarning", "find_runs", "fingerprint", "layout_of", "read_fold
 
 # prompts.jsonl is large and feeds no table: left unread, though still part
 # of the fingerprint so a rewritten run is noticed.
-SKIP = ("prompts.jsonl",)
+SKIP = ("prompts.jsonl", "replies.jsonl")
 
 
 class RunReadWarning(UserWarning):

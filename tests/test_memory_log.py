@@ -15,10 +15,11 @@ RUN_LOGS = [
     "shared_memory.jsonl",
     "events.jsonl",
     "public/prompts.jsonl",  # what roles with no seat (the topic) were shown
+    "public/replies.jsonl",  # and what the models replied to them
     *(
         f"{team}/{kind}.jsonl"
         for team in ("pros", "cons")
-        for kind in ("persona", "thinking", "critique", "prompts")
+        for kind in ("persona", "thinking", "critique", "prompts", "replies")
     ),
 ]
 

@@ -38,10 +38,10 @@ def query(db: Path, sql: str, *args: object) -> list[tuple]:
 
 
 def jsonl_lines(run_dir: Path) -> list[tuple[str, dict]]:
-    """(file, record) for every non-prompt line of a run, read here with json alone."""
+    """(file, record) for every line of a run but its prompts and raw replies, read here with json alone."""
     out = []
     for path in sorted(run_dir.rglob("*.jsonl")):
-        if path.name != "prompts.jsonl":
+        if path.name not in ("prompts.jsonl", "replies.jsonl"):
             rel = path.relative_to(run_dir).as_posix()
             out += [(rel, json.loads(line)) for line in path.read_text().splitlines()]
     return out
@@ -105,6 +105,12 @@ def test_tokens_per_run_and_seat_equal_the_jsonl_usage(two_runs: tuple[Path, Pat
             db, "SELECT seat, sum(input_tokens) FROM usage WHERE run_id = ? GROUP BY seat", run_dir.name
         )
         assert dict(rows) == by_seat
+        # every call's reply was kept, and they cost what the records say (no crash: none replayed)
+        replies = [
+            json.loads(line) for p in run_dir.rglob("replies.jsonl") for line in p.read_text().splitlines()
+        ]
+        kept = [sum(r["usage"][k] for r in replies) for k in ("input_tokens", "output_tokens", "calls")]
+        assert tuple(kept) == expected
 
 
 def test_judge_decisions_come_with_their_reasons(two_runs: tuple[Path, Path], runs_root: Path) -> None:

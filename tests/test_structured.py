@@ -109,9 +109,13 @@ def test_malformed_replies_are_repaired_and_only_valid_records_are_stored(run, r
     ]
     assert repaired, "malformed_rate=0.4 should force at least one repair"
     # every reply that reached memory validated; malformed text appears only
-    # as a kept failed reply in the team's prompt log
+    # as a kept failed reply in the team's prompt log, and as it came back in replies.jsonl
+    malformed = 0
     for path in run_dir.rglob("*.jsonl"):
         for rec in records(path):
+            if rec.kind == "reply":
+                malformed += '": tru' in rec.text
+                continue
             if rec.kind == "prompt" and rec.id.endswith("failed-reply"):
                 continue
             # the scripted model's broken reply ends '": tru' (JSON-escaped in the dump)
@@ -119,6 +123,7 @@ def test_malformed_replies_are_repaired_and_only_valid_records_are_stored(run, r
     assert result.manifest.counts.model_calls > sum(
         len(records(run_dir / t / "prompts.jsonl")) for t in TEAMS
     )
+    assert malformed >= len(repaired)  # each repair followed a malformed reply, kept for replay
 
 
 def test_schema_failures_fall_back_as_documented(run, records):

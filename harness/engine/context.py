@@ -16,6 +16,7 @@ and model.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,6 +33,7 @@ from harness.store.records import (
     EventKind,
     EventRecord,
     PromptRecord,
+    ReplyRecord,
     Usage,
     record_id,
 )
@@ -78,6 +80,18 @@ def call_seed(seed: int, *parts: object) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+def request_sha(request: ModelRequest) -> str:
+    """What a kept reply answered: a replay must be of the same request."""
+    asked = [request.messages, request.schema, request.temperature, request.max_tokens, request.seed]
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
+
+
+# Events of one attempt at a call. A call re-made after a resume may fail
+# again at the same position; that is a new attempt, and its event must land
+# beside the first one rather than be refused as a replayed copy of it.
+ATTEMPT_EVENTS = frozenset({"retry", "error"})
+
+
 class EventLog:
     """Typed writes to ``events.jsonl``, with deterministic ids."""
 
@@ -86,6 +100,11 @@ class EventLog:
 
     def get(self, rid: str) -> EventRecord | None:
         return self._log.get(rid)
+
+    def _free_n(self, round_: int, team: str | None, role: str, iteration: int, kind: str, n: int) -> int:
+        while self._log.get(record_id(round_, team, role, iteration, kind, n)) is not None:
+            n += 1
+        return n
 
     def emit(
         self,
@@ -102,6 +121,8 @@ class EventLog:
         model: str | None = None,
         **data: Any,
     ) -> EventRecord:
+        if kind in ATTEMPT_EVENTS:
+            n = self._free_n(round_, team, role, iteration, kind, n)
         return self._log.append(
             EventRecord(
                 id=record_id(round_, team, role, iteration, kind, n),
@@ -129,6 +150,7 @@ class AgentContext:
     prompts: JsonlLog[PromptRecord] | None
     step: StepHook
     side: str | None = None  # the seat's side, passed to models as a tag
+    replies: JsonlLog[ReplyRecord] | None = None  # None: a run made before replies were kept
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -153,6 +175,32 @@ class AgentContext:
         )
         return rid
 
+    def _replayed(self, rid: str, request: ModelRequest) -> Completion | None:
+        """The kept reply to this very request, if an earlier attempt of the run got one."""
+        kept = self.replies.get(rid) if self.replies is not None else None
+        if kept is None or kept.request_sha != request_sha(request):
+            return None
+        u = kept.usage
+        return Completion(kept.text, u.input_tokens, u.output_tokens, u.latency_s)
+
+    def _keep(self, rid: str, request: ModelRequest, completion: Completion, spec: str) -> None:
+        """Keep a reply before it is parsed, so a reply that fails validation replays too.
+
+        An id already kept for a different request (a ``--force`` resume that
+        changed the prompt) keeps the first reply; this one is not replayable.
+        """
+        if self.replies is None:
+            return
+        t = request.tags
+        self.replies.append(
+            ReplyRecord(
+                id=rid, round=t["round"], team=t["team"], role=t["role"], iteration=t["iteration"],
+                model=spec, attempt=t["attempt"], request_sha=request_sha(request), text=completion.text,
+                usage=Usage(input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
+                            latency_s=completion.latency_s, calls=1),
+            )
+        )  # fmt: skip
+
     def _caller(
         self, bound: RoleModel, agent: str, tags: dict[str, Any]
     ) -> Callable[[ModelRequest], Completion]:
@@ -169,8 +217,13 @@ class AgentContext:
             )  # fmt: skip
 
         def call(request: ModelRequest) -> Completion:
+            rid = record_id(
+                tags["round"], tags["team"], agent, tags["iteration"], "reply", request.tags["attempt"]
+            )
+            if (kept := self._replayed(rid, request)) is not None:  # after a resume: no second call
+                return kept
             try:
-                return call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
+                completion = call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
             except Exception as exc:  # classified fatal, or retries exhausted
                 info = error_info(exc)
                 self.events.emit("error", **where, detail="model call failed", error=info, model=bound.spec)
@@ -179,6 +232,8 @@ class AgentContext:
                     f"{info.type}: {info.message}",
                     info,
                 ) from exc
+            self._keep(rid, request, completion, bound.spec)
+            return completion
 
         return call
 
@@ -246,8 +301,12 @@ class RunContext:
         """The context of one seat's agents: its own prompt log, nothing wider."""
         view = self.memory.seat(name)
         side = next((s.side for s in self.seats if s.name == name), None)
-        return AgentContext(self.cfg, self.roles, self.events, view.prompts, self.step, side)
+        replies = view.logs.get("replies")
+        return AgentContext(self.cfg, self.roles, self.events, view.prompts, self.step, side, replies)
 
     def for_public(self) -> AgentContext:
         """The context of the roles with no seat; their prompts go to ``public/``."""
-        return AgentContext(self.cfg, self.roles, self.events, self.memory.public.get("prompts"), self.step)
+        public = self.memory.public
+        return AgentContext(
+            self.cfg, self.roles, self.events, public.get("prompts"), self.step, replies=public.get("replies")
+        )

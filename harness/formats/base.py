@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
 PROMPTS = "prompts"
+# Every format keeps each model reply where its prompt went (``ReplyRecord``):
+# one ``replies`` log per seat and one under ``public/``, added by ``layout``.
+REPLIES = "replies"
 
 Side = Literal["for", "against"]
 
@@ -120,10 +123,13 @@ class Format:
         return seat_roles + tuple(r for r in self.roles if r not in seat_roles)
 
     def layout(self, cfg: Config) -> RunLayout:
+        seats = [seat.info() for seat in self.seat_list(cfg)]
+        for info in seats:
+            info.logs.append(REPLIES)
         return RunLayout(
             format=self.name,
-            seats=[seat.info() for seat in self.seat_list(cfg)],
-            public_logs=list(self.public_logs),
-            record_kinds=list(self.record_kinds),
+            seats=seats,
+            public_logs=[*self.public_logs, REPLIES],
+            record_kinds=[*self.record_kinds, "reply"],
             whole_logs=list(self.whole_logs),
         )

@@ -15,6 +15,7 @@ seat's own logs and nothing else.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from harness.store.records import (
     PersonaRecord,
     PromptRecord,
     Published,
+    ReplyRecord,
     RunCounts,
     RunLayout,
     SeatInfo,
@@ -110,13 +112,18 @@ class JsonlLog(Generic[R]):
             return self._records[self._index[record.id]]
         record = record.model_copy(update={"seq": len(self), "prev_hash": self._last_hash})
         line = (record.model_dump_json() + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
-            if self.fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                written = os.write(fd, line)
+                if written != len(line):  # a short write: the disk filled mid-line
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                if self.fsync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:  # named, so the one-line error can say which file
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         self._remember(record, line_hash(line), len(line))
         return record
 
@@ -276,7 +283,7 @@ class RunMemory:
 
 def count_record(counts: RunCounts, record: Envelope) -> None:
     """Add one record to ``counts``: its kind, its usage, what it decided."""
-    if isinstance(record, PromptRecord):
+    if isinstance(record, (PromptRecord, ReplyRecord)):  # a reply's cost is counted where it ended
         return
     if isinstance(record, Published):
         counts.published += 1

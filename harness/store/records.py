@@ -268,6 +268,19 @@ class PromptRecord(Envelope):
     messages: list[dict[str, str]]
 
 
+class ReplyRecord(Envelope):
+    """One model reply as it came back, valid or not, kept in the asking
+    seat's folder (``public/`` for roles with no seat). A resumed run replays
+    it instead of calling the model again, so a crash costs no call twice.
+    ``usage`` is this one call's; counts take it from the record (or the
+    schema-failure event) the reply ended in, never from here."""
+
+    kind: Literal["reply"] = "reply"
+    attempt: int  # which try of one structured call (0, then each repair)
+    request_sha: str  # the request replayed must be the request made
+    text: str
+
+
 class EventRecord(Envelope):
     kind: Literal["event"] = "event"
     event: EventKind
@@ -294,6 +307,7 @@ Record = Annotated[
     | DecisionRecord
     | SynthesisRecord
     | PromptRecord
+    | ReplyRecord
     | EventRecord,
     Field(discriminator="kind"),
 ]

@@ -39,7 +39,7 @@ from harness.store.records import SCHEMA_VERSION, EventRecord, Published, Record
 # Bump when a table or column changes: a store of another version is rebuilt.
 STORE_SCHEMA_VERSION = 1
 DEFAULT_DB_NAME = "_store.sqlite"  # "_": find_runs never looks inside it
-SKIP_LOGS = ("prompts.jsonl",)  # every call's whole prompt: large, and left to the JSONL
+SKIP_LOGS = ("prompts.jsonl", "replies.jsonl")  # every call's prompt and raw reply: large, left to the JSONL
 # Runs written per transaction: each run's delete and re-insert always land
 # together, and the disk is synced once per batch instead of once per run.
 BATCH_RUNS = 64
