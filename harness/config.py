@@ -357,12 +357,24 @@ _SECRET_KEY = re.compile(
 )
 
 
+REDACTED = "***REDACTED***"
+
+# Values local servers take where a key is required but never checked
+# (llama-cpp-python's, vLLM's, Ollama's OpenAI route): no secret, so kept, and
+# a resume needs nothing from the environment to reach the server again.
+PLACEHOLDER_KEYS = frozenset(
+    {"none", "null", "empty", "no-key", "nokey", "sk-no-key-required", "dummy", "local", "x"}
+)
+
+
+def is_secret(key: object, value: Any) -> bool:
+    return bool(value) and bool(_SECRET_KEY.search(str(key))) and str(value).lower() not in PLACEHOLDER_KEYS
+
+
 def redact(data: Any) -> Any:
     """Copy of a plain config dict with secrets masked, for config.yaml."""
     if isinstance(data, dict):
-        return {
-            k: ("***REDACTED***" if _SECRET_KEY.search(str(k)) and v else redact(v)) for k, v in data.items()
-        }
+        return {k: (REDACTED if is_secret(k, v) else redact(v)) for k, v in data.items()}
     if isinstance(data, list):
         return [redact(v) for v in data]
     return data

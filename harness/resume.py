@@ -11,12 +11,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.console import guarded, say
 from harness.cli.report import report
 from harness.config import ConfigError
 from harness.engine.context import ModelCallError
 from harness.engine.resume import ResumeError, resume_run
 from harness.models.base import ModelConfigError
-from harness.store.rundir import RunInUseError
+from harness.store.rundir import DiskFullError, RunInUseError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,17 +26,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="resume despite a fingerprint mismatch")
     parser.add_argument("overrides", nargs="*", help="key=value changes, e.g. rounds=100")
     args = parser.parse_args(argv)
+    sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # a closed pipe ends no run
     try:
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
     except (ConfigError, ModelConfigError, ResumeError, RunInUseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        say(f"error: {exc}", sys.stderr)
         return 2
     except ModelCallError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        print(f"resume later with: python -m harness.resume {args.run_dir}", file=sys.stderr)
+        say(f"error: {exc}", sys.stderr)
+        say(f"resume later with: python -m harness.resume {args.run_dir}", sys.stderr)
+        return 1
+    except DiskFullError as exc:
+        say(f"error: {exc}", sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"interrupted; resume with: python -m harness.resume {args.run_dir}", file=sys.stderr)
+        say(f"interrupted; resume with: python -m harness.resume {args.run_dir}", sys.stderr)
         return 130
     return report(result)
 

@@ -16,6 +16,7 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from harness.cli.console import guarded
 from harness.cli.errors import HeldStderr, check_group_choices, fail, one_line, release_stderr
 from harness.config import ConfigError, read_topics, validate
 from harness.engine import run_debate
@@ -23,6 +24,7 @@ from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
 from harness.resume import main as resume_main
 from harness.resume import report
+from harness.store.rundir import DiskFullError
 from harness.sweep.cell import is_sweep_job, run_cell
 
 
@@ -51,7 +53,7 @@ def main(cfg: DictConfig) -> None:
         result = run_debate(validate(cfg), raw)
     except (ConfigError, ModelConfigError) as exc:
         fail(str(exc), 2)
-    except ModelCallError as exc:
+    except (ModelCallError, DiskFullError) as exc:
         fail(str(exc), 1)
     except KeyboardInterrupt:
         fail("interrupted twice; the run folder is resumable with python -m harness.resume", 130)
@@ -65,7 +67,8 @@ hydra_main = hydra.main(config_path="../conf", config_name="config", version_bas
 
 def cli() -> None:
     check_group_choices(sys.argv[1:])
-    held = HeldStderr(sys.stderr)
+    sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
+    held = HeldStderr(guarded(sys.stderr))
     sys.stderr = held
     try:
         hydra_main()

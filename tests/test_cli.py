@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -164,6 +166,47 @@ def test_fatal_provider_error_fails_fast_in_one_line_with_failed_manifest(cli, t
     assert config["model"]["kwargs"]["api_key"] == "***REDACTED***"
     assert config["model"]["kwargs"]["base_url"] == base_url
     assert config["llm"]["max_tokens"] == 256  # "tokens" in a name is not a secret
+
+
+def resume_cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.resume", str(run_dir), *overrides],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.network_loopback
+def test_resume_names_the_override_a_redacted_key_needs(cli, tmp_path, http_401, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base_url, hits = http_401
+    cli("model=openai", "model.spec=openai:gpt-4o", f"model.kwargs.base_url={base_url}",
+        "model.kwargs.api_key=sk-secret", "rounds=1", f"runs_root={tmp_path / 'runs'}", "progress=false")  # fmt: skip
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    refused = resume_cli(run_dir)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert f"python -m harness.resume {run_dir} model.kwargs.api_key=<value>" in refused.stderr
+    assert len(hits) == 1  # refused before any call
+    # with the key given as named, the resume reaches the server (which refuses it again)
+    again = resume_cli(run_dir, "model.kwargs.api_key=sk-secret")
+    assert again.returncode == 1 and "AuthenticationError" in again.stderr and len(hits) == 2
+    # and from the environment, as at the start: a secret is no fingerprint change
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    from_env = resume_cli(run_dir)
+    assert from_env.returncode == 1 and "AuthenticationError" in from_env.stderr and len(hits) == 3
+
+
+@pytest.mark.network_loopback
+def test_a_placeholder_key_for_a_local_server_is_kept_and_resume_needs_nothing(
+    cli, tmp_path, http_401, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    base_url, hits = http_401
+    cli("model=openai", "model.spec=openai:local", f"model.kwargs.base_url={base_url}",
+        "model.kwargs.api_key=none", "rounds=1", f"runs_root={tmp_path / 'runs'}", "progress=false")  # fmt: skip
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["model"]["kwargs"]["api_key"] == "none"
+    resumed = resume_cli(run_dir)  # exactly the command the harness prints
+    assert resumed.returncode == 1 and "AuthenticationError" in resumed.stderr and len(hits) == 2
 
 
 def test_unreachable_server_is_retried_then_fails_in_one_line(cli, tmp_path):

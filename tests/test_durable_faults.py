@@ -15,6 +15,7 @@ choose the crash instant exactly, by cutting a finished run back to it.
 
 from __future__ import annotations
 
+import glob
 import random
 import shutil
 import signal
@@ -103,7 +104,11 @@ def kill_after(proc: subprocess.Popen[str], root: Path, lines: int, sig: int, ca
     ``root`` (or let it finish); return its stderr."""
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
-        landed = sum(count_lines(p) for pattern in case.progress for p in root.glob(pattern))
+        # glob.glob: skips the hidden staging folder a run is filled in, and
+        # does not fail when that folder is renamed away mid-scan, as Path.glob may
+        landed = sum(
+            count_lines(Path(p)) for pattern in case.progress for p in glob.glob(str(root / pattern))
+        )
         if landed >= lines:
             proc.send_signal(sig)
             break

@@ -6,7 +6,9 @@ when anything else shares the cores, and this test must stay bounded."""
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -45,7 +47,9 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     )  # fmt: skip
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
-        if any(p.stat().st_size for p in crashed_root.glob("*/pros/critique.jsonl")):  # mid-round 1
+        if any(
+            os.path.getsize(p) for p in glob.glob(str(crashed_root / "*/pros/critique.jsonl"))
+        ):  # mid-round 1
             proc.send_signal(signal.SIGKILL)
             break
         time.sleep(0.05)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 import yaml
 from omegaconf import OmegaConf
 
@@ -18,7 +19,9 @@ from harness.store.rundir import create_run_dir, run_dir_name
 
 RUN_FILES = {
     "config.yaml", "manifest.json", "shared_memory.jsonl", "events.jsonl",
-    *(f"{t}/{k}.jsonl" for t in ("pros", "cons") for k in ("persona", "thinking", "critique", "prompts")),
+    *(f"{t}/{k}.jsonl" for t in ("pros", "cons")
+      for k in ("persona", "thinking", "critique", "prompts", "replies")),
+    "public/replies.jsonl",
 }  # fmt: skip
 
 
@@ -160,3 +163,28 @@ def test_secrets_are_redacted_everywhere_in_the_folder(run):
     config = yaml.safe_load((result.run_dir / "config.yaml").read_text())
     assert config["llm"]["max_tokens"] == 256  # a count of tokens is not a secret
     assert config["model"]["kwargs"]["default_headers"]["Authorization"] == "***REDACTED***"
+
+
+def test_a_folder_appears_with_its_config_already_in_it(tmp_path):
+    # a kill between claiming a folder and writing its config used to leave a
+    # folder no resume could read; now the folder is filled before it is claimed
+    seen: list[list[str]] = []
+
+    def fill(folder):
+        seen.append(sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")))
+        (folder / "config.yaml").write_text("rounds: 1\n")
+
+    made = create_run_dir(tmp_path, "memory-v1", fill)
+    assert seen == [[]]  # while it was being filled, no run folder was visible
+    assert (made / "config.yaml").read_text() == "rounds: 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["memory-v1"]  # no staging folder left
+
+
+def test_a_fill_that_fails_leaves_nothing(tmp_path):
+    def fill(folder):
+        (folder / "config.yaml").write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        create_run_dir(tmp_path, "memory-v1", fill)
+    assert list(tmp_path.iterdir()) == []

@@ -8,11 +8,18 @@ import json
 
 import pytest
 
-from harness.agents import CritiqueOutput, PersonaOutput
+from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput
 from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
 from harness.models.scripted import ScriptedModel
-from harness.models.structured import extract_json, generate_structured
+from harness.models.structured import (
+    CHARS_PER_TOKEN,
+    extract_json,
+    fit_schema,
+    generate_structured,
+    min_tokens,
+    parse_reply,
+)
 
 TEAMS = ("pros", "cons")
 
@@ -76,7 +83,12 @@ def test_repair_shows_the_validation_error_and_succeeds():
     assert result.usage.calls == 2 and result.usage.input_tokens == 20
     assert len(result.errors) == 1 and "is_approved" in result.errors[0]
     first, second = model.requests
-    assert first.schema == CritiqueOutput.model_json_schema()
+    # decoded under the schema fitted to the 64-token budget
+    assert (
+        first.schema
+        == fit_schema(CritiqueOutput.model_json_schema(), 64)
+        != CritiqueOutput.model_json_schema()
+    )
     assert second.messages[0] == first.messages[0]
     assert second.messages[1] == {"role": "assistant", "content": '{"critique_feedback": "x"}'}
     assert "is_approved" in second.messages[-1]["content"]  # the error is in the re-ask
@@ -247,3 +259,58 @@ def test_schema_failure_points_only_at_a_kept_reply(run, records, broken_critic,
     assert failures
     for e in failures:
         assert e.data.get("reply_id") is None or e.data["reply_id"] in kept, e.data
+
+
+def string_limits(schema: dict) -> dict[str, tuple[int, int]]:  # type: ignore[type-arg]
+    return {
+        k: (v.get("minLength", 0), v["maxLength"])
+        for k, v in schema["properties"].items()
+        if "maxLength" in v
+    }
+
+
+def test_a_budget_that_fits_leaves_the_schema_alone():
+    schema = ThinkingOutput.model_json_schema()
+    assert fit_schema(schema, 4096) == schema
+
+
+@pytest.mark.parametrize("max_tokens", [64, 128, 256])
+def test_strings_are_cut_to_their_share_of_the_budget(max_tokens):
+    # Gemma 3 270M spent all 256 tokens inside the 300-char scratchpad, three times running
+    schema = ThinkingOutput.model_json_schema()
+    declared, fitted = string_limits(schema), string_limits(fit_schema(schema, max_tokens))
+    for name, (least, most) in fitted.items():
+        assert least <= most <= declared[name][1]
+    chars = sum(most for _, most in fitted.values())
+    assert chars < declared["scratchpad"][1] + declared["argument"][1]
+    assert chars / CHARS_PER_TOKEN < max_tokens  # the strings fit the budget, with the JSON around them
+    # the scratchpad keeps its share: both fields are cut alike
+    assert fitted["scratchpad"][1] / fitted["argument"][1] == pytest.approx(300 / 500, abs=0.05)
+
+
+def test_the_fit_shapes_decoding_not_validation():
+    long = {"scratchpad": "s" * 290, "argument": "a" * 490}
+    assert parse_reply(json.dumps(long), ThinkingOutput).argument == "a" * 490
+
+
+def test_no_cut_goes_below_a_minimum_and_the_minimum_budget_is_named():
+    schema = ThinkingOutput.model_json_schema()
+    floor = min_tokens(schema)
+    assert string_limits(fit_schema(schema, 10)) == {"scratchpad": (20, 20), "argument": (40, 40)}
+    assert string_limits(fit_schema(schema, floor)) != string_limits(schema)
+    assert 20 < floor < 64
+
+
+def test_a_budget_below_the_formats_least_reply_is_refused_before_any_folder(run, runs_root):
+    from harness.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        run("llm.max_tokens=40")
+    assert str(caught.value) == (
+        "llm.max_tokens: 40 tokens cannot hold a valid CritiqueOutput reply; format drift needs at least 57"
+    )
+    with pytest.raises(ConfigError, match=r"^roles\.critic\.max_tokens: 50 tokens"):
+        run("roles.critic.max_tokens=50")
+    assert not runs_root.exists()
+    # at the least, a run goes (the scripted model writes to the fitted schema)
+    assert run("llm.max_tokens=57", "rounds=1").manifest.status == "completed"

@@ -9,12 +9,14 @@ import sys
 from pathlib import Path
 from typing import NoReturn, TextIO
 
+from harness.cli.console import say
+
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
 
 
 def fail(message: str, code: int) -> NoReturn:
-    print(f"error: {message}", file=sys.stderr)
+    say(f"error: {message}", sys.stderr)
     sys.exit(code)
 
 

@@ -9,13 +9,14 @@ from types import TracebackType
 
 from tqdm import tqdm
 
+from harness.cli.console import guarded
 from harness.store.records import RunManifest
 
 
 class Progress:
     def __init__(self, rounds: int, *, enabled: bool = True) -> None:
         self.bar = tqdm(
-            total=rounds, desc="rounds", unit="round", file=sys.stderr, disable=not enabled,
+            total=rounds, desc="rounds", unit="round", file=guarded(sys.stderr), disable=not enabled,
             dynamic_ncols=True,
         )  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from harness.cli.console import say
 from harness.cli.progress import summary_line
 from harness.engine.execute import RunResult
 
@@ -13,13 +14,13 @@ def report(result: RunResult) -> int:
     """Print the summary and the run folder (last line); exit code by status."""
     manifest = result.manifest
     if result.note:
-        print(result.note, file=sys.stderr)
+        say(result.note, sys.stderr)
     if manifest.status == "interrupted":
-        print(
+        say(
             f"interrupted after round {manifest.counts.rounds_completed}; "
             f"resume with: python -m harness.resume {result.run_dir}",
-            file=sys.stderr,
+            sys.stderr,
         )
-    print(summary_line(manifest, result.rounds))
-    print(result.run_dir)
+    say(summary_line(manifest, result.rounds), sys.stdout)
+    say(str(result.run_dir), sys.stdout)
     return 130 if manifest.status == "interrupted" else 0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.progress import Progress
-from harness.config import Config, ModelConfig
+from harness.config import Config, ConfigError, ModelConfig
 from harness.engine.context import ModelCallError, RoleModel, RunContext
 from harness.engine.interrupt import StopOnSignal
 from harness.formats import Format, get_format
@@ -26,8 +26,10 @@ from harness.store.fingerprint import components, digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
 from harness.store.rundir import (
+    DiskFullError,
     RunLock,
     create_run_dir,
+    disk_full,
     git_commit,
     package_versions,
     run_dir_name,
@@ -59,7 +61,27 @@ def preflight(cfg: Config) -> Format:
         override = cfg.roles.get(role)
         key = f"roles.{role}.spec" if override is not None and override.spec is not None else "model.spec"
         check_model(model_cfg, key)
+    check_reply_budgets(cfg, fmt)
     return fmt
+
+
+def check_reply_budgets(cfg: Config, fmt: Format) -> None:
+    """A reply budget too small for the shortest valid reply fails every call
+    (SmolLM2 at 64 tokens never validated a draft): refuse it, naming the least."""
+    least, schema = fmt.least_reply_tokens()
+    for role in fmt.model_roles(cfg):
+        _, _, max_tokens = cfg.role_model(role)
+        if max_tokens < least:
+            override = cfg.roles.get(role)
+            key = (
+                f"roles.{role}.max_tokens"
+                if override is not None and override.max_tokens is not None
+                else "llm.max_tokens"
+            )
+            raise ConfigError(
+                f"{key}: {max_tokens} tokens cannot hold a valid {schema} reply; "
+                f"format {fmt.name} needs at least {least}"
+            )
 
 
 def build_roles(cfg: Config, build: ModelFactory = build_model) -> dict[str, RoleModel]:
@@ -176,6 +198,8 @@ def execute(
     except Exception as exc:  # a bug or an unexpected backend error: stored as data
         manifest.status, manifest.error = "failed", error_info(exc)
         manifest.history.append(HistoryEntry(action="fail", detail=f"{type(exc).__name__}: {exc}"))
+        if disk_full(exc):
+            raise DiskFullError(run_dir, exc) from exc
         raise
     finally:
         manifest.topic = state.get("topic") or manifest.topic
@@ -183,8 +207,19 @@ def execute(
         manifest.counts.rounds_completed = rounds_completed(state, total)
         manifest.ended_at = utcnow()
         manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
-        write_manifest(run_dir, manifest)
+        write_last_manifest(run_dir, manifest)
     return RunResult(run_dir, manifest, state, total)
+
+
+def write_last_manifest(run_dir: Path, manifest: RunManifest) -> None:
+    """The manifest's last word on the run. On a full disk it may not fit; the
+    status then stays what the file last said, and resume is unaffected."""
+    try:
+        write_manifest(run_dir, manifest)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise DiskFullError(run_dir, exc) from exc
 
 
 def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
@@ -197,13 +232,20 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = bu
     """
     fmt = preflight(cfg)
     roles = build_roles(cfg, build)
-    run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg))
+    # the validated topic and format: files given for a topic or a role's prompt are inlined
+    kept = {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)}
+
+    def fill(folder: Path) -> None:
+        write_config(folder, kept)
+        write_fingerprint(folder, components(cfg, roles, fmt))
+
+    root = Path(cfg.runs_root)
+    try:
+        run_dir = create_run_dir(root, cfg.run_name or run_dir_name(cfg), fill)
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise DiskFullError(None, exc) from exc  # no folder was made
     with RunLock(run_dir):
-        # the validated topic and format: files given for a topic or a role's prompt are inlined
-        write_config(
-            run_dir,
-            {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)},
-        )
-        write_fingerprint(run_dir, components(cfg, roles, fmt))
         manifest = new_manifest(cfg, run_dir, roles)
         return execute(cfg, run_dir, roles, manifest, fmt.initial_state(cfg))

@@ -1,6 +1,7 @@
-"""Clean interruption: the first SIGINT or SIGTERM asks the run to stop after
-the node in flight (its model call finishes and its record lands); a second
-one abandons the call at once. Either way the run stays resumable."""
+"""Clean interruption: the first SIGINT, SIGTERM or SIGHUP (the terminal went
+away) asks the run to stop after the node in flight (its model call finishes
+and its record lands); a second one abandons the call at once. Either way
+the run stays resumable."""
 
 from __future__ import annotations
 
@@ -8,6 +9,10 @@ import signal
 import threading
 from types import FrameType, TracebackType
 from typing import Any
+
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 class StopOnSignal:
@@ -22,7 +27,7 @@ class StopOnSignal:
 
     def __enter__(self) -> StopOnSignal:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -14,19 +14,29 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from harness.config import Config, validate
+from harness.config import REDACTED, Config, validate
 from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, new_manifest, preflight
+from harness.formats.base import Format
+from harness.models.base import ModelConfigError
 from harness.models.registry import build_model
 from harness.store.fingerprint import components, differences, read_fingerprint, write_fingerprint
 from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
 
-REDACTED = "***REDACTED***"
-
 
 class ResumeError(RuntimeError):
     """The run cannot be resumed as asked; the message says why in one line."""
+
+
+def redacted_keys(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose value ``config.yaml`` holds only as ``***REDACTED***``."""
+    if not isinstance(node, dict):
+        return []
+    found = []
+    for k, v in node.items():
+        found += [f"{prefix}{k}"] if v == REDACTED else redacted_keys(v, f"{prefix}{k}.")
+    return found
 
 
 def load_config(run_dir: Path, overrides: list[str]) -> Config:
@@ -46,6 +56,23 @@ def load_config(run_dir: Path, overrides: list[str]) -> Config:
     container = OmegaConf.to_container(merged, resolve=True)
     assert isinstance(container, dict)
     return validate({str(k): v for k, v in container.items()})
+
+
+def checked(run_dir: Path, cfg: Config, overrides: list[str]) -> Format:
+    """``preflight``, with a secret ``config.yaml`` could not keep named as the override to add."""
+    try:
+        return preflight(cfg)
+    except ModelConfigError as exc:
+        given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+        missing = [
+            k for k in redacted_keys(yaml.safe_load((run_dir / "config.yaml").read_text())) if k not in given
+        ]
+        if not missing:
+            raise
+        raise ResumeError(
+            f"{exc}; config.yaml keeps {missing[0]} redacted: resume with "
+            f"python -m harness.resume {run_dir} {missing[0]}=<value>"
+        ) from None
 
 
 def start_unstarted(run_dir: Path, cfg: Config, build: ModelFactory) -> RunResult:
@@ -76,7 +103,7 @@ def resume_run(
 ) -> RunResult:
     run_dir = Path(run_dir)
     cfg = load_config(run_dir, overrides or [])
-    fmt = preflight(cfg)
+    fmt = checked(run_dir, cfg, overrides or [])
     with RunLock(run_dir):
         if not (run_dir / "manifest.json").is_file():
             return start_unstarted(run_dir, cfg, build)

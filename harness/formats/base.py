@@ -122,6 +122,24 @@ class Format:
         seat_roles = tuple(dict.fromkeys(seat.role for seat in self.seat_list(cfg)))
         return seat_roles + tuple(r for r in self.roles if r not in seat_roles)
 
+    def least_reply_tokens(self) -> tuple[int, str]:
+        """The fewest ``max_tokens`` every reply schema of this format fits in,
+        and the schema that needs them (``harness.models.structured.min_tokens``)."""
+        import importlib
+
+        from pydantic import BaseModel
+
+        from harness.models.structured import json_schema, min_tokens
+
+        schemas = {
+            obj.__name__: obj
+            for name in self.prompt_modules
+            for obj in vars(importlib.import_module(name)).values()
+            if isinstance(obj, type) and issubclass(obj, BaseModel) and obj.__name__.endswith("Output")
+        }
+        needs = [(min_tokens(json_schema(cls)), name) for name, cls in schemas.items()]
+        return max(needs, default=(0, ""))
+
     def layout(self, cfg: Config) -> RunLayout:
         seats = [seat.info() for seat in self.seat_list(cfg)]
         for info in seats:

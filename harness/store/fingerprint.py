@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.config import Config, redact
+from harness.config import REDACTED, Config, redact
 from harness.store.rundir import write_atomic
 
 if TYPE_CHECKING:
@@ -71,6 +71,10 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     lines = []
     for key in sorted(set(flat_old) | set(flat_new)):
         before, after = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
+        # a key given on the command line at the start and read from the
+        # environment on resume: redacted either way, and no change to the run
+        if before in (REDACTED, None) and after in (REDACTED, None):
+            continue
         if before != after:
             lines.append(f"{key}: {before!r} -> {after!r}")
     return lines

@@ -10,6 +10,7 @@ shows what it holds. ``verify`` reads the same files strictly instead.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +28,12 @@ def find_runs(path: Path) -> list[Path]:
     if (path / "manifest.json").is_file():
         return [path]
     found = []
-    for manifest in path.rglob("manifest.json"):
-        rel = manifest.relative_to(path).parts
-        if any(part.startswith((".", "_")) for part in rel[:-1]):
-            continue
-        found.append(manifest.parent)
+    # os.walk, not rglob: it prunes as it goes, and a folder that vanishes
+    # mid-walk (a new run's staging folder, renamed into place) is skipped, not an error
+    for folder, subfolders, files in os.walk(path):
+        subfolders[:] = [d for d in subfolders if not d.startswith((".", "_"))]
+        if "manifest.json" in files:
+            found.append(Path(folder))
     return sorted(found)
 
 

@@ -1,19 +1,24 @@
 """Run folders: atomic creation, config.yaml, manifest.json, provenance.
 
-A folder is claimed with ``mkdir`` (atomic on POSIX), so two runs started at
-once never share one: the loser tries the next suffix. JSON files are
-replaced atomically (temp file, fsync, rename, fsync of the folder).
+A folder is filled in a hidden staging folder and claimed by renaming it
+into place (atomic on POSIX), so it appears with its config already in it
+and two runs started at once never share one: the loser tries the next
+suffix. JSON files are replaced atomically (temp file, fsync, rename, fsync
+of the folder).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib.metadata
 import os
+import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -39,36 +44,77 @@ def run_dir_name(cfg: Config) -> str:
     return f"memory-v{cfg.version}-temp-{cfg.llm.temperature}-max-tokens-{cfg.llm.max_tokens}"
 
 
-def create_run_dir(root: Path, base: str) -> Path:
-    """Claim ``root/base``, or ``base-2``, ``base-3``... whichever is free first."""
+class DiskFullError(RuntimeError):
+    """The disk (or quota) filled while a run wrote ``path``; the message is one line."""
+
+    def __init__(self, run_dir: Path | None, exc: OSError) -> None:
+        then = f"resume with: python -m harness.resume {run_dir}" if run_dir else "run again"
+        super().__init__(f"{exc.filename or 'a run file'}: no space left on device; free some, then {then}")
+
+
+def disk_full(exc: BaseException) -> TypeGuard[OSError]:
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def create_run_dir(root: Path, base: str, fill: Callable[[Path], None] | None = None) -> Path:
+    """Claim ``root/base``, or ``base-2``, ``base-3``... whichever is free first.
+
+    ``fill`` writes the folder's first files (its config) before it is
+    claimed: a kill at any instant leaves either no folder or one that holds
+    them, never a folder that no resume can read. A kill mid-fill leaves a
+    hidden ``.<base>.*.new`` folder, which holds no manifest and so is no run.
+    """
     root.mkdir(parents=True, exist_ok=True)
-    for n in count(1):
-        path = root / (base if n == 1 else f"{base}-{n}")
-        try:
-            path.mkdir()
-        except FileExistsError:
-            continue
-        return path
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{base}.", suffix=".new"))
+    try:
+        # never empty: rename(2) replaces an empty folder, which could be another claimant's
+        (staging / ".lock").touch()
+        if fill is not None:
+            fill(staging)
+        for n in count(1):
+            path = root / (base if n == 1 else f"{base}-{n}")
+            if path.exists():
+                continue
+            try:
+                os.rename(staging, path)
+            except OSError as exc:
+                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):  # claimed since the check
+                    continue
+                raise
+            fsync_dir(root)
+            return path
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     raise AssertionError("unreachable")
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` so a reader sees the old or the new file, never half."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # named, so the one-line error can say which file
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 def write_config(run_dir: Path, raw: dict[str, Any]) -> None:
