@@ -61,6 +61,19 @@ def test_two_rounds_on_smollm2(run, records):
 
 
 @pytest.mark.slow
+def test_one_round_of_gemma_publishes_for_both_teams(run, records):
+    # Gemma 3 270M (a base model) used to spend every token of a 256-token
+    # reply inside the first 300-character field: 0 drafts in a quarter of an
+    # hour. With each string's maxLength fitted to the budget it closes its JSON.
+    result = run("model=gemma3_270m", "rounds=1", "model.n_threads=1")
+    assert_complete_debate(result, records, 1, "local:gemma3-270m")
+    published = records(result.run_dir / "shared_memory.jsonl")
+    assert {a.team for a in published} == set(TEAMS)
+    counts = result.manifest.counts
+    assert counts.schema_failures * 5 <= counts.model_calls
+
+
+@pytest.mark.slow
 def test_two_round_panel_on_smollm2(run, records):
     from harness.cli.export import export_run
     from harness.store.integrity import verify
