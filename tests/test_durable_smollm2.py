@@ -24,7 +24,7 @@ from harness.resume import resume_run
 from harness.verify import verify
 
 ARGS = [
-    "model=smollm2", "rounds=1", "llm.temperature=0", "llm.max_tokens=48", "seed=7",
+    "model=smollm2", "rounds=1", "llm.temperature=0", "llm.max_tokens=64", "seed=7",
     "model.n_threads=1", "progress=false",
 ]  # fmt: skip
 
