@@ -15,6 +15,7 @@ import pytest
 import harness.models.local as local
 from harness.models.base import ModelConfigError, ModelRequest
 from harness.models.scripted import ScriptedModel
+from harness.models.structured import fit_schema
 
 
 class FakeLlama:
@@ -83,8 +84,9 @@ def test_requests_carry_schema_and_sampling_per_role(run, fake_llama):
     calls = llama.calls
     assert len(calls) == 6  # persona, thinking, critique for each team
     assert all(c["response_format"]["type"] == "json_object" for c in calls)
+    # each schema as fitted to its role's budget (the critic's 64 tokens, the teams' 200)
     assert {json.dumps(c["response_format"]["schema"], sort_keys=True) for c in calls} >= {
-        json.dumps(schema, sort_keys=True) for schema in _schemas()
+        json.dumps(fit_schema(schema, budget), sort_keys=True) for schema, budget in _schemas()
     }
     critic = [c for c in calls if "hostile critic" in c["messages"][0]["content"]]
     assert [c["max_tokens"] for c in critic] == [64, 64]
@@ -93,10 +95,13 @@ def test_requests_carry_schema_and_sampling_per_role(run, fake_llama):
     assert len({c["seed"] for c in calls}) == len(calls)  # each call its own derived seed
 
 
-def _schemas() -> list[dict[str, Any]]:
+def _schemas() -> list[tuple[dict[str, Any], int]]:
     from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput
 
-    return [m.model_json_schema() for m in (PersonaOutput, ThinkingOutput, CritiqueOutput)]
+    return [
+        (m.model_json_schema(), n)
+        for m, n in ((PersonaOutput, 200), (ThinkingOutput, 200), (CritiqueOutput, 64))
+    ]
 
 
 def test_workers_split_the_cores(monkeypatch):
