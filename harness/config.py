@@ -335,15 +335,19 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
 PROMPT_ROOM = 256  # tokens a local model's context keeps for the prompt, at least
 
 
+def max_tokens_key(cfg: Config, role: str) -> str:
+    """The key that set ``role``'s reply budget: its own override, or the shared one."""
+    own = cfg.roles.get(role, RoleOverride()).max_tokens is not None
+    return f"roles.{role}.max_tokens" if own else "llm.max_tokens"
+
+
 def check_context(cfg: Config, role: str) -> None:
     """A local model's reply budget must leave room for the prompt in its context."""
     model, _, max_tokens = cfg.role_model(role)
     if not model.spec.startswith("local:") or max_tokens <= model.n_ctx - PROMPT_ROOM:
         return
-    own = cfg.roles.get(role, RoleOverride()).max_tokens is not None
-    key = f"roles.{role}.max_tokens" if own else "llm.max_tokens"
     raise ConfigError(
-        f"{key}: {max_tokens} tokens cannot fit {model.spec}'s context of {model.n_ctx} "
+        f"{max_tokens_key(cfg, role)}: {max_tokens} tokens cannot fit {model.spec}'s context of {model.n_ctx} "
         f"with room for a prompt; use at most {model.n_ctx - PROMPT_ROOM} or raise model.n_ctx"
     )
 

@@ -175,15 +175,15 @@ class AgentContext:
         )
         return rid
 
-    def _replayed(self, rid: str, request: ModelRequest) -> Completion | None:
-        """The kept reply to this very request, if an earlier attempt of the run got one."""
+    def _replayed(self, rid: str, sha: str) -> Completion | None:
+        """The kept reply to this very request (``sha``), if an earlier attempt of the run got one."""
         kept = self.replies.get(rid) if self.replies is not None else None
-        if kept is None or kept.request_sha != request_sha(request):
+        if kept is None or kept.request_sha != sha:
             return None
         u = kept.usage
         return Completion(kept.text, u.input_tokens, u.output_tokens, u.latency_s)
 
-    def _keep(self, rid: str, request: ModelRequest, completion: Completion, spec: str) -> None:
+    def _keep(self, rid: str, sha: str, request: ModelRequest, completion: Completion, spec: str) -> None:
         """Keep a reply before it is parsed, so a reply that fails validation replays too.
 
         An id already kept for a different request (a ``--force`` resume that
@@ -195,7 +195,7 @@ class AgentContext:
         self.replies.append(
             ReplyRecord(
                 id=rid, round=t["round"], team=t["team"], role=t["role"], iteration=t["iteration"],
-                model=spec, attempt=t["attempt"], request_sha=request_sha(request), text=completion.text,
+                model=spec, attempt=t["attempt"], request_sha=sha, text=completion.text,
                 usage=Usage(input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
                             latency_s=completion.latency_s, calls=1),
             )
@@ -220,7 +220,8 @@ class AgentContext:
             rid = record_id(
                 tags["round"], tags["team"], agent, tags["iteration"], "reply", request.tags["attempt"]
             )
-            if (kept := self._replayed(rid, request)) is not None:  # after a resume: no second call
+            sha = request_sha(request)
+            if (kept := self._replayed(rid, sha)) is not None:  # after a resume: no second call
                 return kept
             try:
                 completion = call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
@@ -232,7 +233,7 @@ class AgentContext:
                     f"{info.type}: {info.message}",
                     info,
                 ) from exc
-            self._keep(rid, request, completion, bound.spec)
+            self._keep(rid, sha, request, completion, bound.spec)
             return completion
 
         return call

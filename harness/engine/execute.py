@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.cli.progress import Progress
-from harness.config import Config, ConfigError, ModelConfig
+from harness.config import Config, ConfigError, ModelConfig, max_tokens_key
 from harness.engine.context import ModelCallError, RoleModel, RunContext
 from harness.engine.interrupt import StopOnSignal
 from harness.formats import Format, get_format
@@ -26,10 +26,9 @@ from harness.store.fingerprint import components, digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
 from harness.store.rundir import (
-    DiskFullError,
     RunLock,
     create_run_dir,
-    disk_full,
+    full_disk_in_one_line,
     git_commit,
     package_versions,
     run_dir_name,
@@ -66,20 +65,14 @@ def preflight(cfg: Config) -> Format:
 
 
 def check_reply_budgets(cfg: Config, fmt: Format) -> None:
-    """A reply budget too small for the shortest valid reply fails every call
-    (SmolLM2 at 64 tokens never validated a draft): refuse it, naming the least."""
+    """A reply budget too small for the shortest valid reply fails every call:
+    refuse it before anything runs, naming the least the format needs."""
     least, schema = fmt.least_reply_tokens()
     for role in fmt.model_roles(cfg):
         _, _, max_tokens = cfg.role_model(role)
         if max_tokens < least:
-            override = cfg.roles.get(role)
-            key = (
-                f"roles.{role}.max_tokens"
-                if override is not None and override.max_tokens is not None
-                else "llm.max_tokens"
-            )
             raise ConfigError(
-                f"{key}: {max_tokens} tokens cannot hold a valid {schema} reply; "
+                f"{max_tokens_key(cfg, role)}: {max_tokens} tokens cannot hold a valid {schema} reply; "
                 f"format {fmt.name} needs at least {least}"
             )
 
@@ -175,51 +168,40 @@ def execute(
     )  # fmt: skip
     started, total = time.perf_counter(), fmt.planned_rounds(cfg)
     manifest.status, manifest.error, manifest.ended_at = "running", None, None
-    write_manifest(run_dir, manifest)
-    try:
-        with StopOnSignal() as stop:
-            state = drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
-        finished = state["done"] or rounds_completed(state, total) >= total
-        if finished:
-            manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
-            manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
-        else:
-            manifest.status = "interrupted"
-            manifest.history.append(HistoryEntry(action="interrupt", detail=stop.requested or ""))
-    except ModelCallError as exc:
-        manifest.status, manifest.error = "failed", exc.info
-        manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))
-        raise
-    except KeyboardInterrupt:
-        manifest.status = "interrupted"
-        manifest.error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
-        manifest.history.append(HistoryEntry(action="interrupt", detail="second signal"))
-        raise
-    except Exception as exc:  # a bug or an unexpected backend error: stored as data
-        manifest.status, manifest.error = "failed", error_info(exc)
-        manifest.history.append(HistoryEntry(action="fail", detail=f"{type(exc).__name__}: {exc}"))
-        if disk_full(exc):
-            raise DiskFullError(run_dir, exc) from exc
-        raise
-    finally:
-        manifest.topic = state.get("topic") or manifest.topic
-        manifest.counts = snapshots.totals()
-        manifest.counts.rounds_completed = rounds_completed(state, total)
-        manifest.ended_at = utcnow()
-        manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
-        write_last_manifest(run_dir, manifest)
-    return RunResult(run_dir, manifest, state, total)
-
-
-def write_last_manifest(run_dir: Path, manifest: RunManifest) -> None:
-    """The manifest's last word on the run. On a full disk it may not fit; the
-    status then stays what the file last said, and resume is unaffected."""
-    try:
+    # a full disk, in a node or in a manifest write, ends in one line
+    with full_disk_in_one_line(run_dir):
         write_manifest(run_dir, manifest)
-    except OSError as exc:
-        if not disk_full(exc):
+        try:
+            with StopOnSignal() as stop:
+                state = drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
+            finished = state["done"] or rounds_completed(state, total) >= total
+            if finished:
+                manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
+                manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
+            else:
+                manifest.status = "interrupted"
+                manifest.history.append(HistoryEntry(action="interrupt", detail=stop.requested or ""))
+        except ModelCallError as exc:
+            manifest.status, manifest.error = "failed", exc.info
+            manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))
             raise
-        raise DiskFullError(run_dir, exc) from exc
+        except KeyboardInterrupt:
+            manifest.status = "interrupted"
+            manifest.error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
+            manifest.history.append(HistoryEntry(action="interrupt", detail="second signal"))
+            raise
+        except Exception as exc:  # a bug or an unexpected backend error: stored as data
+            manifest.status, manifest.error = "failed", error_info(exc)
+            manifest.history.append(HistoryEntry(action="fail", detail=f"{type(exc).__name__}: {exc}"))
+            raise
+        finally:
+            manifest.topic = state.get("topic") or manifest.topic
+            manifest.counts = snapshots.totals()
+            manifest.counts.rounds_completed = rounds_completed(state, total)
+            manifest.ended_at = utcnow()
+            manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
+            write_manifest(run_dir, manifest)
+    return RunResult(run_dir, manifest, state, total)
 
 
 def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
@@ -239,13 +221,8 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = bu
         write_config(folder, kept)
         write_fingerprint(folder, components(cfg, roles, fmt))
 
-    root = Path(cfg.runs_root)
-    try:
-        run_dir = create_run_dir(root, cfg.run_name or run_dir_name(cfg), fill)
-    except OSError as exc:
-        if not disk_full(exc):
-            raise
-        raise DiskFullError(None, exc) from exc  # no folder was made
+    with full_disk_in_one_line(None):  # None: no folder was made
+        run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg), fill)
     with RunLock(run_dir):
         manifest = new_manifest(cfg, run_dir, roles)
         return execute(cfg, run_dir, roles, manifest, fmt.initial_state(cfg))

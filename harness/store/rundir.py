@@ -15,7 +15,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -54,6 +55,17 @@ class DiskFullError(RuntimeError):
 
 def disk_full(exc: BaseException) -> TypeGuard[OSError]:
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def full_disk_in_one_line(run_dir: Path | None) -> Iterator[None]:
+    """A full disk inside the block becomes ``DiskFullError``; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        if not disk_full(exc):
+            raise
+        raise DiskFullError(run_dir, exc) from exc
 
 
 def create_run_dir(root: Path, base: str, fill: Callable[[Path], None] | None = None) -> Path:
