@@ -1,7 +1,7 @@
 # drift-harness — `make help` lists the targets.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,local,server,analysis,sweep
+EXTRAS ?= dev,local,server,analysis,sweep,grounded
 
 .DEFAULT_GOAL := help
 

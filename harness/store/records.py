@@ -32,6 +32,8 @@ EventKind = Literal[
     "disqualify",  # a side reached max_strikes
     "warning",  # a setting that weakens the run (a judge who is also a debater)
     "positions",  # what each side argues, recorded before the first speech
+    "search_restart",  # the search server was restarted after a fault
+    "note",  # a person's note for the synthesiser (chat mode)
 ]
 
 
@@ -161,12 +163,75 @@ class TurnRecord(Published):
     fallback: bool = False
 
 
+class Citation(BaseModel):
+    """A passage a turn cites, the span it quotes from it, and what the
+    citation checker found: ``supported`` (the passage holds the quote,
+    verbatim or after normalising whitespace and case), ``unsupported`` (the
+    passage exists but lacks it) or ``unknown`` (no passage has that id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    quote: str = ""
+    status: Literal["supported", "unsupported", "unknown"] | None = None  # None: not checked yet
+
+
 class DraftRecord(Envelope):
-    """A speech as its seat drafted it, before any check (private to the seat)."""
+    """A speech as its seat drafted it, before any check (private to the seat).
+    A grounded turn's draft keeps its citations and its full, uncut text."""
 
     kind: Literal["draft"] = "draft"
     stage: str
     notes: str
+    text: str
+    citations: list[Citation] = Field(default_factory=list)
+    searches: list[str] = Field(default_factory=list)  # the SearchRecord ids it was written after
+
+
+class Hit(BaseModel):
+    """One passage a search returned, as the arguer saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    text: str
+    source: str
+    score: float
+
+
+class SearchRecord(Envelope):
+    """One call of the search tool by a seat (private to the seat): what it
+    asked, what came back, how long it took. A resumed run reads the hits
+    from here instead of asking the server again."""
+
+    kind: Literal["search"] = "search"
+    tool: Literal["search", "summarize"] = "search"
+    query: str
+    collection: str
+    k: int
+    hits: list[Hit] = Field(default_factory=list)
+    summary: str | None = None  # the summarize tool's reply
+    latency_s: float = 0.0
+
+
+class CitedTurnRecord(Published):
+    """A grounded debate's published turn: its citations, checked, and
+    whether the hard length cut applied (the full text stays in the seat's
+    ``drafts`` log, ``draft_id``). ``model`` is ``human`` for a person's turn."""
+
+    kind: Literal["cited_turn"] = "cited_turn"
+    side: str
+    draft_id: str
+    citations: list[Citation] = Field(default_factory=list)
+    searches: list[str] = Field(default_factory=list)  # SearchRecord ids (in the seat's own log)
+    hits: int = 0  # passages its searches returned
+    truncated: bool = False
+
+
+class NoteRecord(Envelope):
+    """A person's argument for the synthesiser (chat mode's ``/note``), public."""
+
+    kind: Literal["note"] = "note"
     text: str
 
 
@@ -298,6 +363,9 @@ Record = Annotated[
     | SpeechRecord
     | TurnRecord
     | DraftRecord
+    | SearchRecord
+    | CitedTurnRecord
+    | NoteRecord
     | FactCheckRecord
     | VerdictRecord
     | EvaluationRecord
