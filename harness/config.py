@@ -55,6 +55,7 @@ class ModelConfig:
     synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
     factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
     judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random
+    bad_citation_rate: float = 0.0  # a scripted arguer's share of citations that fail the check
     # per-call timeout for remote providers; Config.role_model copies it from retry.timeout_s
     timeout_s: float | None = None
 
@@ -73,13 +74,19 @@ class ModelConfig:
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
-        for name in ("malformed_rate", "error_rate", "synthesize_rate", "factcheck_fail_rate"):
+        for name in (
+            "malformed_rate",
+            "error_rate",
+            "synthesize_rate",
+            "factcheck_fail_rate",
+            "bad_citation_rate",
+        ):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
         _require(
-            self.judge_winner in ("pro", "con", "random"),
+            self.judge_winner in ("pro", "con", "for", "against", "random"),
             f"{key}.judge_winner",
-            f"must be pro, con or random, got {self.judge_winner!r}",
+            f"must be pro, con, for, against or random, got {self.judge_winner!r}",
         )
 
 
@@ -170,6 +177,30 @@ class RetryConfig:
         )
 
 
+SEARCH_TRANSPORTS = ("mcp", "local")
+
+
+@dataclass
+class SearchConfig:
+    """The search tool of grounded debates (``format=grounded``)."""
+
+    collection: str = "kjv"  # a built-in collection (kjv) or a folder of .txt, .md, .jsonl files
+    k: int = 5  # passages per search
+    transport: str = "mcp"  # mcp: the MCP server over stdio, one session per run; local: in-process
+    timeout_s: float = 30.0  # one tool call's limit; past it the server is restarted and the call retried
+    cache_dir: str | None = None  # BM25 index cache (default $DRIFT_HARNESS_CACHE or ~/.cache/drift-harness)
+
+    def check(self) -> None:
+        _require(bool(self.collection), "search.collection", "must not be empty")
+        _require(1 <= self.k <= 50, "search.k", f"must be in [1, 50], got {self.k}")
+        _require(
+            self.transport in SEARCH_TRANSPORTS,
+            "search.transport",
+            f"must be one of {', '.join(SEARCH_TRANSPORTS)}, got {self.transport!r}",
+        )
+        _require(self.timeout_s > 0, "search.timeout_s", f"must be > 0, got {self.timeout_s}")
+
+
 @dataclass
 class TopicConfig:
     text: str | None = "Remote work is better for society than office work."
@@ -238,12 +269,14 @@ class Config:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     structured: StructuredConfig = field(default_factory=StructuredConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
     progress: bool = True
     experiment_name: str = "default"
     replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
     replicate: int = 0  # this cell's replicate; its seed was derived from it
     resume: str | None = None  # a run folder: continue it (its own config wins)
     run_name: str | None = None  # the run folder's name; a sweep sets it per cell
+    chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
@@ -278,7 +311,7 @@ class Config:
                 _require(0 <= override.temperature <= 2, f"roles.{role}.temperature", "in [0, 2]")
             if override.max_tokens is not None:
                 _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
-        for part in (self.llm, self.critic, self.memory, self.structured, self.retry):
+        for part in (self.llm, self.critic, self.memory, self.structured, self.retry, self.search):
             part.check()
 
     def check_roles(self, known: tuple[str, ...]) -> None:
@@ -327,9 +360,32 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     obj.topic.load_files()
     obj.check()
     obj.check_roles(fmt.model_roles(obj))
+    check_chat(obj, fmt.seat_list(obj), fmt.name)
     for role in fmt.model_roles(obj):
         check_context(obj, role)
     return obj
+
+
+HUMAN_FORMATS = ("grounded",)  # formats whose seats a person can play
+
+
+def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
+    """``chat=<seat>`` gives that seat to a person; a human seat needs a format that has them."""
+    if cfg.chat is not None:
+        names = [s.name for s in seats]
+        _require(
+            cfg.chat in names,
+            "chat",
+            f"no seat {cfg.chat!r} in format {format_name!r}; its seats: {', '.join(names)}",
+        )
+        role = next(s.role for s in seats if s.name == cfg.chat)
+        cfg.roles[role] = RoleOverride(**{**vars(cfg.roles.get(role, RoleOverride())), "spec": "human:you"})
+    humans = [s.role for s in seats if (cfg.role_model(s.role)[0].spec.startswith("human:"))]
+    if humans and format_name not in HUMAN_FORMATS:
+        raise ConfigError(
+            f"roles.{humans[0]}.spec: a person can play a seat only in format={'|'.join(HUMAN_FORMATS)}, "
+            f"not {format_name}"
+        )
 
 
 PROMPT_ROOM = 256  # tokens a local model's context keeps for the prompt, at least

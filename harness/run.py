@@ -17,7 +17,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.console import guarded
-from harness.cli.errors import HeldStderr, check_group_choices, fail, one_line, release_stderr
+from harness.cli.errors import (
+    HeldStderr,
+    check_group_choices,
+    fail,
+    one_line,
+    quote_text_values,
+    release_stderr,
+)
 from harness.config import ConfigError, read_topics, validate
 from harness.engine import run_debate
 from harness.engine.context import ModelCallError
@@ -66,6 +73,7 @@ hydra_main = hydra.main(config_path="../conf", config_name="config", version_bas
 
 
 def cli() -> None:
+    sys.argv[1:] = quote_text_values(sys.argv[1:])
     check_group_choices(sys.argv[1:])
     sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
     held = HeldStderr(guarded(sys.stderr))

@@ -62,6 +62,21 @@ def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
     return go
 
 
+GROUNDED_CLAIM = 'topic.text="Job\'s suffering is deserved"'
+
+
+@pytest.fixture(scope="session")
+def search_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One BM25 index cache for the session: each collection is indexed once."""
+    return tmp_path_factory.mktemp("search-cache")
+
+
+@pytest.fixture
+def grounded(search_cache: Path) -> tuple[str, ...]:
+    """A grounded debate on the KJV, searched in-process, with the session's index cache."""
+    return ("format=grounded", GROUNDED_CLAIM, "search.transport=local", f"search.cache_dir={search_cache}")
+
+
 def read_records(path: Path) -> list:
     """Every record of one JSONL log, parsed and validated."""
     from harness.store.records import parse_record

@@ -33,6 +33,21 @@ def check_group_choices(argv: list[str]) -> None:
                 fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
 
 
+def quote_text_values(argv: list[str]) -> list[str]:
+    """``topic.text=Job's suffering is deserved``, as a shell hands it over
+    from ``topic.text="Job's suffering is deserved"``, quoted for Hydra,
+    whose override grammar stops at a bare quote mark. Values Hydra quotes,
+    lists and sweeps of its own are left as they are."""
+    out = []
+    for arg in argv:
+        key, eq, value = arg.partition("=")
+        bare_quote = ("'" in value or '"' in value) and value[:1] not in ("'", '"', "[", "{")
+        if eq and key and not key.startswith("-") and bare_quote:
+            arg = f"{key}='" + value.replace("'", "\\'") + "'"
+        out.append(arg)
+    return out
+
+
 class HeldStderr(io.StringIO):
     """Hydra reports a bad override as a page of text before ``main`` runs;
     ``cli`` holds stderr until ``main`` starts, so it can say it in one line."""

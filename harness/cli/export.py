@@ -47,11 +47,13 @@ from typing import Any
 
 from harness.store.reader import RunFolder, find_runs, read_config, read_run
 from harness.store.records import (
+    CitedTurnRecord,
     DecisionRecord,
     EvaluationRecord,
     EventRecord,
     FactCheckRecord,
     MotionRecord,
+    NoteRecord,
     Published,
     Record,
     RoleCardRecord,
@@ -260,6 +262,22 @@ def _verdict(rec: VerdictRecord, entry: RoundEntry) -> None:
     entry.after.append(Note(f"Verdict ({rec.by}): {who}", text))
 
 
+def _note(rec: NoteRecord, entry: RoundEntry) -> None:
+    entry.after.append(Note(f"A participant's note for the synthesiser ({rec.team})", rec.text))
+
+
+def citation_note(rec: CitedTurnRecord, alias: str) -> Note:
+    """A grounded turn's citations as the checker marked them, and whether the turn was cut."""
+    marks = "; ".join(f'[{c.id}] "{c.quote}": {c.status or "unchecked"}' for c in rec.citations)
+    cut = (
+        " The turn was cut at the length limit; its full text is in the seat's drafts."
+        if rec.truncated
+        else ""
+    )
+    searched = f"{len(rec.searches)} search(es), {rec.hits} passage(s) found."
+    return Note(f"Citations of {alias}", f"{marks or 'none'}. {searched}{cut}")
+
+
 # record kind -> how a public record shows in its round; a new kind is one more entry
 ROUND_HOOKS: dict[str, Callable[[Any, RoundEntry], None]] = {
     "summary": _summary,
@@ -268,6 +286,7 @@ ROUND_HOOKS: dict[str, Callable[[Any, RoundEntry], None]] = {
     "evaluation": _evaluation,
     "fact_check": _fact_check,
     "verdict": _verdict,
+    "note": _note,
 }
 
 
@@ -284,6 +303,8 @@ def build_rounds(run: RunFolder) -> list[RoundEntry]:
         if isinstance(rec, Published):
             alias = rec.alias or aliases.get(rec.team or "", rec.team or rec.role)
             at(rec.round).statements.append(Statement(rec.team or rec.role, alias, rec.phase, rec.text))
+        if isinstance(rec, CitedTurnRecord):
+            at(rec.round).after.append(citation_note(rec, alias))
     for rec in public_records(run):
         if (hook := ROUND_HOOKS.get(str(getattr(rec, "kind", "")))) is not None:
             hook(rec, at(rec.round))

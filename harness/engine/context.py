@@ -89,7 +89,7 @@ def request_sha(request: ModelRequest) -> str:
 # Events of one attempt at a call. A call re-made after a resume may fail
 # again at the same position; that is a new attempt, and its event must land
 # beside the first one rather than be refused as a replayed copy of it.
-ATTEMPT_EVENTS = frozenset({"retry", "error"})
+ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart"})
 
 
 class EventLog:
@@ -248,8 +248,10 @@ class AgentContext:
         round_: int,
         team: str | None,
         iteration: int,
+        max_tokens: int | None = None,
     ) -> StructuredResult[M]:
-        """One structured call for ``agent`` (persona, thinking, critique...) of ``role``."""
+        """One structured call for ``agent`` (persona, thinking, critique...) of ``role``;
+        ``max_tokens`` lowers the role's reply budget for this call (a grounded turn's limit)."""
         bound = self.roles[role]
         tags = {"round": round_, "team": team, "role": agent, "iteration": iteration, "model": bound.spec}
         self.step.fn(f"{team or ''} {agent}".strip())
@@ -259,7 +261,7 @@ class AgentContext:
             messages,
             schema_cls,
             temperature=bound.temperature,
-            max_tokens=bound.max_tokens,
+            max_tokens=bound.max_tokens if max_tokens is None else min(max_tokens, bound.max_tokens),
             seed=call_seed(self.cfg.seed, round_, team, agent, iteration),
             max_repairs=self.cfg.structured.max_repairs,
             tags={
@@ -294,6 +296,7 @@ class RunContext:
     roles: dict[str, RoleModel]
     seats: tuple[Seat, ...] = ()
     step: StepHook = field(default_factory=StepHook)
+    tools: Any = None  # what the format's ``open_tools`` opened for the run (a search session)
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from harness.cli.progress import Progress
 from harness.config import Config, ConfigError, ModelConfig, max_tokens_key
 from harness.engine.context import ModelCallError, RoleModel, RunContext
-from harness.engine.interrupt import StopOnSignal
+from harness.engine.interrupt import RunStopped, StopOnSignal
 from harness.formats import Format, get_format
 from harness.models.base import ChatModel
 from harness.models.registry import build_model, check_model
@@ -61,6 +62,8 @@ def preflight(cfg: Config) -> Format:
         key = f"roles.{role}.spec" if override is not None and override.spec is not None else "model.spec"
         check_model(model_cfg, key)
     check_reply_budgets(cfg, fmt)
+    if fmt.preflight is not None:
+        fmt.preflight(cfg)
     return fmt
 
 
@@ -108,6 +111,11 @@ def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> Run
     )
 
 
+def open_tools(fmt: Format, ctx: RunContext) -> AbstractContextManager[Any]:
+    """The format's run-long tools (a search session), or nothing."""
+    return fmt.open_tools(ctx.cfg, ctx.events) if fmt.open_tools is not None else nullcontext()
+
+
 def rounds_completed(state: dict[str, Any], rounds: int) -> int:
     return min(state["round"] - 1, rounds)
 
@@ -142,6 +150,18 @@ def drive(
     return state
 
 
+def run_graph(fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter) -> str | None:
+    """Drive the format's graph with its tools open (``state`` moves in place);
+    why it stopped early (a signal, a person's ``/quit``), or None."""
+    with StopOnSignal() as stop:
+        try:
+            with open_tools(fmt, ctx) as ctx.tools:
+                drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
+        except RunStopped as exc:  # as resumable as a signal
+            return str(exc)
+    return stop.requested
+
+
 def execute(
     cfg: Config,
     run_dir: Path,
@@ -172,15 +192,14 @@ def execute(
     with full_disk_in_one_line(run_dir):
         write_manifest(run_dir, manifest)
         try:
-            with StopOnSignal() as stop:
-                state = drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
+            stopped = run_graph(fmt, ctx, state, snapshots)
             finished = state["done"] or rounds_completed(state, total) >= total
             if finished:
                 manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
                 manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
             else:
                 manifest.status = "interrupted"
-                manifest.history.append(HistoryEntry(action="interrupt", detail=stop.requested or ""))
+                manifest.history.append(HistoryEntry(action="interrupt", detail=stopped or ""))
         except ModelCallError as exc:
             manifest.status, manifest.error = "failed", exc.info
             manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))

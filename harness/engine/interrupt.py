@@ -36,3 +36,8 @@ class StopOnSignal:
     ) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+class RunStopped(Exception):
+    """A participant ended the run on purpose (chat mode's ``/quit``): the run
+    is left ``interrupted``, resumable, with the reason in its history."""

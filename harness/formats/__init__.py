@@ -7,12 +7,13 @@ from typing import Any
 
 from harness.formats.base import Format, FormatOptions, RunLogs, Seat
 from harness.formats.drift import DRIFT
+from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
 from harness.store.records import RunLayout
 
-FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE)}
+FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
 
 def get_format(name: str) -> Format:
@@ -37,6 +38,7 @@ def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunL
 __all__ = [
     "DRIFT",
     "FORMATS",
+    "GROUNDED",
     "JUDGE_REFINE",
     "MODERATED",
     "PANEL",

@@ -13,6 +13,7 @@ keeps a list of seats or roles of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -20,7 +21,7 @@ from harness.store.records import RunLayout, SeatInfo
 
 if TYPE_CHECKING:
     from harness.config import Config
-    from harness.engine.context import RunContext
+    from harness.engine.context import EventLog, RunContext
     from harness.store.records import Record, RunManifest
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
@@ -107,6 +108,15 @@ class Format:
     # when a run without a stop reason is done); a round is whatever the
     # format snapshots after: a drift round, a panel round, one speech
     planned_rounds: Callable[[Config], int] = field(default=lambda cfg: cfg.rounds)
+    # what the format's nodes need beyond models, opened once per run and
+    # closed when it ends (a search session): ``RunContext.tools``
+    open_tools: Callable[[Config, EventLog], AbstractContextManager[Any]] | None = None
+    # checks that read more than the config (a collection on disk), run
+    # before a folder is made; raise ``ConfigError``
+    preflight: Callable[[Config], None] | None = None
+    # config sections only this format reads; others' fingerprints leave them out,
+    # so a run made before a section existed still resumes
+    sections: tuple[str, ...] = ()
 
     def window_rounds(self, cfg: Config) -> int:
         """The rounds a snapshot's window covers: ``memory.window_rounds``, or

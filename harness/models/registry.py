@@ -13,7 +13,7 @@ from harness.models.base import ChatModel, ModelConfigError
 def check_model(cfg: ModelConfig, key: str = "model.spec") -> None:
     """Validate a spec without loading anything heavy."""
     provider, _, name = cfg.spec.partition(":")
-    if provider == "scripted":
+    if provider in ("scripted", "human"):
         return
     if provider == "local":
         from harness.models.local import LOCAL_MODELS
@@ -44,7 +44,12 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             synthesize_rate=cfg.synthesize_rate,
             factcheck_fail_rate=cfg.factcheck_fail_rate,
             judge_winner=cfg.judge_winner,
+            bad_citation_rate=cfg.bad_citation_rate,
         )
+    if provider == "human":  # a person at the terminal (chat mode)
+        from harness.models.human import HumanModel
+
+        return HumanModel(cfg.spec)
     if provider == "local":
         from harness.models.local import LlamaCppModel
 

@@ -8,7 +8,10 @@ What a reply says depends only on the call's position (round, seat, role,
 iteration) and seed; a seat's ``side`` tag (for / against) picks the words it
 argues with, and a judge's SYNTHESIZE / CONTINUE follows ``synthesize_rate``,
 a fact-checker's fail verdict ``factcheck_fail_rate``, a verdict's winner
-``judge_winner``.
+``judge_winner``. A grounded arguer's search step searches until its prompt
+shows passages, with a query drawn from the claim; its citations quote real
+spans of the passages in its prompt, and ``bad_citation_rate`` of them cite
+an id no passage has or words the passage lacks.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 import time
 from collections import Counter
 from typing import Any
@@ -58,6 +62,9 @@ _FILLER = [
 _PRIVATE_FIELDS = {"scratchpad", "rationale", "persona", "critique_feedback", "notes"}
 # Fields written long (a statement to publish), the rest a short clause.
 _LONG_FIELDS = {"argument", "statement", "summary", "convergences", "tensions", "recommendation"}
+# A passage as a grounded arguer's prompt shows it: [id] (source) text
+_PASSAGE = re.compile(r"^\[(\S+)\] \([^)]*\) (.+)$", re.MULTILINE)
+_CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
 # The tags that place a call; others (such as ``side``) inform the reply but
 # do not reseed it.
 _POSITION_TAGS = ("attempt", "iteration", "role", "round", "team")
@@ -84,6 +91,7 @@ class ScriptedModel:
         synthesize_rate: float = 0.5,
         factcheck_fail_rate: float = 0.2,
         judge_winner: str = "random",
+        bad_citation_rate: float = 0.0,
     ) -> None:
         self.spec = spec
         self.latency_s = latency_s
@@ -95,6 +103,7 @@ class ScriptedModel:
         self.synthesize_rate = synthesize_rate
         self.factcheck_fail_rate = factcheck_fail_rate
         self.judge_winner = judge_winner
+        self.bad_citation_rate = bad_citation_rate
         self._calls: Counter[str] = Counter()  # per-request retry counter
 
     def model_files(self) -> dict[str, str]:
@@ -119,7 +128,8 @@ class ScriptedModel:
         elif self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + self._sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
-            text = json.dumps(self._fill(request.schema, request.schema, rng, tags))
+            prompt = request.messages[-1]["content"] if request.messages else ""
+            text = json.dumps(self._fill(request.schema, request.schema, rng, {**tags, "prompt": prompt}))
         prompt_words = sum(len(m["content"].split()) for m in request.messages)
         return Completion(
             text=text,
@@ -166,6 +176,10 @@ class ScriptedModel:
             prop = root["$defs"][prop["$ref"].rsplit("/", 1)[-1]]
         if "anyOf" in prop:  # Optional[...]: scripted replies leave it out
             return None
+        if name == "citations":
+            return self._citations(str(tags.get("prompt", "")), rng)
+        if name == "query":
+            return self._query(str(tags.get("prompt", "")), rng, tags.get("side"))
         if "enum" in prop:
             return self._choice(name, prop["enum"], rng, tags)
         kind = prop.get("type")
@@ -186,6 +200,29 @@ class ScriptedModel:
         limit = prop.get("maxLength")
         return text[:limit] if limit else text
 
+    def _query(self, prompt: str, rng: random.Random, side: str | None) -> str:
+        claim = _CLAIM.search(prompt)
+        words = [w.strip(".,;:!?'\"") for w in (claim.group(1) if claim else "").split()]
+        words = [w for w in words if len(w) > 3] or ["matter"]
+        return " ".join(rng.sample(words, min(2, len(words))) + [rng.choice(_WORDS.get(side, _WORDS[None]))])
+
+    def _citations(self, prompt: str, rng: random.Random) -> list[dict[str, str]]:
+        """Up to two citations of the passages in the prompt, each quoting a real span,
+        or (at ``bad_citation_rate``) an unknown id or words the passage lacks."""
+        passages = _PASSAGE.findall(prompt)
+        cited = []
+        for pid, text in rng.sample(passages, min(2, len(passages))):
+            words = text.rstrip("…").split()[:30]
+            start = rng.randrange(max(1, len(words) - 4))
+            quote = " ".join(words[start : start + rng.randint(3, 6)]) or text[:20]
+            if self.bad_citation_rate and rng.random() < self.bad_citation_rate:
+                if rng.random() < 0.5:
+                    pid = f"no-such-passage.{rng.randrange(1000)}"
+                else:
+                    quote = " ".join(rng.choice(_SWITCHED) for _ in range(4))
+            cited.append({"id": pid[:40], "quote": quote[:120]})
+        return cited
+
     def _choice(self, name: str, options: list[Any], rng: random.Random, tags: dict[str, Any]) -> Any:
         if name == "decision" and "evolve" in options:
             switch = self.persona_switch_round
@@ -197,4 +234,6 @@ class ScriptedModel:
             return "fail" if rng.random() < self.factcheck_fail_rate else "pass"
         if name == "winner" and self.judge_winner in options:
             return self.judge_winner
+        if name == "action" and "search" in options:  # a grounded arguer: search until it has passages
+            return "write" if _PASSAGE.search(str(tags.get("prompt", ""))) else "search"
         return rng.choice(options)

@@ -23,7 +23,12 @@ if TYPE_CHECKING:
     from harness.formats.base import Format
 
 # Keys that may differ on resume without changing what the run computes.
-MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name", "run_name")
+# ``chat`` names the seat a person plays; the seat's spec (human:you) is fingerprinted.
+MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name", "run_name", "chat")
+# Sections some formats read (``Format.sections``); left out of other formats' fingerprints.
+OPTIONAL_SECTIONS = ("search",)
+# How a search reaches its collection, not what it finds: free to change on resume.
+SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 
 
 def _sha(data: bytes) -> str:
@@ -40,6 +45,11 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     config = redact(dataclasses.asdict(cfg))
     for key in MUTABLE_KEYS:
         config.pop(key, None)
+    for section in OPTIONAL_SECTIONS:
+        if section not in fmt.sections:
+            config.pop(section, None)
+    for key in SEARCH_TRANSPORT_KEYS:
+        config.get("search", {}).pop(key, None)
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
@@ -65,12 +75,23 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
+def _defaults() -> dict[str, Any]:
+    """Every config key at its default, flattened as ``config.<key>``."""
+    return _flatten({"config": dataclasses.asdict(Config())})
+
+
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Human-readable ``key: old -> new`` lines for every part that changed."""
-    flat_old, flat_new = _flatten(old), _flatten(new)
+    """Human-readable ``key: old -> new`` lines for every part that changed.
+
+    A key the run's fingerprint lacks, now at its default, is no change: the
+    key came into the config after the run was made, and the default is what
+    the run did (``model.bad_citation_rate``: no bad citations)."""
+    flat_old, flat_new, defaults = _flatten(old), _flatten(new), _defaults()
     lines = []
     for key in sorted(set(flat_old) | set(flat_new)):
         before, after = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
+        if before == "<absent>" and key in defaults and after == defaults[key]:
+            continue
         # a key given on the command line at the start and read from the
         # environment on resume: redacted either way, and no change to the run
         if before in (REDACTED, None) and after in (REDACTED, None):

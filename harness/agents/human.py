@@ -1,0 +1,114 @@
+"""A person's turn in a grounded debate, at the terminal (chat mode).
+
+The person sees the claim and the turns since their last one, and types:
+
+    /search <query>   search the collection (as often as format.max_searches allows)
+    /note <text>      an argument for the synthesiser, outside the debate
+    /quit             stop; the run is left interrupted, and harness.resume waits for you again
+    /help             these commands
+    anything else     your turn; cite a passage as [id] "words quoted from it"
+
+The turn becomes the same records a model's does (a draft in the seat's
+log, checked citations, searches), with ``model: human``. A turn half done
+when the person quit keeps its searches: the resumed turn shows them again.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from harness.agents.arguer import render_hits
+from harness.agents.transcript import render
+from harness.engine.interrupt import RunStopped
+from harness.store.memory import JsonlLog, SeatMemory
+from harness.store.records import Citation, DraftRecord, NoteRecord, Published, SearchRecord, record_id
+
+HELP = (
+    "/search <query>  search the collection   /note <text>  a note for the synthesiser\n"
+    '/quit  stop (resume later)   anything else is your turn; cite as [id] "quoted words"'
+)
+# [Job.1.21] "the LORD gave"  or  [notes.md#3] 'a quote'
+_CITATION = re.compile(r"\[([^\]\s]+)\]\s*[\"“']([^\"”']+)[\"”']")
+_MIN_TURN_CHARS = 10
+
+
+def is_human(model: Any) -> bool:
+    return str(getattr(model, "spec", "")).startswith("human:")
+
+
+def parse_citations(text: str) -> list[Citation]:
+    return [Citation(id=m.group(1), quote=m.group(2).strip()) for m in _CITATION.finditer(text)]
+
+
+class HumanArguer:
+    def __init__(
+        self, model: Any, view: SeatMemory, notes: JsonlLog[NoteRecord],
+        check: Callable[[list[Citation]], list[Citation]],
+    ) -> None:  # fmt: skip
+        self.console = model.console
+        self.view = view
+        self.notes = notes
+        self.check = check
+        self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
+        self.searches: JsonlLog[SearchRecord] = view.logs["searches"]
+
+    def _landed_searches(self, round_: int, limit: int) -> list[SearchRecord]:
+        found = []
+        for n in range(limit):
+            record = self.searches.get(record_id(round_, self.view.name, "search", n))
+            if record is None:
+                break
+            found.append(record)
+        return found
+
+    def _note(self, round_: int, text: str) -> None:
+        n = 0
+        while self.notes.get(record_id(round_, self.view.name, "note", n)) is not None:
+            n += 1
+        rid = record_id(round_, self.view.name, "note", n)
+        self.notes.append(
+            NoteRecord(id=rid, round=round_, team=self.view.name, role="human", model="human", text=text)
+        )
+        self.console.show("(noted for the synthesiser)")
+
+    def __call__(
+        self, claim: str, round_: int, attempt: int, recent: list[Published],
+        search: Callable[[int, str], SearchRecord], max_searches: int,
+    ) -> DraftRecord:  # fmt: skip
+        rid = record_id(round_, self.view.name, "draft", attempt)
+        if (landed := self.drafts.get(rid)) is not None:
+            return landed  # replay after resume
+        seat = self.view.seat
+        found = self._landed_searches(round_, max_searches)
+        self.console.show(f"\nClaim: {claim}\nYou are {seat.alias}, arguing {seat.stance}. Round {round_}.")
+        self.console.show(render(recent, 600))
+        if found:
+            self.console.show(render_hits(found))
+        self.console.show(HELP)
+        while True:
+            line = self.console.read(f"{seat.alias} round {round_}> ")
+            if line is None or line.strip() == "/quit":
+                raise RunStopped(f"{seat.alias} quit at round {round_}")
+            line = line.strip()
+            command, _, rest = line.partition(" ")
+            if command == "/search":
+                if len(found) >= max_searches:
+                    self.console.show(f"(no searches left this turn: format.max_searches={max_searches})")
+                elif rest.strip():
+                    found.append(search(len(found), " ".join(rest.split())))
+                    self.console.show(render_hits(found[-1:]))
+            elif command == "/note" and rest.strip():
+                self._note(round_, rest.strip())
+            elif command.startswith("/") or len(line) < _MIN_TURN_CHARS:
+                self.console.show(HELP)
+            else:
+                break
+        return self.drafts.append(
+            DraftRecord(
+                id=rid, round=round_, team=self.view.name, role=seat.role, iteration=attempt, model="human",
+                stage="turn", notes="", text=line, citations=self.check(parse_citations(line)),
+                searches=[s.id for s in found],
+            )
+        )  # fmt: skip

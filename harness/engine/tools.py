@@ -1,0 +1,91 @@
+"""The search tool as a run uses it: one session per run, every call through
+the one retry policy, every fault an event, every result a record.
+
+A fault of the search server (a crash, a hang past ``search.timeout_s``, a
+malformed reply) is a transient error: the session restarts the server on
+the next call, and ``call_with_retry`` waits and tries again, as it does for
+a model. Each retry lands in ``events.jsonl`` (role ``search``) beside a
+``search_restart`` event. When retries run out the run fails, resumable.
+
+A search that landed is never made again: a resumed run reads its hits from
+the seat's ``searches`` log, so killing the server mid-run and resuming
+gives the same transcript.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness.config import Config
+from harness.engine.context import EventLog, ModelCallError
+from harness.models.retry import call_with_retry, error_info
+from harness.search.citations import check_citations
+from harness.store.memory import JsonlLog
+from harness.store.records import Citation, Hit, SearchRecord, Usage
+
+
+class ToolCallError(ModelCallError):
+    """A tool call that failed for good (retries exhausted, or a fatal error)."""
+
+
+class SearchTool:
+    """The run's search session, bound to its retry policy and event log."""
+
+    def __init__(self, cfg: Config, session: Any, events: EventLog, collection: Any) -> None:
+        self.cfg = cfg
+        self.session = session  # harness.search.SearchSession or LocalSearch
+        self.events = events
+        self.collection = collection  # harness.search.Collection: the checker reads passages here
+
+    def check(self, citations: list[Citation]) -> list[Citation]:
+        """Citations marked against the collection (in-process: a check is no tool call)."""
+
+        def text(pid: str) -> str | None:
+            passage = self.collection.get(pid)
+            return passage.text if passage is not None else None
+
+        return check_citations(citations, text)
+
+    def search(
+        self, log: JsonlLog[SearchRecord], rid: str, where: dict[str, Any], query: str, usage: Usage
+    ) -> SearchRecord:
+        """Search ``query`` for the seat owning ``log``; the record, replayed if it landed.
+        ``where`` places it (round, team, iteration); ``usage`` is the step that asked for it."""
+        if (landed := log.get(rid)) is not None:
+            return landed
+        k = self.cfg.search.k
+        started = time.perf_counter()
+        raw = self._call(lambda: self.session.search(query, k), where, query)
+        return log.append(
+            SearchRecord(
+                id=rid, round=where["round"], team=where["team"], role="search", iteration=where["iteration"],
+                usage=usage, query=query, collection=self.cfg.search.collection, k=k,
+                hits=[Hit.model_validate(h.model_dump() if hasattr(h, "model_dump") else h) for h in raw],
+                latency_s=round(time.perf_counter() - started, 6),
+            )
+        )  # fmt: skip
+
+    def _call(self, fn: Any, where: dict[str, Any], query: str) -> Any:
+        place = {"round_": where["round"], "team": where["team"], "iteration": where["iteration"]}
+
+        def on_retry(attempt: int, exc: BaseException, wait: float) -> None:
+            self.events.emit(
+                "retry", **place, role="search", n=attempt, error=error_info(exc),
+                detail=f"search attempt {attempt} failed; restarting the server, retrying in {wait:.2f}s",
+            )  # fmt: skip
+            self.events.emit(
+                "search_restart", **place, role="search", n=attempt,
+                detail=f"search server restarted after {type(exc).__name__}", query=query,
+            )  # fmt: skip
+
+        try:
+            return call_with_retry(fn, self.cfg.retry, on_retry)
+        except Exception as exc:
+            info = error_info(exc)
+            self.events.emit("error", **place, role="search", detail="search failed", error=info)
+            raise ToolCallError(
+                f"role=search team={where['team']} round={where['round']} "
+                f"collection={self.cfg.search.collection}: {info.type}: {info.message}",
+                info,
+            ) from exc

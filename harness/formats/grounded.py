@@ -1,0 +1,477 @@
+"""The grounded format (after the MCP debate harness of seed 003): FOR and
+AGAINST take turns on a claim, each searching a passage collection through
+the search tool before it writes, and citing what it found by passage id.
+
+    python -m harness.run format=grounded topic.text="Job's suffering is deserved" search.collection=kjv
+    python -m harness.run format=grounded search.collection=path/to/notes format.final=judge
+
+A round is FOR's turn, then AGAINST's; each sees the other's published
+turns. A turn is up to ``format.max_searches`` search steps (the arguer asks
+for a search or says it is ready), then the write. The citation checker
+marks every citation supported, unsupported or unknown against the
+collection: data, not a gate, unless ``format.on_bad_citation=retry`` sends
+the turn back with the reasons (at most ``format.max_turn_retries`` times).
+``format.charlimit`` sets the write's reply budget; a turn still longer is
+cut at the limit, marked ``truncated``, its full text in the seat's drafts.
+After the last round the synthesiser says where each side was strongest and
+weakest (``format.final=synthesis``), or the judge names the side the
+evidence supports (``format.final=judge``).
+
+A seat whose model is ``human:*`` is played by a person at the terminal
+(``python -m harness.chat``): the same searches, the same checker, the same
+records, with ``model: human``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+
+from harness.agents import TopicAgent
+from harness.agents.arguer import ArguerAgent, write_budget
+from harness.agents.debate_synthesizer import DebateSynthesizerAgent
+from harness.agents.evidence_judge import EvidenceJudgeAgent
+from harness.agents.human import HumanArguer, is_human
+from harness.config import Config, ConfigError
+from harness.engine.context import EventLog, RunContext
+from harness.engine.tools import SearchTool
+from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.models.retry import call_with_retry
+from harness.search.citations import bad_citations, check_citations, reasons
+from harness.store.records import (
+    CitedTurnRecord,
+    DraftRecord,
+    NoteRecord,
+    Published,
+    SearchRecord,
+    Usage,
+    record_id,
+)
+
+FINALS = ("synthesis", "judge")
+BAD_CITATION_POLICIES = ("record", "retry")
+SEAT_LOGS = ("drafts", "searches", PROMPTS)
+SIDES = ("for", "against")
+
+
+@dataclass
+class GroundedOptions(FormatOptions):
+    name: str = "grounded"
+    max_searches: int = 2  # search calls an arguer may make before each turn
+    final: str = (
+        "synthesis"  # synthesis: neutral, strongest and weakest; judge: name the side the evidence supports
+    )
+    on_bad_citation: str = "record"  # record: data only; retry: send the turn back with the reasons
+    max_turn_retries: int = 1  # re-writes of a turn whose citations failed (on_bad_citation=retry)
+    charlimit: int = 600  # a turn's length: its reply budget, and a hard cut (recorded) beyond it
+    final_window: int = 4  # rounds of turns the synthesiser or judge reads
+
+    def check(self) -> None:
+        if not 0 <= self.max_searches <= 8:
+            raise ConfigError(f"format.max_searches: must be in [0, 8], got {self.max_searches}")
+        if self.final not in FINALS:
+            raise ConfigError(f"format.final: must be one of {', '.join(FINALS)}, got {self.final!r}")
+        if self.on_bad_citation not in BAD_CITATION_POLICIES:
+            raise ConfigError(
+                f"format.on_bad_citation: must be one of {', '.join(BAD_CITATION_POLICIES)}, "
+                f"got {self.on_bad_citation!r}"
+            )
+        if self.max_turn_retries < 0:
+            raise ConfigError(f"format.max_turn_retries: must be >= 0, got {self.max_turn_retries}")
+        if not 80 <= self.charlimit <= 4000:
+            raise ConfigError(f"format.charlimit: must be in [80, 4000], got {self.charlimit}")
+        if self.final_window < 1:
+            raise ConfigError(f"format.final_window: must be >= 1, got {self.final_window}")
+
+
+def seats(options: GroundedOptions) -> tuple[Seat, ...]:
+    return tuple(
+        Seat(name=side, alias=side.upper(), role=side, stance=f"{side.upper()} the claim", logs=SEAT_LOGS,
+             side=side)  # type: ignore[arg-type]
+        for side in SIDES
+    )  # fmt: skip
+
+
+class GroundedState(TypedDict):
+    topic: str
+    round: int
+    turn: int  # 0: FOR speaks, 1: AGAINST
+    searches: int  # made in this turn
+    query: str | None  # the search the arguer asked for, not yet run
+    attempt: int  # of this turn's write
+    draft_id: str | None
+    done: bool
+    stop_reason: str | None
+
+
+def initial_state(cfg: Config) -> GroundedState:
+    topic = "" if cfg.topic.generate else (cfg.topic.text or "")
+    return GroundedState(
+        topic=topic, round=1, turn=0, searches=0, query=None, attempt=0, draft_id=None, done=False,
+        stop_reason=None,
+    )  # fmt: skip
+
+
+def cut(text: str, limit: int) -> tuple[str, bool]:
+    """``text`` within ``limit`` characters, cut at a word where it can be; and whether it was cut."""
+    if len(text) <= limit:
+        return text, False
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + "…", True
+
+
+def grounding_line(turns: list[CitedTurnRecord]) -> str:
+    cites = [c for t in turns for c in t.citations]
+    count = {s: sum(c.status == s for c in cites) for s in ("supported", "unsupported", "unknown")}
+    return (
+        f"{len(turns)} turn(s), {len(cites)} citation(s): {count['supported']} supported, "
+        f"{count['unsupported']} unsupported, {count['unknown']} unknown; "
+        f"{sum(t.hits for t in turns)} passage(s) found by its searches"
+    )
+
+
+class GroundedNodes:
+    """The grounded debate's nodes and routers, bound to one run context."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx, self.cfg = ctx, ctx.cfg
+        self.options: GroundedOptions = ctx.cfg.format
+        self.shared = ctx.memory.shared
+        self.public = ctx.memory.public
+        self.tool: SearchTool = ctx.tools
+        self.seats = ctx.seats
+        check = self.tool.check
+        self.arguers = {
+            s.name: ArguerAgent(
+                ctx.for_seat(s.name), ctx.memory.seat(s.name), self.cfg.search.collection,
+                self.options.max_searches, check,
+            )
+            for s in ctx.seats
+        }  # fmt: skip
+        self.humans = {
+            s.name: HumanArguer(ctx.roles[s.role].model, ctx.memory.seat(s.name), self.public["notes"], check)
+            for s in ctx.seats
+            if is_human(ctx.roles[s.role].model)
+        }
+        self.budget = write_budget(self.options.charlimit)
+        # a search step's usage until its search or draft lands; a resume
+        # re-runs the round's steps from their kept replies, usage included
+        self.pending_usage: dict[tuple[int, int], Usage] = {}
+
+    def seat(self, state: GroundedState) -> Seat:
+        return self.seats[state["turn"]]
+
+    def searches_log(self, seat: str) -> Any:
+        return self.ctx.memory.seat(seat).logs["searches"]
+
+    def found(self, state: GroundedState) -> list[SearchRecord]:
+        """This turn's searches, in the order they were made."""
+        log, seat = self.searches_log(self.seat(state).name), self.seat(state).name
+        ids = (record_id(state["round"], seat, "search", n) for n in range(self.options.max_searches))
+        return [r for r in map(log.get, ids) if r is not None]
+
+    def recent(self, state: GroundedState) -> list[Published]:
+        return self.shared.since_round(max(1, state["round"] - self.cfg.memory.window_rounds))
+
+    def step_usage(self, state: GroundedState) -> Usage:
+        """What the last search step cost, counted with the record it led to (a search or the draft)."""
+        return self.pending_usage.pop((state["round"], state["turn"]), Usage())
+
+    # -- nodes ---------------------------------------------------------------
+
+    def topic(self, state: GroundedState) -> dict:
+        return {"topic": TopicAgent(self.ctx.for_public())()}
+
+    def plan(self, state: GroundedState) -> dict:
+        """One search step: the arguer asks for a search, or is ready to write."""
+        seat, n = self.seat(state), state["searches"]
+        query, usage = self.arguers[seat.name].step(
+            state["topic"], state["round"], n, self.recent(state), self.found(state)
+        )
+        self.pending_usage[(state["round"], state["turn"])] = usage
+        return {"query": query}
+
+    def search(self, state: GroundedState) -> dict:
+        seat, n = self.seat(state).name, state["searches"]
+        rid = record_id(state["round"], seat, "search", n)
+        where = {"round": state["round"], "team": seat, "iteration": n}
+        assert state["query"] is not None, "a search follows a query"
+        self.tool.search(self.searches_log(seat), rid, where, state["query"], self.step_usage(state))
+        return {"searches": n + 1, "query": None}
+
+    def write(self, state: GroundedState) -> dict:
+        seat, attempt = self.seat(state).name, state["attempt"]
+        failed = None
+        if attempt > 0:
+            drafts = self.ctx.memory.seat(seat).logs["drafts"]
+            before = drafts.get(record_id(state["round"], seat, "draft", attempt - 1))
+            failed = (before, reasons(before.citations)) if before is not None else None
+        draft = self.arguers[seat].write(
+            state["topic"], state["round"], attempt, self.recent(state), self.found(state), failed,
+            self.budget, self.step_usage(state) if attempt == 0 else Usage(),
+        )  # fmt: skip
+        return {"draft_id": draft.id if draft is not None else None}
+
+    def human(self, state: GroundedState) -> dict:
+        """A person's turn: searches, notes and the turn itself, at the terminal."""
+        seat = self.seat(state)
+        draft = self.humans[seat.name](
+            state["topic"], state["round"], state["attempt"], self.recent(state),
+            lambda n, query: self._human_search(state, n, query), self.options.max_searches,
+        )  # fmt: skip
+        return {"draft_id": draft.id}
+
+    def _human_search(self, state: GroundedState, n: int, query: str) -> SearchRecord:
+        seat = self.seat(state).name
+        rid = record_id(state["round"], seat, "search", n)
+        where = {"round": state["round"], "team": seat, "iteration": n}
+        return self.tool.search(self.searches_log(seat), rid, where, query, Usage())
+
+    def retry(self, state: GroundedState) -> dict:
+        return {"attempt": state["attempt"] + 1, "draft_id": None}
+
+    def publish(self, state: GroundedState) -> dict:
+        seat = self.seat(state)
+        drafts = self.ctx.memory.seat(seat.name).logs["drafts"]
+        draft: DraftRecord | None = drafts.get(state["draft_id"]) if state["draft_id"] else None
+        assert draft is not None, "only a draft is published"
+        text, truncated = cut(draft.text, self.options.charlimit)
+        found = [self.searches_log(seat.name).get(sid) for sid in draft.searches]
+        self.shared.append(
+            CitedTurnRecord(
+                id=record_id(state["round"], seat.name, "turn", 0), round=state["round"], team=seat.name,
+                role="arguer", iteration=state["attempt"], model=draft.model, text=text, phase="turn",
+                alias=seat.alias, side=seat.name, draft_id=draft.id, citations=draft.citations,
+                searches=draft.searches, hits=sum(len(s.hits) for s in found if s is not None),
+                truncated=truncated,
+            )
+        )  # fmt: skip
+        return {}
+
+    def advance(self, state: GroundedState) -> dict:
+        turn = (state["turn"] + 1) % len(self.seats)
+        fresh = {"searches": 0, "query": None, "attempt": 0, "draft_id": None, "turn": turn}
+        return {**fresh, "round": state["round"] + (turn == 0)}
+
+    def final(self, state: GroundedState) -> dict:
+        round_ = state["round"]  # rounds + 1: the final is written after the last round
+        first = max(1, round_ - self.options.final_window)
+        turns = self.shared.since_round(first)
+        cited = [t for t in self.shared.since_round(1) if isinstance(t, CitedTurnRecord)]
+        grounding = {s.alias: grounding_line([t for t in cited if t.team == s.name]) for s in self.seats}
+        notes = [n for n in self.public["notes"].since_round(1) if isinstance(n, NoteRecord)]
+        ctx = self.ctx.for_public()
+        if self.options.final == "judge":
+            judge = EvidenceJudgeAgent(ctx, self.public["verdicts"])
+            verdict = judge(state["topic"], round_, turns, grounding, notes)
+            reason = (
+                f"verdict: {verdict.winner} is supported" if verdict.winner else "verdict: no valid judgement"
+            )
+        else:
+            DebateSynthesizerAgent(ctx, self.public["synthesis"])(
+                state["topic"], round_, "rounds", turns, grounding, notes
+            )
+            reason = "synthesis"
+        return {"done": True, "stop_reason": reason}
+
+    # -- routers -------------------------------------------------------------
+
+    def route_turn(self, state: GroundedState) -> Literal["human", "plan", "write"]:
+        if self.seat(state).name in self.humans:
+            return "human"
+        return "plan" if state["searches"] < self.options.max_searches else "write"
+
+    def route_start(self, state: GroundedState) -> Literal["topic", "human", "plan", "write", "final"]:
+        if not state["topic"]:
+            return "topic"
+        # a snapshot is taken between rounds: a resume starts at a turn's beginning
+        return "final" if state["round"] > self.cfg.rounds else self.route_turn(state)
+
+    def route_after_plan(self, state: GroundedState) -> Literal["search", "write"]:
+        return "search" if state["query"] is not None else "write"
+
+    def route_after_search(self, state: GroundedState) -> Literal["plan", "write"]:
+        return "plan" if state["searches"] < self.options.max_searches else "write"
+
+    def route_after_write(self, state: GroundedState) -> Literal["publish", "retry", "advance"]:
+        can_retry = state["attempt"] < self.options.max_turn_retries
+        if state["draft_id"] is None:  # no valid reply
+            return "retry" if can_retry else "advance"
+        if self.options.on_bad_citation == "retry" and can_retry:
+            draft = self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
+            if draft is not None and bad_citations(draft.citations):
+                return "retry"
+        return "publish"
+
+    def route_next(self, state: GroundedState) -> Literal["human", "plan", "write", "final"]:
+        return "final" if state["round"] > self.cfg.rounds else self.route_turn(state)
+
+
+def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
+    """The compiled grounded-debate graph for one run."""
+    n = GroundedNodes(ctx)
+    graph = StateGraph(GroundedState)
+    for name in ("topic", "plan", "search", "write", "human", "retry", "publish", "advance", "final"):
+        graph.add_node(name, getattr(n, name))
+    turn: dict[Hashable, str] = {"human": "human", "plan": "plan", "write": "write"}
+    graph.add_conditional_edges(START, n.route_start, {**turn, "topic": "topic", "final": "final"})
+    graph.add_conditional_edges("topic", n.route_turn, turn)
+    graph.add_conditional_edges("plan", n.route_after_plan, {"search": "search", "write": "write"})
+    graph.add_conditional_edges("search", n.route_after_search, {"plan": "plan", "write": "write"})
+    after_write: dict[Hashable, str] = {"publish": "publish", "retry": "retry", "advance": "advance"}
+    graph.add_conditional_edges("write", n.route_after_write, after_write)
+    graph.add_conditional_edges("human", n.route_after_write, after_write)
+    graph.add_conditional_edges("retry", n.route_turn, turn)
+    graph.add_edge("publish", "advance")
+    graph.add_conditional_edges("advance", n.route_next, {**turn, "final": "final"})
+    graph.add_edge("final", END)
+    return graph.compile()
+
+
+def max_steps(cfg: Config) -> int:
+    """An upper bound on graph steps, for LangGraph's recursion limit."""
+    options: GroundedOptions = cfg.format
+    per_turn = (2 * options.max_searches + 4) * (options.max_turn_retries + 1) + 2
+    return cfg.rounds * len(SIDES) * per_turn + 10
+
+
+@contextmanager
+def open_search(cfg: Config, events: EventLog) -> Iterator[SearchTool]:
+    """One search session for the whole run, closed when the run ends."""
+    from harness.search import load_collection
+    from harness.search import open_search as open_session
+
+    collection = load_collection(cfg.search.collection, cache_dir=_cache_dir(cfg))
+    # started now, so a broken install shows before the first turn; a server
+    # that fails to start is a fault like any other, retried by the one policy
+    session = call_with_retry(
+        lambda: open_session(
+            cfg.search.collection, transport=cfg.search.transport, timeout_s=cfg.search.timeout_s,
+            cache_dir=_cache_dir(cfg),
+        ),
+        cfg.retry,
+    )  # fmt: skip
+    with session:
+        yield SearchTool(cfg, session, events, collection)
+
+
+def _cache_dir(cfg: Config) -> Any:
+    from pathlib import Path
+
+    return Path(cfg.search.cache_dir).expanduser() if cfg.search.cache_dir else None
+
+
+def check_collection(cfg: Config) -> None:
+    """A missing or empty collection is one line before any folder is made."""
+    from harness.search import CollectionError, load_collection
+
+    try:
+        load_collection(cfg.search.collection, cache_dir=_cache_dir(cfg))
+    except CollectionError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+# -- verify: the grounded debate's own promises ---------------------------------
+
+
+def check_turn_order(run: RunLogs) -> list[str]:
+    """Each round holds at most FOR's turn then AGAINST's, in that order, and
+    nothing follows the final synthesis or verdict."""
+    problems = []
+    turns = [r for r in run.of("shared_memory.jsonl") if isinstance(r, CitedTurnRecord)]
+    order = [(r.round, SIDES.index(r.team or "")) for r in turns if r.team in SIDES]
+    if order != sorted(set(order)):
+        problems.append(f"shared_memory.jsonl: turns out of order or repeated: {[r.id for r in turns]}")
+    finals = run.of("public/synthesis.jsonl") + run.of("public/verdicts.jsonl")
+    if len(finals) > 1:
+        problems.append(f"public/: {len(finals)} final records; a grounded debate has one")
+    if finals and turns and max(r.round for r in turns) >= finals[0].round:
+        problems.append(f"shared_memory.jsonl: a turn at or after the final of round {finals[0].round}")
+    return problems
+
+
+def check_turn_sources(run: RunLogs) -> list[str]:
+    """A published turn is its seat's draft: the same citations and marks, the
+    same text unless cut (and then a prefix, marked ``truncated``), searches
+    that its seat made."""
+    problems = []
+    for turn in run.of("shared_memory.jsonl"):
+        if not isinstance(turn, CitedTurnRecord) or turn.team not in SIDES:
+            continue
+        drafts = {d.id: d for d in run.of(f"{turn.team}/drafts.jsonl") if isinstance(d, DraftRecord)}
+        searches = {s.id for s in run.of(f"{turn.team}/searches.jsonl")}
+        draft = drafts.get(turn.draft_id)
+        if draft is None:
+            problems.append(
+                f"shared_memory.jsonl: {turn.id} cites draft {turn.draft_id}, not in {turn.team}/drafts"
+            )
+            continue
+        if draft.citations != turn.citations:
+            problems.append(f"shared_memory.jsonl: {turn.id} citations differ from its draft's")
+        whole = turn.text == draft.text
+        if turn.truncated == whole or (turn.truncated and not draft.text.startswith(turn.text.rstrip("…"))):
+            problems.append(
+                f"shared_memory.jsonl: {turn.id} truncated={turn.truncated} disagrees with its draft"
+            )
+        if missing := [s for s in turn.searches if s not in searches]:
+            problems.append(f"shared_memory.jsonl: {turn.id} names searches {missing} its seat never made")
+    return problems
+
+
+def check_citation_marks(run: RunLogs) -> list[str]:
+    """Every citation of a published turn was checked, and a quote marked
+    supported appears in the passage when the turn's own searches returned it."""
+    problems = []
+    for turn in run.of("shared_memory.jsonl"):
+        if not isinstance(turn, CitedTurnRecord):
+            continue
+        seen = {
+            h.id: h.text
+            for s in run.of(f"{turn.team}/searches.jsonl")
+            if isinstance(s, SearchRecord) and s.id in turn.searches
+            for h in s.hits
+        }
+        for c in turn.citations:
+            if c.status is None:
+                problems.append(f"shared_memory.jsonl: {turn.id} cites {c.id} unchecked")
+            elif c.id in seen and c.status == "unknown":
+                problems.append(
+                    f"shared_memory.jsonl: {turn.id} marks {c.id} unknown, but its search returned it"
+                )
+            elif c.id in seen and (c.status == "supported") != (
+                check_citations([c], seen.get)[0].status == "supported"
+            ):
+                problems.append(
+                    f"shared_memory.jsonl: {turn.id} marks {c.id} {c.status}; the passage says otherwise"
+                )
+    return problems
+
+
+GROUNDED = Format(
+    name="grounded",
+    summary="FOR and AGAINST search a collection through an MCP tool and cite passages; citations are checked.",
+    options=GroundedOptions,
+    seats=seats,
+    roles=("synthesizer", "topic"),
+    public_logs=("synthesis", "verdicts", "notes", PROMPTS),
+    record_kinds=("draft", "search", "cited_turn", "synthesis", "verdict", "note", "prompt", "event"),
+    build_graph=build_graph,
+    initial_state=initial_state,  # type: ignore[arg-type]
+    max_steps=max_steps,
+    counts=("published", "search", "schema_failures", "retries", "search_restart"),
+    checks=(check_turn_order, check_turn_sources, check_citation_marks),
+    min_window_rounds=lambda cfg: cfg.format.final_window,
+    prompt_modules=(
+        "harness.formats.grounded", "harness.agents.arguer", "harness.agents.human",
+        "harness.agents.debate_synthesizer", "harness.agents.evidence_judge", "harness.agents.topic",
+        "harness.agents.common", "harness.agents.transcript", "harness.search.citations",
+    ),
+    open_tools=open_search,
+    preflight=check_collection,
+    sections=("search",),
+)  # fmt: skip

@@ -1,0 +1,151 @@
+"""Chat mode: a person plays one side of a grounded debate at the terminal.
+
+Driven through prompt_toolkit's pipe input (the REPL as a person meets it)
+and through the CLI with piped stdin: searches with the run's own tool,
+notes for the synthesiser, citations checked like a model's, ``/quit``
+leaving the run interrupted, and resume waiting for the person again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from harness.chat import overrides
+from harness.engine import resume_run
+from harness.models import build_model
+from harness.models.human import HumanConsole, HumanModel
+from harness.store.integrity import verify
+from harness.store.records import CitedTurnRecord, NoteRecord
+
+CLAIM = 'topic.text="Job\'s suffering is deserved"'
+
+
+class Seen(HumanConsole):
+    """A console on a pipe that keeps what it showed the person."""
+
+    def __init__(self, pipe) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(input=pipe, output=DummyOutput())
+        self.shown: list[str] = []
+
+    def show(self, text: str) -> None:
+        self.shown.append(text)
+
+
+def person(lines: list[str]):  # type: ignore[no-untyped-def]
+    """A model factory whose human seats read ``lines`` from a pipe, then end of input."""
+    consoles: list[Seen] = []
+    opened: list = []
+
+    def build(cfg):  # type: ignore[no-untyped-def]
+        if not cfg.spec.startswith("human:"):
+            return build_model(cfg)
+        pipe_cm = create_pipe_input()
+        pipe = pipe_cm.__enter__()
+        opened.append(pipe_cm)  # kept: a collected context manager closes its pipe
+        pipe.send_text("".join(f"{line}\n" for line in lines))
+        pipe.close()  # what is not typed is the person leaving: end of input
+        consoles.append(Seen(pipe))
+        return HumanModel(cfg.spec, consoles[-1])
+
+    build.consoles = consoles  # type: ignore[attr-defined]
+    return build
+
+
+@pytest.fixture
+def chat(search_cache: Path) -> tuple[str, ...]:
+    return (
+        "format=grounded",
+        CLAIM,
+        "search.transport=local",
+        f"search.cache_dir={search_cache}",
+        "chat=against",
+    )
+
+
+ROUND_1 = [
+    "/search suffering Job",
+    "/note Job was blameless and upright, by the book's own first verse",
+    'Job did not deserve it: the book calls him [Job.1.1] "perfect and upright" and [Job.1.1] "a man in Babylon".',
+]
+
+
+def test_a_person_searches_notes_and_cites_then_quits_and_resumes(run, records, chat):
+    build = person(ROUND_1 + ["/quit"])
+    result = run(*chat, "rounds=2", build=build)
+    run_dir = result.run_dir
+    assert result.manifest.status == "interrupted" and result.manifest.counts.rounds_completed == 1
+    assert "AGAINST quit at round 2" in result.manifest.history[-1].detail
+    (turn,) = [t for t in records(run_dir / "shared_memory.jsonl") if t.team == "against"]
+    assert isinstance(turn, CitedTurnRecord) and turn.model == "human" and turn.text.startswith("Job did not")
+    assert [(c.id, c.status) for c in turn.citations] == [
+        ("Job.1.1", "supported"),
+        ("Job.1.1", "unsupported"),
+    ]
+    (search,) = records(run_dir / "against" / "searches.jsonl")
+    assert search.query == "suffering Job" and search.hits and turn.searches == [search.id]
+    (note,) = records(run_dir / "public" / "notes.jsonl")
+    assert isinstance(note, NoteRecord) and note.text.startswith("Job was blameless")
+    shown = "\n".join(build.consoles[0].shown)
+    first_for = records(run_dir / "shared_memory.jsonl")[0]
+    assert first_for.team == "for" and first_for.text[:60] in shown  # the person saw the other side's turn
+    assert "[" in shown and search.hits[0].id in shown  # and the passages their search found
+    assert verify(run_dir)[0] == []
+
+    later = person(['Still undeserved: [Job.2.3] "he holdeth fast his integrity", and God says so.'])
+    resumed = resume_run(run_dir, build=later)
+    assert resumed.manifest.status == "completed"
+    turns = [t for t in records(run_dir / "shared_memory.jsonl") if t.team == "against"]
+    assert [t.round for t in turns] == [1, 2] and turns[1].citations[0].status == "supported"
+    (synthesis,) = records(run_dir / "public" / "synthesis.jsonl")
+    prompt = records(run_dir / "public" / "prompts.jsonl")[-1].messages[-1]["content"]
+    assert "Job was blameless" in prompt  # the person's note reached the synthesiser
+    assert synthesis.round == 3 and verify(run_dir)[0] == []
+
+
+def test_searches_stop_at_max_searches_and_end_of_input_is_a_quit(run, records, chat):
+    build = person(["/search Job", "/search Satan", "/search Uz"])  # then the pipe ends
+    result = run(*chat, "rounds=1", "format.max_searches=2", build=build)
+    assert result.manifest.status == "interrupted"
+    assert [s.query for s in records(result.run_dir / "against" / "searches.jsonl")] == ["Job", "Satan"]
+    assert any("no searches left" in line for line in build.consoles[0].shown)
+    resumed = resume_run(
+        result.run_dir, build=person(["/search Uz", "Job's losses were a test, not a sentence."])
+    )
+    assert resumed.manifest.status == "completed"
+    (turn,) = [t for t in records(result.run_dir / "shared_memory.jsonl") if t.team == "against"]
+    assert len(turn.searches) == 2  # the searches made before the quit still count, and stay the only ones
+
+
+def test_chat_overrides_pick_the_side_and_default_to_the_grounded_format():
+    assert overrides(["side=for", "rounds=2"]) == [
+        "format=grounded",
+        "rounds=2",
+        "chat=for",
+        "progress=false",
+    ]
+    assert overrides(["format=grounded"])[-2] == "chat=against"
+
+
+def test_the_chat_cli_with_piped_input_quits_and_resumes(tmp_path, search_cache):
+    # the claim as a shell passes topic.text="Job's suffering is deserved": no quotes left for Hydra
+    args = ["topic.text=Job's suffering is deserved", "side=against", "model=scripted", "rounds=1", "search.transport=local",
+            f"search.cache_dir={search_cache}", f"runs_root={tmp_path}"]  # fmt: skip
+    first = subprocess.run(
+        [sys.executable, "-m", "harness.chat", *args], input="/search Job\n/quit\n",
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert first.returncode == 130, first.stderr
+    run_dir = Path(first.stdout.strip().splitlines()[-1])
+    assert f"resume with: python -m harness.resume {run_dir}" in first.stderr
+    assert "Claim: Job's suffering is deserved" in first.stdout
+    second = subprocess.run(
+        [sys.executable, "-m", "harness.resume", str(run_dir)],
+        input='My turn: [Job.1.1] "perfect and upright" says enough.\n', capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert second.returncode == 0, second.stderr
+    assert "completed" in (run_dir / "manifest.json").read_text()
