@@ -44,6 +44,11 @@ def _analyze(argv: list[str]) -> int:
     t = result.tables
     print(f"{len(t.runs)} runs ({t.cache_hits} from cache), {len(t.turns)} turns, {len(t.drafts)} drafts, "
           f"{len(result.change_points)} change points")  # fmt: skip
+    if not result.grounding_summary.empty:
+        from analysis.grounding import grounding_table
+
+        print(f"grounding ({len(result.grounding_turns)} cited turns):")
+        print(grounding_table(result.grounding_summary))
     print(result.files[0].parent)
     return 0
 

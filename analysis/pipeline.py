@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 from analysis import plots
 from analysis.compute import Signals, compute_signals
 from analysis.embed import DEFAULT_EMBEDDER
+from analysis.grounding import grounding_summary, grounding_turns
 from analysis.load import Tables, analysis_dir, load_runs
 from analysis.scoring import aggregate, change_points, early_late, final_drift, score
 
@@ -29,6 +30,8 @@ class Analysis:
     trajectory: pd.DataFrame
     early_late: pd.DataFrame
     final: pd.DataFrame
+    grounding_turns: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no grounded run
+    grounding_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     files: list[Path] = field(default_factory=list)
 
 
@@ -50,10 +53,12 @@ def analyze(
         raise FileNotFoundError(f"{path}: no run folders (no manifest.json found)")
     signals = compute_signals(tables, embedder=embedder, progress=progress)
     scores = score(signals.turns)
+    grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
     result = Analysis(
         tables=tables, signals=signals, scores=scores, change_points=change_points(scores),
         trajectory=pd.concat([aggregate(scores, tables.runs, v) for v in ("drift_index", "drift_from_opening")]),
         early_late=early_late(scores, tables.runs), final=final_drift(scores, tables.runs),
+        grounding_turns=grounded, grounding_summary=grounding_summary(grounded, tables),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     named = {
@@ -63,9 +68,22 @@ def analyze(
         "early_late": result.early_late,
     }  # fmt: skip
     result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
+    result.files += write_grounding(result, out)
     if figures:
         result.files += write_figures(result, out / "figures")
     return result
+
+
+def write_grounding(result: Analysis, out: Path) -> list[Path]:
+    """The grounding tables, when some run is a grounded debate. Otherwise
+    none, and any left from an earlier analysis of this folder are removed,
+    so the folder never holds grounding of runs no longer there."""
+    named = {"grounding_turns": result.grounding_turns, "grounding_summary": result.grounding_summary}
+    if result.grounding_turns.empty:
+        for name in named:
+            (out / f"{name}.parquet").unlink(missing_ok=True)
+        return []
+    return [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
 
 
 def write_figures(result: Analysis, out: Path) -> list[Path]:

@@ -9,12 +9,13 @@ so a half-written run loads up to its last complete record, with a warning.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
-from harness.store.reader import RunFolder, find_runs, layout_of_run, read_manifest, read_run
-from harness.store.records import RunLayout
+from harness.store.reader import RunFolder, find_runs, layout_of_run, read_manifest, read_records, read_run
+from harness.store.records import Record, RunLayout
 
-__all__ = ["RunReadWarning", "find_runs", "fingerprint", "layout_of", "read_folder"]
+__all__ = ["RunReadWarning", "find_runs", "fingerprint", "layout_of", "read_folder", "read_logs"]
 
 # prompts.jsonl is large and feeds no table: left unread, though still part
 # of the fingerprint so a rewritten run is noticed.
@@ -31,6 +32,16 @@ def read_folder(run_dir: Path) -> RunFolder:
     for note in run.notes:
         warnings.warn(note, RunReadWarning, stacklevel=2)
     return run
+
+
+def read_logs(run_dir: Path, names: Iterable[str]) -> dict[str, list[Record]]:
+    """A few logs of ``run_dir`` by name, for a second look at a run that
+    needs only those (a missing log is empty); what could not be read is warned about."""
+    notes: list[str] = []
+    logs = {name: list(read_records(run_dir / name, notes)) for name in names}
+    for note in notes:
+        warnings.warn(note, RunReadWarning, stacklevel=2)
+    return logs
 
 
 def layout_of(run_dir: Path) -> RunLayout:

@@ -126,6 +126,32 @@ def test_moderated_debate_on_smollm2(run, records):
     assert all(f"Fact-check of {c.team}'s {c.stage}, attempt {c.iteration + 1}" in report for c in checks)
 
 
+@pytest.mark.slow
+def test_one_grounded_round_of_smollm2_searches_the_kjv(run, records, tmp_path):
+    """The real path end to end: SmolLM2 asks for searches, the MCP server
+    answers from the KJV, the checker marks whatever it cites, the report shows it."""
+    from harness.cli.export import export_run
+    from harness.store.integrity import verify
+
+    result = run(
+        "format=grounded", "model=smollm2", 'topic.text="Job\'s suffering is deserved"', "search.collection=kjv",
+        "search.transport=mcp", f"search.cache_dir={tmp_path / 'cache'}", "rounds=1", *SMALL,
+    )  # fmt: skip
+    run_dir, manifest = result.run_dir, result.manifest
+    assert manifest.status == "completed" and manifest.stop_reason == "synthesis"
+    for seat in ("for", "against"):
+        searches = records(run_dir / seat / "searches.jsonl")
+        assert searches and all(s.collection == "kjv" and s.query.strip() for s in searches)
+        assert all(h.source.startswith("KJV, ") for s in searches for h in s.hits)
+    turns = records(run_dir / "shared_memory.jsonl")
+    assert turns and all(t.text.strip() and t.model == "local:smollm2" for t in turns)
+    # whatever a small model cites is marked, never taken on trust
+    assert all(c.status in ("supported", "unsupported", "unknown") for t in turns for c in t.citations)
+    assert verify(run_dir) == ([], [])
+    report = export_run(run_dir, "md")
+    assert "Citations of FOR" in report and "## Synthesis" in report
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
