@@ -2,10 +2,11 @@
 
     python -m harness.chat topic.text="Job's suffering is deserved" side=against
 
-A grounded debate (unless ``format=`` says otherwise) in which you write one
-seat's turns at the terminal: you see the other side's turns, ``/search``
-the same collection with the same tool, ``/note`` an argument for the
-synthesiser, and ``/quit`` at any time. The run folder is an ordinary one:
+A grounded debate (or ``format=drift``) in which you write one seat's turns
+at the terminal: you see the other side's turns, ``/search`` the same
+collection with the same tool, ``/note`` an argument for the synthesiser,
+and ``/quit`` at any time. In the drift format you are a whole team: the
+team's hostile critic reviews each of your drafts, and you see its feedback. The run folder is an ordinary one:
 after ``/quit`` it is ``interrupted``, and ``python -m harness.resume <dir>``
 continues it, waiting for you again. Same as ``python -m harness.run chat=<side>``.
 """

@@ -366,24 +366,25 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     return obj
 
 
-HUMAN_FORMATS = ("grounded",)  # formats whose seats a person can play
+HUMAN_FORMATS = ("grounded", "drift")  # formats whose seats a person can play
 
 
 def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
     """``chat=<seat>`` gives that seat to a person; a human seat needs a format that has them."""
     if cfg.chat is not None:
         names = [s.name for s in seats]
-        _require(
-            cfg.chat in names,
-            "chat",
-            f"no seat {cfg.chat!r} in format {format_name!r}; its seats: {', '.join(names)}",
-        )
-        role = next(s.role for s in seats if s.name == cfg.chat)
+        # a seat by its name, or by the side it argues: chat=against is the drift format's cons
+        seat = next((s for s in seats if cfg.chat in (s.name, s.side)), None)
+        if seat is None:
+            raise ConfigError(
+                f"chat: no seat {cfg.chat!r} in format {format_name!r}; its seats: {', '.join(names)}"
+            )
+        role = seat.role
         cfg.roles[role] = RoleOverride(**{**vars(cfg.roles.get(role, RoleOverride())), "spec": "human:you"})
     humans = [s.role for s in seats if (cfg.role_model(s.role)[0].spec.startswith("human:"))]
     if humans and format_name not in HUMAN_FORMATS:
         raise ConfigError(
-            f"roles.{humans[0]}.spec: a person can play a seat only in format={'|'.join(HUMAN_FORMATS)}, "
+            f"roles.{humans[0]}.spec: a person can play a seat only in format={' or '.join(HUMAN_FORMATS)}, "
             f"not {format_name}"
         )
 

@@ -149,3 +149,28 @@ def test_the_chat_cli_with_piped_input_quits_and_resumes(tmp_path, search_cache)
     )  # fmt: skip
     assert second.returncode == 0, second.stderr
     assert "completed" in (run_dir / "manifest.json").read_text()
+
+
+def test_a_person_plays_a_drift_team_under_the_hostile_critic(run, records, runs_root):
+    build = person(
+        ["/search anything", "Remote work cuts commutes.", "Remote work cuts commutes and the emissions."]
+    )
+    result = run("chat=against", "rounds=1", "model.reject_first=1", build=build)  # drift: against is cons
+    run_dir = result.run_dir
+    assert result.manifest.status == "completed" and result.manifest.model_specs["cons"] == "human:you"
+    drafts = records(run_dir / "cons" / "thinking.jsonl")
+    assert [(d.iteration, d.model, d.draft) for d in drafts] == [
+        (0, "human", "Remote work cuts commutes."), (1, "human", "Remote work cuts commutes and the emissions.")
+    ]  # fmt: skip
+    verdicts = records(run_dir / "cons" / "critique.jsonl")
+    assert [v.is_approved for v in verdicts] == [False, True] and {v.model for v in verdicts} == {
+        "scripted:default"
+    }
+    (persona, *_) = records(run_dir / "cons" / "persona.jsonl")
+    assert persona.model == "human" and persona.usage.calls == 0
+    argument = [a for a in records(run_dir / "shared_memory.jsonl") if a.team == "cons"][0]
+    assert argument.text == drafts[1].draft and argument.model == "human"
+    shown = "\n".join(build.consoles[0].shown)
+    assert f"The critic rejected your last draft: {verdicts[0].feedback}" in shown
+    assert "no search tool" in shown
+    assert verify(run_dir)[0] == []

@@ -1,4 +1,5 @@
-"""A person's turn in a grounded debate, at the terminal (chat mode).
+"""A person's turn at the terminal (chat mode): in a grounded debate
+(``HumanArguer``), or as a team of the drift format (``HumanDebater``).
 
 The person sees the claim and the turns since their last one, and types:
 
@@ -11,6 +12,12 @@ The person sees the claim and the turns since their last one, and types:
 The turn becomes the same records a model's does (a draft in the seat's
 log, checked citations, searches), with ``model: human``. A turn half done
 when the person quit keeps its searches: the resumed turn shows them again.
+
+In the drift format the person is a whole team: their persona is recorded
+once (no model call), they write each draft, and the team's hostile critic
+(a model) approves it or sends it back with feedback, which they see before
+they write again. The drift format has no search tool and no synthesiser,
+so ``/search`` and ``/note`` say so.
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ from harness.agents.arguer import render_hits
 from harness.agents.transcript import render
 from harness.engine.interrupt import RunStopped
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import Citation, DraftRecord, NoteRecord, Published, SearchRecord, record_id
+from harness.store.records import (
+    Citation,
+    DraftRecord,
+    NoteRecord,
+    PersonaRecord,
+    Published,
+    SearchRecord,
+    ThinkingRecord,
+    record_id,
+)
 
 HELP = (
     "/search <query>  search the collection   /note <text>  a note for the synthesiser\n"
@@ -32,6 +48,27 @@ HELP = (
 # [Job.1.21] "the LORD gave"  or  [notes.md#3] 'a quote'
 _CITATION = re.compile(r"\[([^\]\s]+)\]\s*[\"“']([^\"”']+)[\"”']")
 _MIN_TURN_CHARS = 10
+
+
+def read_turn(
+    console: Any, alias: str, round_: int, command: Callable[[str, str], bool], help_text: str
+) -> str:
+    """Lines from the person until one is their turn. ``command(name, rest)``
+    handles a ``/command`` (False: unknown, so the help is shown); ``/quit``
+    and the end of input stop the run, resumably."""
+    while True:
+        line = console.read(f"{alias} round {round_}> ")
+        if line is None or line.strip() == "/quit":
+            raise RunStopped(f"{alias} quit at round {round_}")
+        line = line.strip()
+        name, _, rest = line.partition(" ")
+        if name.startswith("/"):
+            if not command(name, rest.strip()):
+                console.show(help_text)
+        elif len(line) < _MIN_TURN_CHARS:
+            console.show(help_text)
+        else:
+            return line
 
 
 def is_human(model: Any) -> bool:
@@ -87,28 +124,76 @@ class HumanArguer:
         if found:
             self.console.show(render_hits(found))
         self.console.show(HELP)
-        while True:
-            line = self.console.read(f"{seat.alias} round {round_}> ")
-            if line is None or line.strip() == "/quit":
-                raise RunStopped(f"{seat.alias} quit at round {round_}")
-            line = line.strip()
-            command, _, rest = line.partition(" ")
-            if command == "/search":
-                if len(found) >= max_searches:
-                    self.console.show(f"(no searches left this turn: format.max_searches={max_searches})")
-                elif rest.strip():
-                    found.append(search(len(found), " ".join(rest.split())))
-                    self.console.show(render_hits(found[-1:]))
-            elif command == "/note" and rest.strip():
-                self._note(round_, rest.strip())
-            elif command.startswith("/") or len(line) < _MIN_TURN_CHARS:
-                self.console.show(HELP)
+
+        def command(name: str, rest: str) -> bool:
+            if name == "/search" and len(found) >= max_searches:
+                self.console.show(f"(no searches left this turn: format.max_searches={max_searches})")
+            elif name == "/search" and rest:
+                found.append(search(len(found), " ".join(rest.split())))
+                self.console.show(render_hits(found[-1:]))
+            elif name == "/note" and rest:
+                self._note(round_, rest)
             else:
-                break
+                return False
+            return True
+
+        line = read_turn(self.console, seat.alias, round_, command, HELP)
         return self.drafts.append(
             DraftRecord(
                 id=rid, round=round_, team=self.view.name, role=seat.role, iteration=attempt, model="human",
                 stage="turn", notes="", text=line, citations=self.check(parse_citations(line)),
                 searches=[s.id for s in found],
+            )
+        )  # fmt: skip
+
+
+DRIFT_HELP = "/quit  stop (resume later)   anything else is your argument, which the critic reviews"
+
+
+class HumanDebater:
+    """A drift team played by a person: a fixed persona, drafts from the terminal."""
+
+    def __init__(self, model: Any, view: SeatMemory) -> None:
+        self.console = model.console
+        self.view = view
+
+    def persona(self, round_: int, iteration: int) -> PersonaRecord:
+        """The person's persona, recorded once a turn attempt like a model's, with no call."""
+        rid = record_id(round_, self.view.name, "persona", iteration)
+        if (landed := self.view.persona.get(rid)) is not None:
+            return landed
+        return self.view.persona.append(
+            PersonaRecord(
+                id=rid, round=round_, team=self.view.name, role="persona", iteration=iteration, model="human",
+                decision="keep" if round_ > 1 or iteration else "initial", version=1,
+                persona=f"{self.view.seat.alias}, played by a person", rationale="a person plays this team",
+            )
+        )  # fmt: skip
+
+    def draft(
+        self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None,
+        recent: list[Published],
+    ) -> ThinkingRecord:  # fmt: skip
+        rid = record_id(round_, self.view.name, "thinking", iteration)
+        if (landed := self.view.thinking.get(rid)) is not None:
+            return landed  # replay after resume
+        seat = self.view.seat
+        self.console.show(f"\nMotion: {topic}\nYou are {seat.alias}, arguing {seat.stance}. Round {round_}.")
+        self.console.show(render(recent, 600))
+        if feedback:
+            self.console.show(f"The critic rejected your last draft: {feedback}")
+        self.console.show(DRIFT_HELP)
+
+        def command(name: str, rest: str) -> bool:
+            if name not in ("/search", "/note"):
+                return False
+            self.console.show("(the drift format has no search tool and no synthesiser)")
+            return True
+
+        line = read_turn(self.console, seat.alias, round_, command, DRIFT_HELP)
+        return self.view.thinking.append(
+            ThinkingRecord(
+                id=rid, round=round_, team=self.view.name, role="thinking", iteration=iteration, model="human",
+                scratchpad="", draft=line, persona_id=persona.id,
             )
         )  # fmt: skip

@@ -15,6 +15,8 @@ from typing import Any, Literal, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
+from harness.agents.human import HumanDebater, is_human
+from harness.agents.transcript import window
 from harness.config import Config, ConfigError
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
@@ -79,6 +81,12 @@ class DriftNodes:
         self.persona_agent = {t: PersonaAgent(team_ctx[t], v) for t, v in self.views.items()}
         self.thinking_agent = {t: ThinkingAgent(team_ctx[t], v) for t, v in self.views.items()}
         self.critique_agent = {t: CritiqueAgent(team_ctx[t], v) for t, v in self.views.items()}
+        # a team a person plays (chat mode): they write its drafts, the critic still judges them
+        self.humans = {
+            t: HumanDebater(ctx.roles[t].model, v)
+            for t, v in self.views.items()
+            if is_human(ctx.roles[t].model)
+        }
 
     def last_feedback(self, state: DriftState) -> str | None:
         if state["critique_id"] is None:
@@ -91,6 +99,8 @@ class DriftNodes:
 
     def persona(self, state: DriftState) -> dict:
         team = state["team"]
+        if team in self.humans:
+            return {"persona_id": self.humans[team].persona(state["round"], state["iteration"]).id}
         feedback = self.last_feedback(state)
         record = self.persona_agent[team](state["topic"], state["round"], state["iteration"], feedback)
         return {"persona_id": record.id}
@@ -99,6 +109,10 @@ class DriftNodes:
         view = self.views[state["team"]]
         record = view.persona.get(state["persona_id"] or "")
         assert record is not None, "persona node always runs before thinking"
+        if (human := self.humans.get(state["team"])) is not None:
+            recent = window(view.shared, state["round"], self.cfg.memory.window_rounds)
+            args = (state["topic"], state["round"], state["iteration"], record, self.last_feedback(state))
+            return {"draft_id": human.draft(*args, recent).id}
         draft = self.thinking_agent[state["team"]](
             state["topic"], state["round"], state["iteration"], record, self.last_feedback(state)
         )
@@ -248,7 +262,7 @@ DRIFT = Format(
     counts=("approvals", "rejections", "loop_locks", "schema_failures", "retries"),
     checks=(check_arguments, one_argument_per_turn),
     prompt_modules=(
-        "harness.formats.drift", "harness.agents.persona", "harness.agents.thinking",
+        "harness.formats.drift", "harness.agents.persona", "harness.agents.thinking", "harness.agents.human",
         "harness.agents.critique", "harness.agents.topic", "harness.agents.common",
         "harness.agents.transcript",
     ),

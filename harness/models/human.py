@@ -61,5 +61,5 @@ class HumanModel:
     def complete(self, request: ModelRequest) -> Completion:
         role = request.tags.get("role", "?")
         raise ModelConfigError(
-            f"{self.spec}: a person cannot answer the {role} call; human seats play only in format=grounded"
+            f"{self.spec}: a person cannot answer the {role} call of this format (chat mode: grounded, drift)"
         )
