@@ -7,11 +7,16 @@ leaving the run interrupted, and resume waiting for the person again."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
@@ -174,3 +179,56 @@ def test_a_person_plays_a_drift_team_under_the_hostile_critic(run, records, runs
     assert f"The critic rejected your last draft: {verdicts[0].feedback}" in shown
     assert "no search tool" in shown
     assert verify(run_dir)[0] == []
+
+
+def pane(sock: str) -> str:
+    out = subprocess.run(
+        ["tmux", "-L", sock, "capture-pane", "-p", "-t", "chat"], capture_output=True, text=True
+    )
+    return out.stdout
+
+
+def wait_for(sock: str, text: str, timeout: float = 90.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in (shown := pane(sock)):
+            return shown
+        time.sleep(0.2)
+    raise AssertionError(f"{text!r} never appeared; the pane shows:\n{pane(sock)}")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)")
+def test_the_real_terminal_through_tmux(tmp_path, search_cache):
+    """prompt_toolkit on a real pseudo-terminal: type a search and a turn, then Ctrl-C, then resume."""
+    sock = f"drift-{os.getpid()}"
+    root, done = tmp_path / "runs", tmp_path / "exit"
+    command = (
+        f'cd {REPO} && {sys.executable} -m harness.chat topic.text="Job\'s suffering is deserved" side=against '
+        f"model=scripted rounds=2 search.transport=local search.cache_dir={search_cache} runs_root={root}; "
+        f"echo $? > {done}; sleep 60"
+    )
+    subprocess.run(
+        ["tmux", "-L", sock, "new-session", "-d", "-s", "chat", "-x", "150", "-y", "45", command], check=True
+    )
+    try:
+        wait_for(sock, "AGAINST round 1>")
+        subprocess.run(
+            ["tmux", "-L", sock, "send-keys", "-t", "chat", "/search blameless and upright", "Enter"]
+        )
+        wait_for(sock, "[Luke.1.6]")  # the hits, shown in the terminal
+        turn = 'Job was no sinner: [Job.1.1] "perfect and upright"'
+        subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "chat", turn, "Enter"])
+        wait_for(sock, "AGAINST round 2>")
+        subprocess.run(["tmux", "-L", sock, "send-keys", "-t", "chat", "C-c"])
+        shown = wait_for(sock, "resume with: python -m harness.resume")
+        deadline = time.monotonic() + 30
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert done.read_text().strip() == "130", shown
+    finally:
+        subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
+    (run_dir,) = root.iterdir()
+    (mine,) = [json.loads(line) for line in (run_dir / "shared_memory.jsonl").read_text().splitlines()
+               if '"team":"against"' in line.replace(" ", "")]  # fmt: skip
+    assert mine["text"] == turn and mine["model"] == "human" and mine["citations"][0]["status"] == "supported"
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
