@@ -332,3 +332,32 @@ def test_the_server_killed_mid_run_then_the_run_killed_resumes_to_the_same_debat
     assert len(restarts) == 1
     resume_run(run_dir)
     assert_same_outcome(run_dir, reference)
+
+
+def test_every_call_is_counted_once_when_writes_fail_validation(run, records, grounded):
+    """Malformed replies: each call lands in exactly one record or schema-failure event."""
+    result = run(*grounded, "rounds=2", "model.malformed_rate=0.4", "structured.max_repairs=0",
+                 "format.max_turn_retries=2")  # fmt: skip
+    kept = sum(
+        1 for seat in ("for", "against", "public") for _ in records(result.run_dir / seat / "replies.jsonl")
+    )
+    assert kept == result.manifest.counts.model_calls > 0
+    assert result.manifest.counts.schema_failures > 0
+    turns = len(
+        [t for t in records(result.run_dir / "shared_memory.jsonl") if isinstance(t, CitedTurnRecord)]
+    )
+    skipped = result.manifest.counts.get("turn_skipped")
+    assert turns + skipped == 4  # every turn is published or says why not
+    assert verify(result.run_dir)[0] == []
+
+
+def test_a_turn_that_never_validates_is_skipped_with_an_event(run, records, grounded):
+    result = run(*grounded, "rounds=1", "model.malformed_rate=1.0", "structured.max_repairs=0")
+    events = [e for e in records(result.run_dir / "events.jsonl") if e.event == "turn_skipped"]
+    assert [(e.round, e.team) for e in events] == [(1, "for"), (1, "against")]
+    shared = result.run_dir / "shared_memory.jsonl"
+    assert not shared.exists() or records(shared) == []
+    kept = sum(
+        1 for seat in ("for", "against", "public") for _ in records(result.run_dir / seat / "replies.jsonl")
+    )
+    assert kept == result.manifest.counts.model_calls

@@ -139,7 +139,9 @@ class ArguerAgent:
             round_=round_, team=self.view.name, iteration=n,
         )  # fmt: skip
         out = result.value
-        if out is None or out.action == "write" or not out.query.strip():
+        if out is None:  # no valid reply: write now; the schema_failure event counted its cost
+            return None, Usage()
+        if out.action == "write" or not out.query.strip():
             return None, result.usage
         return " ".join(out.query.split()), result.usage
 

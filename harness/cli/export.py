@@ -66,7 +66,15 @@ EXPORT_VERSION = 2  # goes up when the json structure changes (2: a round's note
 SHARED = "shared_memory.jsonl"
 EVENTS = "events.jsonl"
 # Events worth a line under their round: what went wrong while it was argued.
-ROUND_EVENTS = ("loop_lock", "schema_failure", "retry", "error", "speech_cap")
+ROUND_EVENTS = (
+    "loop_lock",
+    "schema_failure",
+    "retry",
+    "error",
+    "speech_cap",
+    "turn_skipped",
+    "search_restart",
+)
 WIDTH = 78
 
 

@@ -211,10 +211,13 @@ class GroundedNodes:
             drafts = self.ctx.memory.seat(seat).logs["drafts"]
             before = drafts.get(record_id(state["round"], seat, "draft", attempt - 1))
             failed = (before, reasons(before.citations)) if before is not None else None
+        usage = self.step_usage(state)
         draft = self.arguers[seat].write(
             state["topic"], state["round"], attempt, self.recent(state), self.found(state), failed,
-            self.budget, self.step_usage(state) if attempt == 0 else Usage(),
+            self.budget, usage,
         )  # fmt: skip
+        if draft is None:  # no valid reply: the step's cost rides with the next attempt's draft
+            self.pending_usage[(state["round"], state["turn"])] = usage
         return {"draft_id": draft.id if draft is not None else None}
 
     def human(self, state: GroundedState) -> dict:
@@ -250,6 +253,15 @@ class GroundedNodes:
                 searches=draft.searches, hits=sum(len(s.hits) for s in found if s is not None),
                 truncated=truncated,
             )
+        )  # fmt: skip
+        return {}
+
+    def skip(self, state: GroundedState) -> dict:
+        """No valid turn after every attempt: say so, with the cost of the step that led here."""
+        self.ctx.events.emit(
+            "turn_skipped", round_=state["round"], team=self.seat(state).name, role="arguer",
+            iteration=state["attempt"], usage=self.step_usage(state),
+            detail=f"no valid turn after {state['attempt'] + 1} attempt(s); nothing published",
         )  # fmt: skip
         return {}
 
@@ -298,10 +310,10 @@ class GroundedNodes:
     def route_after_search(self, state: GroundedState) -> Literal["plan", "write"]:
         return "plan" if state["searches"] < self.options.max_searches else "write"
 
-    def route_after_write(self, state: GroundedState) -> Literal["publish", "retry", "advance"]:
+    def route_after_write(self, state: GroundedState) -> Literal["publish", "retry", "skip"]:
         can_retry = state["attempt"] < self.options.max_turn_retries
         if state["draft_id"] is None:  # no valid reply
-            return "retry" if can_retry else "advance"
+            return "retry" if can_retry else "skip"
         if self.options.on_bad_citation == "retry" and can_retry:
             draft = self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
             if draft is not None and bad_citations(draft.citations):
@@ -316,18 +328,19 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     """The compiled grounded-debate graph for one run."""
     n = GroundedNodes(ctx)
     graph = StateGraph(GroundedState)
-    for name in ("topic", "plan", "search", "write", "human", "retry", "publish", "advance", "final"):
+    for name in ("topic", "plan", "search", "write", "human", "retry", "publish", "skip", "advance", "final"):
         graph.add_node(name, getattr(n, name))
     turn: dict[Hashable, str] = {"human": "human", "plan": "plan", "write": "write"}
     graph.add_conditional_edges(START, n.route_start, {**turn, "topic": "topic", "final": "final"})
     graph.add_conditional_edges("topic", n.route_turn, turn)
     graph.add_conditional_edges("plan", n.route_after_plan, {"search": "search", "write": "write"})
     graph.add_conditional_edges("search", n.route_after_search, {"plan": "plan", "write": "write"})
-    after_write: dict[Hashable, str] = {"publish": "publish", "retry": "retry", "advance": "advance"}
+    after_write: dict[Hashable, str] = {"publish": "publish", "retry": "retry", "skip": "skip"}
     graph.add_conditional_edges("write", n.route_after_write, after_write)
     graph.add_conditional_edges("human", n.route_after_write, after_write)
     graph.add_conditional_edges("retry", n.route_turn, turn)
     graph.add_edge("publish", "advance")
+    graph.add_edge("skip", "advance")
     graph.add_conditional_edges("advance", n.route_next, {**turn, "final": "final"})
     graph.add_edge("final", END)
     return graph.compile()
@@ -463,7 +476,7 @@ GROUNDED = Format(
     build_graph=build_graph,
     initial_state=initial_state,  # type: ignore[arg-type]
     max_steps=max_steps,
-    counts=("published", "search", "schema_failures", "retries", "search_restart"),
+    counts=("published", "search", "schema_failures", "turn_skipped", "retries", "search_restart"),
     checks=(check_turn_order, check_turn_sources, check_citation_marks),
     min_window_rounds=lambda cfg: cfg.format.final_window,
     prompt_modules=(

@@ -34,6 +34,7 @@ EventKind = Literal[
     "positions",  # what each side argues, recorded before the first speech
     "search_restart",  # the search server was restarted after a fault
     "note",  # a person's note for the synthesiser (chat mode)
+    "turn_skipped",  # a grounded turn with no valid reply after its retries: nothing published
 ]
 
 
