@@ -3,8 +3,11 @@ them, with every run folder under pytest's tmp_path."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from socketserver import BaseServer
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -75,6 +78,19 @@ def search_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def grounded(search_cache: Path) -> tuple[str, ...]:
     """A grounded debate on the KJV, searched in-process, with the session's index cache."""
     return ("format=grounded", GROUNDED_CLAIM, "search.transport=local", f"search.cache_dir={search_cache}")
+
+
+@contextlib.contextmanager
+def serving(server: BaseServer) -> Iterator[BaseServer]:
+    """``server`` answering on a daemon thread until the block ends, then shut and closed."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
 
 
 def read_records(path: Path) -> list:

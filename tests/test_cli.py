@@ -8,13 +8,13 @@ import json
 import socket
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import serving
 
 
 def free_closed_port() -> int:
@@ -121,15 +121,8 @@ def http_401():
         def log_message(self, *args: object) -> None:  # keep pytest output clean
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}/v1", hits
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 @pytest.mark.network_loopback

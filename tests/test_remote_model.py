@@ -5,12 +5,12 @@ by max_tokens comes back (as text to repair, not as a provider failure)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from conftest import serving
 
 from harness.agents import CritiqueOutput
 from harness.config import RetryConfig
@@ -60,16 +60,9 @@ def canned():
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    state["base_url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), Handler)) as server:
+        state["base_url"] = f"http://127.0.0.1:{server.server_address[1]}/v1"
         yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
 
 
 def request(max_tokens: int = 64) -> ModelRequest:

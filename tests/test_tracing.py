@@ -12,14 +12,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, serving
 
 LANGSMITH_KEY = "lsv2_pt_dummy_collector_key_4242"
 MODEL_KEY = "sk-model-key-that-must-never-travel-777"
@@ -74,14 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Collector()) as server:
+        yield server  # type: ignore[misc]
 
 
 def runs_sent(collector: Collector) -> list[dict]:

@@ -66,18 +66,19 @@ def digest(parts: dict[str, Any]) -> str:
     return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys: ``{"llm": {"temperature": 0.7}}`` -> ``llm.temperature``."""
     if isinstance(data, dict):
         out: dict[str, Any] = {}
         for key, value in data.items():
-            out.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return out
     return {prefix: data}
 
 
 def _defaults() -> dict[str, Any]:
     """Every config key at its default, flattened as ``config.<key>``."""
-    return _flatten({"config": dataclasses.asdict(Config())})
+    return flatten({"config": dataclasses.asdict(Config())})
 
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -86,7 +87,7 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     A key the run's fingerprint lacks, now at its default, is no change: the
     key came into the config after the run was made, and the default is what
     the run did (``model.bad_citation_rate``: no bad citations)."""
-    flat_old, flat_new, defaults = _flatten(old), _flatten(new), _defaults()
+    flat_old, flat_new, defaults = flatten(old), flatten(new), _defaults()
     lines = []
     for key in sorted(set(flat_old) | set(flat_new)):
         before, after = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
