@@ -43,10 +43,13 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
+view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
+	$(PY) -m harness.view research_runs
+
 bench: setup ## Run every benchmark in benchmarks/ (prints measured ratios)
 	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test test-fast lint format bench clean
+.PHONY: help setup run debug test test-fast lint format view bench clean
