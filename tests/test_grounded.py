@@ -361,3 +361,27 @@ def test_a_turn_that_never_validates_is_skipped_with_an_event(run, records, grou
         1 for seat in ("for", "against", "public") for _ in records(result.run_dir / seat / "replies.jsonl")
     )
     assert kept == result.manifest.counts.model_calls
+
+
+def test_a_run_resumed_just_before_its_final_gives_the_final_the_same_prompt(run, grounded, tmp_path):
+    """The final reads what a resumed run still holds in memory (its window), not the whole run."""
+    args = (*grounded, "rounds=6", "format.final_window=2", "memory.window_rounds=1")
+    reference = Outcome.of(run(*args, f"runs_root={tmp_path / 'reference'}").run_dir)
+
+    def build(cfg):  # type: ignore[no-untyped-def]
+        model = build_model(cfg)
+        inner = model.complete
+
+        def complete(request: ModelRequest) -> Completion:
+            if request.tags.get("role") == "synthesizer":
+                raise RuntimeError("crash at the final")
+            return inner(request)
+
+        model.complete = complete  # type: ignore[method-assign]
+        return model
+
+    with pytest.raises(RuntimeError, match="crash at the final"):
+        run(*args, f"runs_root={tmp_path / 'crashed'}", build=build)
+    (run_dir,) = (tmp_path / "crashed").iterdir()
+    resume_run(run_dir)
+    assert_same_outcome(run_dir, reference)  # public/prompts.jsonl included: the final saw the same

@@ -271,10 +271,14 @@ class GroundedNodes:
         return {**fresh, "round": state["round"] + (turn == 0)}
 
     def final(self, state: GroundedState) -> dict:
-        round_ = state["round"]  # rounds + 1: the final is written after the last round
-        first = max(1, round_ - self.options.final_window)
-        turns = self.shared.since_round(first)
-        cited = [t for t in self.shared.since_round(1) if isinstance(t, CitedTurnRecord)]
+        """The synthesis or the verdict, after the last round's last turn. The
+        round moves on only here, so the last round's snapshot follows the
+        final: a crash during it resumes into the final, not past it."""
+        round_ = state["round"] + 1  # the final is written after the last round
+        # what a resumed run holds too: the window of the last final_window
+        # rounds (the format's least window) and every note (a whole log)
+        turns = self.shared.since_round(max(1, round_ - self.options.final_window))
+        cited = [t for t in turns if isinstance(t, CitedTurnRecord)]
         grounding = {s.alias: grounding_line([t for t in cited if t.team == s.name]) for s in self.seats}
         notes = [n for n in self.public["notes"].since_round(1) if isinstance(n, NoteRecord)]
         ctx = self.ctx.for_public()
@@ -289,7 +293,7 @@ class GroundedNodes:
                 state["topic"], round_, "rounds", turns, grounding, notes
             )
             reason = "synthesis"
-        return {"done": True, "stop_reason": reason}
+        return {"round": round_, "done": True, "stop_reason": reason}
 
     # -- routers -------------------------------------------------------------
 
@@ -298,11 +302,9 @@ class GroundedNodes:
             return "human"
         return "plan" if state["searches"] < self.options.max_searches else "write"
 
-    def route_start(self, state: GroundedState) -> Literal["topic", "human", "plan", "write", "final"]:
-        if not state["topic"]:
-            return "topic"
+    def route_start(self, state: GroundedState) -> Literal["topic", "human", "plan", "write"]:
         # a snapshot is taken between rounds: a resume starts at a turn's beginning
-        return "final" if state["round"] > self.cfg.rounds else self.route_turn(state)
+        return "topic" if not state["topic"] else self.route_turn(state)
 
     def route_after_plan(self, state: GroundedState) -> Literal["search", "write"]:
         return "search" if state["query"] is not None else "write"
@@ -320,8 +322,9 @@ class GroundedNodes:
                 return "retry"
         return "publish"
 
-    def route_next(self, state: GroundedState) -> Literal["human", "plan", "write", "final"]:
-        return "final" if state["round"] > self.cfg.rounds else self.route_turn(state)
+    def route_next(self, state: GroundedState) -> Literal["advance", "final"]:
+        last = state["round"] >= self.cfg.rounds and state["turn"] == len(self.seats) - 1
+        return "final" if last else "advance"
 
 
 def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
@@ -331,7 +334,7 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     for name in ("topic", "plan", "search", "write", "human", "retry", "publish", "skip", "advance", "final"):
         graph.add_node(name, getattr(n, name))
     turn: dict[Hashable, str] = {"human": "human", "plan": "plan", "write": "write"}
-    graph.add_conditional_edges(START, n.route_start, {**turn, "topic": "topic", "final": "final"})
+    graph.add_conditional_edges(START, n.route_start, {**turn, "topic": "topic"})
     graph.add_conditional_edges("topic", n.route_turn, turn)
     graph.add_conditional_edges("plan", n.route_after_plan, {"search": "search", "write": "write"})
     graph.add_conditional_edges("search", n.route_after_search, {"plan": "plan", "write": "write"})
@@ -339,9 +342,10 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph.add_conditional_edges("write", n.route_after_write, after_write)
     graph.add_conditional_edges("human", n.route_after_write, after_write)
     graph.add_conditional_edges("retry", n.route_turn, turn)
-    graph.add_edge("publish", "advance")
-    graph.add_edge("skip", "advance")
-    graph.add_conditional_edges("advance", n.route_next, {**turn, "final": "final"})
+    after_turn: dict[Hashable, str] = {"advance": "advance", "final": "final"}
+    graph.add_conditional_edges("publish", n.route_next, after_turn)
+    graph.add_conditional_edges("skip", n.route_next, after_turn)
+    graph.add_conditional_edges("advance", n.route_turn, turn)
     graph.add_edge("final", END)
     return graph.compile()
 
@@ -479,6 +483,7 @@ GROUNDED = Format(
     counts=("published", "search", "schema_failures", "turn_skipped", "retries", "search_restart"),
     checks=(check_turn_order, check_turn_sources, check_citation_marks),
     min_window_rounds=lambda cfg: cfg.format.final_window,
+    whole_logs=("public/notes.jsonl",),  # the final reads every note a person made
     prompt_modules=(
         "harness.formats.grounded", "harness.agents.arguer", "harness.agents.human",
         "harness.agents.debate_synthesizer", "harness.agents.evidence_judge", "harness.agents.topic",
