@@ -89,16 +89,6 @@ class HumanArguer:
         self.notes = notes
         self.check = check
         self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
-        self.searches: JsonlLog[SearchRecord] = view.logs["searches"]
-
-    def _landed_searches(self, round_: int, limit: int) -> list[SearchRecord]:
-        found = []
-        for n in range(limit):
-            record = self.searches.get(record_id(round_, self.view.name, "search", n))
-            if record is None:
-                break
-            found.append(record)
-        return found
 
     def _note(self, round_: int, text: str) -> None:
         n = 0
@@ -111,14 +101,14 @@ class HumanArguer:
         self.console.show("(noted for the synthesiser)")
 
     def __call__(
-        self, claim: str, round_: int, attempt: int, recent: list[Published],
+        self, claim: str, round_: int, attempt: int, recent: list[Published], found: list[SearchRecord],
         search: Callable[[int, str], SearchRecord], max_searches: int,
     ) -> DraftRecord:  # fmt: skip
         rid = record_id(round_, self.view.name, "draft", attempt)
         if (landed := self.drafts.get(rid)) is not None:
             return landed  # replay after resume
         seat = self.view.seat
-        found = self._landed_searches(round_, max_searches)
+        found = list(found)  # this turn's searches so far: a quit keeps them, the resumed turn shows them
         self.console.show(f"\nClaim: {claim}\nYou are {seat.alias}, arguing {seat.stance}. Round {round_}.")
         self.console.show(render(recent, 600))
         if found:

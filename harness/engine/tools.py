@@ -56,12 +56,12 @@ class SearchTool:
             return landed
         k = self.cfg.search.k
         started = time.perf_counter()
-        raw = self._call(lambda: self.session.search(query, k), where, query)
+        hits: list[Hit] = self._call(lambda: self.session.search(query, k), where, query)
         return log.append(
             SearchRecord(
                 id=rid, round=where["round"], team=where["team"], role="search", iteration=where["iteration"],
                 usage=usage, query=query, collection=self.cfg.search.collection, k=k,
-                hits=[Hit.model_validate(h.model_dump() if hasattr(h, "model_dump") else h) for h in raw],
+                hits=hits,
                 latency_s=round(time.perf_counter() - started, 6),
             )
         )  # fmt: skip

@@ -224,7 +224,7 @@ class GroundedNodes:
         """A person's turn: searches, notes and the turn itself, at the terminal."""
         seat = self.seat(state)
         draft = self.humans[seat.name](
-            state["topic"], state["round"], state["attempt"], self.recent(state),
+            state["topic"], state["round"], state["attempt"], self.recent(state), self.found(state),
             lambda n, query: self._human_search(state, n, query), self.options.max_searches,
         )  # fmt: skip
         return {"draft_id": draft.id}
@@ -363,13 +363,13 @@ def open_search(cfg: Config, events: EventLog) -> Iterator[SearchTool]:
     from harness.search import load_collection
     from harness.search import open_search as open_session
 
-    collection = load_collection(cfg.search.collection, cache_dir=_cache_dir(cfg))
+    collection = load_collection(cfg.search.collection, cache_dir=cfg.search.cache_dir)
     # started now, so a broken install shows before the first turn; a server
     # that fails to start is a fault like any other, retried by the one policy
     session = call_with_retry(
         lambda: open_session(
             cfg.search.collection, transport=cfg.search.transport, timeout_s=cfg.search.timeout_s,
-            cache_dir=_cache_dir(cfg),
+            cache_dir=cfg.search.cache_dir,
         ),
         cfg.retry,
     )  # fmt: skip
@@ -377,18 +377,12 @@ def open_search(cfg: Config, events: EventLog) -> Iterator[SearchTool]:
         yield SearchTool(cfg, session, events, collection)
 
 
-def _cache_dir(cfg: Config) -> Any:
-    from pathlib import Path
-
-    return Path(cfg.search.cache_dir).expanduser() if cfg.search.cache_dir else None
-
-
 def check_collection(cfg: Config) -> None:
     """A missing or empty collection is one line before any folder is made."""
     from harness.search import CollectionError, load_collection
 
     try:
-        load_collection(cfg.search.collection, cache_dir=_cache_dir(cfg))
+        load_collection(cfg.search.collection, cache_dir=cfg.search.cache_dir)
     except CollectionError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -3,14 +3,17 @@
 A key is the run folder's path relative to the root (``sweep-x/temp-0.1``).
 The catalog is the only way from a URL to a folder: a key is looked up in
 the set the scan found, never joined onto the root, so ``..``, absolute paths
-and symlinks out of the root reach nothing. Folders are re-scanned on each
-listing, so runs that appear while the viewer is up are shown.
+and symlinks out of the root reach nothing. The scan is redone when it is
+older than ``SCAN_TTL_S``, so runs that appear while the viewer is up are
+shown, and one page (which looks a run up, then lists the others) walks the
+tree once.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,7 @@ from harness.store.records import RunManifest
 # Logs a page never shows (every prompt, every raw reply): leaving them out is
 # most of what makes a 1,000-round run open fast.
 SKIPPED_LOGS = ("prompts.jsonl", "replies.jsonl")
+SCAN_TTL_S = 2.0  # how long a scan of the root's run folders is reused
 
 
 def flat_config(config: dict[str, Any]) -> dict[str, str]:
@@ -55,8 +59,16 @@ class Catalog:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
+        self._scan: tuple[float, dict[str, Path]] | None = None
 
     def runs(self) -> dict[str, Path]:
+        """Run folders by key: the last scan if it is fresh, else a new one."""
+        scan = self._scan
+        if scan is None or time.monotonic() - scan[0] > SCAN_TTL_S:
+            scan = self._scan = (time.monotonic(), self._walk())
+        return scan[1]
+
+    def _walk(self) -> dict[str, Path]:
         found = {}
         for run_dir in find_runs(self.root):
             real = run_dir.resolve()
