@@ -19,6 +19,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
 SCHEMA_FAILURE_POLICIES = ("reject", "approve")
+# control conditions (conf/experiment/control_*.yaml): what each one takes away
+CONTROLS = ("monologue", "no_critic", "cooperative")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -124,6 +126,8 @@ class CriticConfig:
     use_revision: bool = True
 
     def check(self) -> None:
+    # control_no_critic: every draft is approved unread, with no model call
+    approve_all: bool = False
         _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
         _require(
             self.on_loop_lock in LOOP_LOCK_POLICIES,
@@ -279,11 +283,23 @@ class Config:
     chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
 
     def check(self) -> None:
+    # which control condition this run is (set by the experiment=control_* presets), or None
+    control: str | None = None
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
         _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         _require(self.replicates >= 1, "replicates", f"must be >= 1, got {self.replicates}")
         _require(
             0 <= self.replicate < self.replicates,
+        _require(
+            self.control in (None, *CONTROLS),
+            "control",
+            f"must be null or one of {CONTROLS}, got {self.control!r}",
+        )
+        _require(
+            self.control != "no_critic" or self.critic.approve_all,
+            "control",
+            "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
+        )
             "replicate",
             f"must be in [0, replicates={self.replicates}), got {self.replicate}",
         )

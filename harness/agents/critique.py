@@ -2,7 +2,8 @@
 sends it back with feedback, optionally with a revised argument.
 
 Its strictness text comes from the ``critic`` config group, so strictness can
-be swept. A missing draft, or a critic reply that fails validation, becomes a
+be swept. With ``critic.approve_all`` (the no-critic control) it approves
+every draft unread and makes no call. A missing draft, or a critic reply that fails validation, becomes a
 critique record with ``fallback=True`` under ``critic.on_schema_failure``.
 """
 
@@ -14,6 +15,8 @@ from harness.agents.common import JSON_ONLY
 from harness.engine.context import AgentContext
 from harness.store.memory import SeatMemory
 from harness.store.records import CritiqueRecord, ThinkingRecord, record_id
+
+APPROVED_UNREAD = "approved unread (critic.approve_all: the no-critic control)"
 
 
 class CritiqueOutput(BaseModel):
@@ -64,6 +67,8 @@ class CritiqueAgent:
                 round_, iteration, "none", is_approved=False, fallback=True,
                 feedback="No valid draft was produced; reply with the required JSON fields.",
             )  # fmt: skip
+        if self.ctx.cfg.critic.approve_all:  # the no-critic control: no model reads the draft
+            return self._record(round_, iteration, draft.id, is_approved=True, feedback=APPROVED_UNREAD)
         team = self.view.name
         result = self.ctx.ask(
             "critic", "critique", self.messages(topic, draft), CritiqueOutput,

@@ -24,6 +24,8 @@ from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, r
 
 # The side each team argues; a team's alias is its name in capitals.
 STANCE = {"pros": "FOR the motion", "cons": "AGAINST the motion"}
+# control_cooperative: the same sides, told to work toward an agreement instead of winning
+COOPERATIVE = ", and working with the other team toward an agreement you can both accept"
 SIDE: dict[str, Any] = {"pros": "for", "cons": "against"}
 TEAM_LOGS = ("persona", "thinking", "critique", PROMPTS)
 
@@ -32,6 +34,7 @@ TEAM_LOGS = ("persona", "thinking", "critique", PROMPTS)
 class DriftOptions(FormatOptions):
     name: str = "drift"
     teams: list[str] = field(default_factory=lambda: ["pros", "cons"])
+    cooperative: bool = False  # the cooperative control: both teams seek agreement
 
     def check(self) -> None:
         unknown = [t for t in self.teams if t not in STANCE]
@@ -43,7 +46,14 @@ class DriftOptions(FormatOptions):
 
 def seats(options: DriftOptions) -> tuple[Seat, ...]:
     return tuple(
-        Seat(name=t, alias=t.upper(), role=t, stance=STANCE[t], logs=TEAM_LOGS, side=SIDE[t])
+        Seat(
+            name=t,
+            alias=t.upper(),
+            role=t,
+            logs=TEAM_LOGS,
+            side=SIDE[t],
+            stance=STANCE[t] + (COOPERATIVE if options.cooperative else ""),
+        )
         for t in options.teams
     )
 
@@ -63,7 +73,7 @@ class DriftState(TypedDict):
 def initial_state(cfg: Config) -> DriftState:
     topic = "" if cfg.topic.generate else (cfg.topic.text or "")
     return DriftState(
-        topic=topic, round=1, team="pros", iteration=0, persona_id=None,
+        topic=topic, round=1, team=cfg.format.teams[0], iteration=0, persona_id=None,
         draft_id=None, critique_id=None, done=False, stop_reason=None,
     )  # fmt: skip
 
