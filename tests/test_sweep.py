@@ -19,8 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.store.records import parse_record
 from harness.sweep.callback import concurrent_workers, replicate_override
+from harness.sweep.index import current_index, plan_cells, read_index, replicate_seed
 from harness.sweep.index import main as sweep_main
-from harness.sweep.index import plan_cells, read_index, replicate_seed
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]
@@ -73,13 +73,18 @@ def test_two_by_two_sweep_gives_each_cell_its_own_folder_and_an_index(tmp_path):
     assert {c.name for c in index.cells} == names
     assert all(c.rounds_done == 2 and c.input_tokens > 0 and c.wall_s > 0 for c in index.cells)
     assert index.cells[0].params == {"llm.temperature": "0.2", "critic": "lenient"}
+    # the cell log: each cell's running then completed record, which replay to the walked index
+    events = [json.loads(line) for line in (sweep_dir / "cells.jsonl").read_text().splitlines()]
+    assert (
+        [e["cell"] for e in events[::2]] == [c.name for c in index.cells] == [e["cell"] for e in events[1::2]]
+    )
+    assert [e["status"] for e in events] == ["running", "completed"] * 4
+    assert [c.model_dump() for c in current_index(sweep_dir).cells] == [c.model_dump() for c in index.cells]
     table = pd.read_parquet(sweep_dir / "sweep.parquet")
     assert len(table) == 4 and set(table["status"]) == {"completed"}
     assert sorted(table["param.critic"]) == ["lenient", "lenient", "strict", "strict"]
-    # same config, other temperature: the scripted model ignores temperature
-    assert arguments(sweep_dir / "temp-0.2_critic-lenient") == arguments(
-        sweep_dir / "temp-1.0_critic-lenient"
-    )
+    # what varies reaches the cell's own config
+    assert "temperature: 1.0" in (sweep_dir / "temp-1.0_critic-strict" / "config.yaml").read_text()
 
 
 def _wait_for_round(run_dir: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
@@ -91,10 +96,11 @@ def _wait_for_round(run_dir: Path, proc: subprocess.Popen[str], timeout: float =
     raise AssertionError(f"{run_dir} never reached round 1 (sweep exited {proc.poll()})")
 
 
-def test_resume_after_one_cell_is_killed(tmp_path):
+def test_resume_after_one_cell_is_killed(tmp_path, capsys):
     """Kill the sweep mid-cell: resume skips the two completed cells, resumes the
     killed one from its snapshots, runs the one never started; then has nothing to do."""
-    args = ["llm.temperature=0.2,1.0", "critic=lenient,strict", "rounds=4", "model.latency_s=0.03"]
+    # two latencies: cells that differ in nothing the transcript depends on
+    args = ["model.latency_s=0.03,0.031", "critic=lenient,strict", "rounds=4"]
     proc = subprocess.Popen(
         command(tmp_path, *args),
         cwd=REPO, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -103,11 +109,16 @@ def test_resume_after_one_cell_is_killed(tmp_path):
         while not list(tmp_path.glob("sweep-*/sweep.json")):
             time.sleep(0.02)
         sweep_dir = sweep_dir_of(tmp_path)
-        _wait_for_round(sweep_dir / "temp-1.0_critic-lenient", proc)
+        _wait_for_round(sweep_dir / "latency-s-0.031_critic-lenient", proc)
     finally:
         proc.kill()
         proc.communicate()
-    assert not (sweep_dir / "temp-1.0_critic-strict").exists()
+    assert not (sweep_dir / "latency-s-0.031_critic-strict").exists()
+    assert sweep_main(["status", str(sweep_dir)]) == 1
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:5]] == [
+        "completed", "completed", "crashed", "pending",
+    ]  # fmt: skip
+    log = (sweep_dir / "cells.jsonl").read_text()
 
     out = subprocess.run(
         [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
@@ -118,11 +129,12 @@ def test_resume_after_one_cell_is_killed(tmp_path):
     index = read_index(sweep_dir)
     assert [c.status for c in index.cells] == ["completed"] * 4
     assert [c.action for c in index.cells] == ["skip", "skip", "resume", "run"]
-    killed = sweep_dir / "temp-1.0_critic-lenient"
+    assert (sweep_dir / "cells.jsonl").read_text().startswith(log)  # append-only across launches
+    killed = sweep_dir / "latency-s-0.031_critic-lenient"
     history = [h["action"] for h in json.loads((killed / "manifest.json").read_text())["history"]]
     assert history[0] == "start" and "resume" in history and history[-1] == "complete"
     # the resumed transcript equals the uninterrupted one of the same config
-    assert arguments(killed) == arguments(sweep_dir / "temp-0.2_critic-lenient")
+    assert arguments(killed) == arguments(sweep_dir / "latency-s-0.03_critic-lenient")
     assert len(arguments(killed)) == 8
 
     again = subprocess.run(

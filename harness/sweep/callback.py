@@ -7,8 +7,11 @@ driver process only (``on_multirun_start`` / ``on_multirun_end``):
 - plans every cell and writes ``sweep.json`` before any cell starts;
 - sets ``DRIFT_WORKERS`` to the number of cells that run at once on this
   machine, so llama.cpp threads x workers never oversubscribe the cores;
-- prints cells done / running / failed while the sweep runs, and at the end a
-  table of cell statuses, then exits non-zero if any cell did not complete.
+- while the sweep runs, reads the cell log's new lines (``IndexKeeper``),
+  prints cells done / running / failed, and compacts them into ``sweep.json``
+  now and then; at the end reads every cell's files, writes ``sweep.json`` and
+  ``sweep.parquet``, prints a table of cell statuses, then exits non-zero if
+  any cell did not complete.
 
 The progress thread lives in a module global, not on the callback, because
 launchers pickle the callback object to send it to their workers.
@@ -16,6 +19,7 @@ launchers pickle the callback object to send it to their workers.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -26,13 +30,18 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.sweep.index import (
+    COMPACTIONS,
+    EVENTS_JSONL,
+    INDEX_COST,
     INDEX_JSON,
     RESUME_ENV,
+    CellLog,
     SweepIndex,
     plan_cells,
     progress_line,
     read_index,
     refresh_index,
+    replay_index,
     status_table,
     write_index,
 )
@@ -100,20 +109,45 @@ def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> S
     )
 
 
-def _watch(sweep_dir: Path, index: SweepIndex, stop: threading.Event, out: TextIO, every_s: float) -> None:
-    """Print a progress line (and each new failure) whenever the cells' states change."""
-    last, reported = "", set()
-    while not stop.wait(every_s):
-        current = refresh_index(sweep_dir, index, final=False)
+class IndexKeeper:
+    """The driver's view of a running sweep: reads the cell log's new lines, reports
+    progress and failures, and rewrites ``sweep.json`` after every ``every`` events
+    (a tenth of the cells'), so each cell costs the index a constant number of bytes."""
+
+    def __init__(self, sweep_dir: Path, index: SweepIndex) -> None:
+        self.sweep_dir, self.index = sweep_dir, index  # the rows as of the last tick
+        self.log = CellLog(sweep_dir)
+        self.every = max(1, math.ceil(len(index.cells) / COMPACTIONS))
+        self.unwritten = 0  # events read since sweep.json was last written
+        self.reported: set[str] = set()
+        self.last_line = ""
+
+    def tick(self) -> list[str]:
+        """The lines to print now: new failures, then progress if it changed."""
+        events = self.log.read()
+        self.unwritten += len(events)
+        # only cells with news, and running ones (whose process may have died), change
+        changed = {e.cell for e in events} | {c.name for c in self.index.cells if c.status == "running"}
+        current = self.index = replay_index(self.sweep_dir, self.index, self.log.latest, changed)
+        lines = []
         for cell in current.cells:
-            if cell.status == "failed" and cell.name not in reported:
-                reported.add(cell.name)
-                print(f"[sweep] {cell.name} failed: {cell.error}", file=out, flush=True)
-        line = progress_line(current.cells)
-        if line != last:
-            last = line
+            if cell.status == "failed" and cell.name not in self.reported:
+                self.reported.add(cell.name)
+                lines.append(f"[sweep] {cell.name} failed: {cell.error}")
+        progress = progress_line(current.cells)
+        if progress != self.last_line:
+            self.last_line = progress
+            lines.append(progress)
+        if self.unwritten >= self.every:
+            write_index(self.sweep_dir, current, parquet=False)
+            self.unwritten = 0
+        return lines
+
+
+def _watch(keeper: IndexKeeper, stop: threading.Event, out: TextIO, every_s: float) -> None:
+    while not stop.wait(every_s):
+        for line in keeper.tick():
             print(line, file=out, flush=True)
-            write_index(sweep_dir, current, parquet=False)
 
 
 class SweepIndexCallback(Callback):
@@ -130,6 +164,7 @@ class SweepIndexCallback(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir))
         index = _start_index(sweep_dir, config, params + expanded)
         write_index(sweep_dir, index, parquet=False)
+        (sweep_dir / EVENTS_JSONL).touch()  # its presence says: status may read the log
         with read_write(config.hydra), open_dict(config.hydra):
             config.hydra.overrides.task = expanded  # what the sweeper splits into cells
         workers = concurrent_workers(config.hydra.launcher, len(index.cells))
@@ -140,7 +175,7 @@ class SweepIndexCallback(Callback):
             flush=True,
         )
         stop = threading.Event()
-        args = (sweep_dir, index, stop, sys.stderr, self.progress_every_s)
+        args = (IndexKeeper(sweep_dir, index), stop, sys.stderr, self.progress_every_s)
         thread = threading.Thread(target=_watch, args=args, name="sweep-progress", daemon=True)
         thread.start()
         _PROGRESS.update(stop=stop, thread=thread, index=index, sweep_dir=sweep_dir)
@@ -151,6 +186,7 @@ class SweepIndexCallback(Callback):
         sweep_dir: Path = _PROGRESS["sweep_dir"]
         index = refresh_index(sweep_dir, _PROGRESS["index"], final=True)
         write_index(sweep_dir, index)
+        INDEX_COST.dump()
         print(progress_line(index.cells), file=sys.stderr, flush=True)
         print(status_table(index), flush=True)
         print(sweep_dir, flush=True)

@@ -33,6 +33,7 @@ from harness.store.records import utcnow
 from harness.sweep.index import (
     CELL_LOG,
     CELLS_DIR,
+    INDEX_JSON,
     Cell,
     CellRecord,
     _manifest,
@@ -43,6 +44,7 @@ from harness.sweep.index import (
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
 _EXIT_STATUS = {0: "completed", 130: "interrupted"}
+_PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
 
 
 def is_sweep_job() -> bool:
@@ -52,9 +54,20 @@ def is_sweep_job() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def _planned(sweep_dir: Path) -> list[Cell]:
+    """The sweep's cells, parsed once per process and again only when ``sweep.json`` is
+    rewritten (a few times a sweep): parsing it for every cell would grow with the cells."""
+    stat = (sweep_dir / INDEX_JSON).stat()
+    key = (str(sweep_dir.resolve()), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    if key not in _PLAN:
+        _PLAN.clear()
+        _PLAN[key] = read_index(sweep_dir).cells
+    return _PLAN[key]
+
+
 def find_cell(sweep_dir: Path, num: int, overrides: list[str]) -> Cell:
     """This job's planned cell: by job number, checked against its overrides."""
-    cells = read_index(sweep_dir).cells
+    cells = _planned(sweep_dir)
     if 0 <= num < len(cells) and cells[num].overrides == overrides:
         return cells[num]
     for cell in cells:
@@ -148,7 +161,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
     manifest = _manifest(run_dir)
     if manifest is not None and manifest.status == "completed":
         skip = CellRecord(status="completed", action="skip", rounds=cfg.get("rounds"), seed=manifest.seed)
-        write_cell_record(sweep_dir, cell.name, skip)
+        write_cell_record(sweep_dir, cell.name, skip.with_counts(manifest))
         return
     if manifest is None and run_dir.exists():
         _set_aside(run_dir)
@@ -171,7 +184,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
     record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
     record.exit_code, record.ended_at = code, utcnow()
     record.error = _last_error(log, offset) if code else None
-    write_cell_record(sweep_dir, cell.name, record)
+    write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))
     if code == 130:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
         print(f"interrupted; continue with: python -m harness.sweep resume {sweep_dir}", file=sys.stderr)
         raise SystemExit(130)

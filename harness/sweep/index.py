@@ -8,32 +8,53 @@ A sweep folder holds one run folder per cell, named after what varies, plus
 ``sweep.json`` / ``sweep.parquet`` (one row per cell) and ``cells/`` (one
 small status file per cell, written by whichever process ran the cell). The
 driver plans every cell before any runs (``plan_cells``), so a resume knows
-the cells that never started; the cell's status is read back from its status
-file and its run folder's ``manifest.json``.
+the cells that never started.
+
+Each status write is also appended, as one line, to ``cells.jsonl``: the cell
+log. While a sweep runs, the driver reads only the log's new lines and
+rewrites ``sweep.json`` (the compacted index) once every tenth of the cells'
+events, so keeping the index costs the same per cell at 10 cells or 10,000;
+``status`` reads ``sweep.json`` and replays the log. When a launch ends, and
+before a resume, every cell's status file and ``manifest.json`` are read
+instead (``refresh_index``): the log is fast, the files are the truth (an
+append on a shared file system may tear; a torn line is skipped).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
 import sys
-from datetime import datetime
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.store.records import RunManifest, utcnow
-from harness.store.rundir import read_manifest, write_atomic
+if TYPE_CHECKING:
+    from harness.store.records import RunManifest
 
 INDEX_JSON = "sweep.json"
 INDEX_PARQUET = "sweep.parquet"
 CELLS_DIR = "cells"
 CELL_LOG = "cell.log"
+EVENTS_JSONL = "cells.jsonl"  # the cell log: one line per cell status write, append-only
+COMPACTIONS = 10  # sweep.json is rewritten after every 1/COMPACTIONS of the cells' events
 # Set by ``harness.sweep resume`` for the multirun it relaunches into an existing sweep folder.
 RESUME_ENV = "DRIFT_SWEEP_RESUME"
+# A file the driver writes its ``IndexCost`` to when the sweep ends (benchmarks/sweep_scale.py).
+STATS_ENV = "DRIFT_SWEEP_STATS"
+
+
+def utcnow() -> datetime:
+    # not harness.store.records': importing its models is most of what ``status`` costs
+    return datetime.now(UTC)
+
 
 CellStatus = Literal["pending", "running", "completed", "failed", "interrupted", "crashed"]
 _SHORT_KEYS = {"temperature": "temp", "replicate": "rep"}
@@ -54,6 +75,31 @@ class CellRecord(BaseModel):
     pid: int = Field(default_factory=os.getpid)
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
+    # from the run's manifest when the cell ended; None: not recorded, read the manifest
+    rounds_done: int | None = None
+    wall_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def with_counts(self, manifest: RunManifest | None) -> CellRecord:
+        """This record with the run's counts, so the index needs no manifest read for it."""
+        if manifest is None:
+            return self.model_copy(
+                update={"rounds_done": 0, "wall_s": 0.0, "input_tokens": 0, "output_tokens": 0}
+            )
+        counts = manifest.counts
+        return self.model_copy(
+            update={
+                "rounds_done": counts.rounds_completed, "wall_s": manifest.wall_s, "seed": manifest.seed,
+                "input_tokens": counts.input_tokens, "output_tokens": counts.output_tokens,
+            }
+        )  # fmt: skip
+
+
+class CellEvent(CellRecord):
+    """One line of ``cells.jsonl``: a cell's status record, named."""
+
+    cell: str
 
 
 class Cell(BaseModel):
@@ -85,6 +131,25 @@ class SweepIndex(BaseModel):
     hydra_overrides: list[str]
     history: list[str] = Field(default_factory=list)
     cells: list[Cell]
+
+
+@dataclass
+class IndexCost:
+    """What keeping the index cost this process: full rewrites of ``sweep.json``
+    (count, bytes, seconds) and reads of the cells' states (count, seconds)."""
+
+    writes: int = 0
+    bytes: int = 0
+    write_s: float = 0.0
+    refreshes: int = 0
+    refresh_s: float = 0.0
+
+    def dump(self) -> None:
+        if path := os.environ.get(STATS_ENV):
+            Path(path).write_text(json.dumps(asdict(self)))
+
+
+INDEX_COST = IndexCost()
 
 
 # -- planning ------------------------------------------------------------------
@@ -167,11 +232,51 @@ def read_cell_record(sweep_dir: Path, name: str) -> CellRecord | None:
 
 
 def write_cell_record(sweep_dir: Path, name: str, record: CellRecord) -> None:
+    """The cell's status file, then the same record appended to the cell log."""
+    from harness.store.rundir import write_atomic
+
     (sweep_dir / CELLS_DIR).mkdir(exist_ok=True)
     write_atomic(sweep_dir / CELLS_DIR / f"{name}.json", record.model_dump_json(indent=2))
+    line = CellEvent(cell=name, **record.model_dump()).model_dump_json() + "\n"
+    # one write with O_APPEND: lines from several local processes never interleave
+    fd = os.open(sweep_dir / EVENTS_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+class CellLog:
+    """``cells.jsonl``, read from where the last read stopped: each read costs only the new lines."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.path = sweep_dir / EVENTS_JSONL
+        self.offset = 0
+        self.latest: dict[str, CellRecord] = {}  # each cell's last record
+
+    def read(self) -> list[CellEvent]:
+        """The events appended since the last read (a line still being written waits)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        complete = data.rfind(b"\n") + 1
+        self.offset += complete
+        events = []
+        for line in data[:complete].splitlines():
+            try:
+                events.append(CellEvent.model_validate_json(line))
+            except ValueError:
+                continue  # torn by a shared file system: the cell's status file still has it
+        self.latest.update((e.cell, e) for e in events)
+        return events
 
 
 def _manifest(run_dir: Path) -> RunManifest | None:
+    from harness.store.rundir import read_manifest  # only for cells still running, or at the end
+
     try:
         return read_manifest(run_dir)
     except (FileNotFoundError, ValueError):
@@ -191,17 +296,18 @@ def _dead_here(record: CellRecord) -> bool:
     return False
 
 
-def refresh_cell(sweep_dir: Path, cell: Cell, *, final: bool) -> Cell:
-    """The cell's row from its status file and manifest. ``final``: nothing runs any more,
-    so a cell still marked running was killed."""
-    record = read_cell_record(sweep_dir, cell.name)
-    manifest = _manifest(sweep_dir / cell.name)
+def cell_row(cell: Cell, record: CellRecord | None, manifest: RunManifest | None, *, final: bool) -> Cell:
+    """The cell's row from its last record and, where read, its manifest. ``final``:
+    nothing runs any more, so a cell still marked running was killed."""
     row = cell.model_copy()
     if manifest is not None:
         counts = manifest.counts
         row.rounds_done, row.wall_s = counts.rounds_completed, manifest.wall_s
         row.input_tokens, row.output_tokens = counts.input_tokens, counts.output_tokens
         row.seed = manifest.seed
+    elif record is not None and record.rounds_done is not None:
+        row.rounds_done, row.wall_s, row.seed = record.rounds_done, record.wall_s or 0.0, record.seed
+        row.input_tokens, row.output_tokens = record.input_tokens or 0, record.output_tokens or 0
     if record is None:
         row.status = "pending" if manifest is None else "crashed"
         return row
@@ -215,13 +321,63 @@ def refresh_cell(sweep_dir: Path, cell: Cell, *, final: bool) -> Cell:
     return row
 
 
+def refresh_cell(sweep_dir: Path, cell: Cell, *, final: bool) -> Cell:
+    """The cell's row from its status file and manifest, both read now."""
+    record = read_cell_record(sweep_dir, cell.name)
+    return cell_row(cell, record, _manifest(sweep_dir / cell.name), final=final)
+
+
 def refresh_index(sweep_dir: Path, index: SweepIndex, *, final: bool) -> SweepIndex:
+    """Every cell's row from its files: a launch's last word, and a resume's first."""
+    started = time.perf_counter()
     cells = [refresh_cell(sweep_dir, c, final=final) for c in index.cells]
+    INDEX_COST.refreshes += 1
+    INDEX_COST.refresh_s += time.perf_counter() - started
     return index.model_copy(update={"cells": cells, "updated_at": utcnow()})
 
 
+def replay_index(
+    sweep_dir: Path, index: SweepIndex, latest: dict[str, CellRecord], names: set[str] | None = None
+) -> SweepIndex:
+    """``index`` (the compacted rows) updated by the cell log's last record of each cell
+    (of each cell in ``names``, if given). A manifest is read only for a cell still
+    running (its rounds so far) or a record without counts; a cell with no record
+    keeps its compacted row."""
+    started = time.perf_counter()
+    cells = []
+    for cell in index.cells:
+        record = latest.get(cell.name)
+        if record is None or (names is not None and cell.name not in names):
+            cells.append(cell)
+            continue
+        look = record.status == "running" or record.rounds_done is None
+        manifest = _manifest(sweep_dir / cell.name) if look else None
+        cells.append(cell_row(cell, record, manifest, final=False))
+    INDEX_COST.refreshes += 1
+    INDEX_COST.refresh_s += time.perf_counter() - started
+    return index.model_copy(update={"cells": cells, "updated_at": utcnow()})
+
+
+def current_index(sweep_dir: Path) -> SweepIndex:
+    """The index as of now: ``sweep.json`` plus the cell log (or, for a sweep from
+    before the log, every cell's files)."""
+    index = read_index(sweep_dir)
+    if not (sweep_dir / EVENTS_JSONL).is_file():
+        return refresh_index(sweep_dir, index, final=False)
+    log = CellLog(sweep_dir)
+    log.read()
+    return replay_index(sweep_dir, index, log.latest)
+
+
 def write_index(sweep_dir: Path, index: SweepIndex, *, parquet: bool = True) -> None:
-    write_atomic(sweep_dir / INDEX_JSON, index.model_dump_json(indent=2))
+    started = time.perf_counter()
+    from harness.store.rundir import write_atomic
+
+    text = index.model_dump_json(indent=2)
+    write_atomic(sweep_dir / INDEX_JSON, text)
+    INDEX_COST.writes += 1
+    INDEX_COST.bytes += len(text.encode())
+    INDEX_COST.write_s += time.perf_counter() - started
     if parquet:
         write_parquet(sweep_dir, index)
 
@@ -306,7 +462,7 @@ def resume(sweep_dir: Path) -> int:
 
 
 def status(sweep_dir: Path) -> int:
-    index = refresh_index(sweep_dir, read_index(sweep_dir), final=False)
+    index = current_index(sweep_dir)
     print(status_table(index))
     return 0 if all(c.status == "completed" for c in index.cells) else 1
 

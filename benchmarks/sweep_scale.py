@@ -1,0 +1,257 @@
+"""Sweeps of many cells: what the harness itself costs as a sweep grows.
+
+Runs one N-cell scripted sweep (``model=scripted rounds=2 replicates=N``, so
+the cells differ only in seed) under the basic launcher and one under joblib
+(2 workers), each as the real ``python -m harness.run -m ...`` command, and
+prints:
+
+- planning: Hydra's sweep expansion plus the harness's cell plan, timed
+  in-process, and the wall time from the command's start to the first cell's;
+- the index: how many full rewrites of ``sweep.json`` the driver made, their
+  bytes and seconds, and its seconds reading the cells' states (the driver
+  writes these to ``DRIFT_SWEEP_STATS`` when the sweep ends);
+- ``python -m harness.sweep status`` latency, on the finished sweep and, for
+  the basic launcher, on the sweep killed part-way (goal: < 1 s at 1,000 cells);
+- resume: the basic sweep is SIGKILLed once ``--kill-at`` cells (default N/2)
+  are done, then ``python -m harness.sweep resume`` is timed to the end, and
+  the index is checked: N cells, N distinct names, all completed, one run
+  folder each;
+- ``python -m harness.store`` build time and ``analysis.load_runs`` time
+  (tables only, no cache) over the finished sweep;
+- per-cell harness overhead: the mean gap between consecutive cell starts in
+  a window of 10 cells near cell 10 and near cell N (and, for basic, just
+  before the kill); goal: the ratio at N over 10 <= 1.2.
+
+    python benchmarks/sweep_scale.py                 # 100 cells
+    python benchmarks/sweep_scale.py --full          # 1,000 cells
+    python benchmarks/sweep_scale.py --cells 500 --launchers basic
+
+Nothing is asserted except the index check after the resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCHERS = {"basic": [], "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]}
+WINDOW = 10
+
+
+def environment(stats: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DRIFT_WORKERS"}  # the callback sets it
+    return {**env, "DRIFT_SWEEP_STATS": str(stats)}
+
+
+def sweep_command(runs_root: Path, cells: int, launcher: str) -> list[str]:
+    return [
+        sys.executable, "-m", "harness.run", "-m", f"runs_root={runs_root}", "model=scripted",
+        "progress=false", "rounds=2", f"replicates={cells}", *LAUNCHERS[launcher],
+    ]  # fmt: skip
+
+
+def planning_s(cells: int) -> float:
+    """In-process: Hydra's expansion of ``replicate=0,...,N-1`` into jobs, named and checked."""
+    from harness.sweep.index import plan_cells
+
+    started = time.perf_counter()
+    plan_cells(["model=scripted", "rounds=2", "replicate=" + ",".join(map(str, range(cells)))])
+    return time.perf_counter() - started
+
+
+def index_tick(cells: int, tmp: Path) -> str:
+    """In-process, no debates: what the driver's once-a-second look at the index costs at
+    ``cells`` cells, all ended. Before the cell log: read every cell's status file and
+    manifest, then rewrite sweep.json; now: read the log's new line, replay, and rewrite
+    sweep.json only every ``cells / COMPACTIONS`` events (its cost shared among them)."""
+    from harness.sweep.callback import IndexKeeper
+    from harness.sweep.index import (
+        EVENTS_JSONL,
+        INDEX_COST,
+        CellRecord,
+        SweepIndex,
+        plan_cells,
+        refresh_index,
+        write_cell_record,
+        write_index,
+    )
+
+    sweep_dir = tmp / "index-tick"
+    sweep_dir.mkdir()
+    plan = plan_cells(["replicate=" + ",".join(map(str, range(cells)))])
+    index = SweepIndex(name="tick", launcher="basic", task_overrides=[], hydra_overrides=[], cells=plan)
+    for cell in plan:
+        write_cell_record(sweep_dir, cell.name, CellRecord(status="completed", rounds=2).with_counts(None))
+    write_index(sweep_dir, index, parquet=False)
+    started = time.process_time()
+    write_index(sweep_dir, refresh_index(sweep_dir, index, final=False), parquet=False)
+    old = time.process_time() - started
+    keeper = IndexKeeper(sweep_dir, index)
+    keeper.tick()  # the log so far
+    written, new = INDEX_COST.bytes, 0.0
+    for _ in range(keeper.every):  # one compaction's worth of ticks, one new event each
+        write_cell_record(sweep_dir, plan[0].name, CellRecord(status="completed", rounds=2).with_counts(None))
+        started = time.process_time()
+        keeper.tick()
+        new += time.process_time() - started
+    new /= keeper.every
+    per_tick = (INDEX_COST.bytes - written) / keeper.every  # sweep.json only
+    status_cmd = [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)]
+    log_status = timed(status_cmd)[0]
+    (sweep_dir / EVENTS_JSONL).rename(sweep_dir / "aside.jsonl")  # status falls back to every cell's files
+    walk_status = timed(status_cmd)[0]
+    print(
+        f"status at {cells} cells (no run folders): reading every cell's files {walk_status}, the log {log_status}"
+    )
+    return (
+        f"index tick at {cells} cells, cpu: before {old * 1000:.0f} ms ({len(index.model_dump_json(indent=2)) / 1e3:.0f} kB "
+        f"rewritten), now {new * 1000:.1f} ms ({per_tick / 1e3:.1f} kB of sweep.json on average)"
+    )
+
+
+def cells_started(runs_root: Path) -> int:
+    """Cells whose status file exists (cheap: one directory listing, no reads)."""
+    found = list(runs_root.glob("sweep-*/cells"))
+    return sum(1 for e in os.scandir(found[0]) if e.name.endswith(".json")) if found else 0
+
+
+def run_sweep(runs_root: Path, cells: int, launcher: str, stats: Path, kill_at: int | None) -> float:
+    """Start the sweep; SIGKILL it once ``kill_at`` cells are done (basic runs one cell at a
+    time, so that is when cell ``kill_at + 1`` has started). Returns the start time (epoch)."""
+    started = time.time()
+    proc = subprocess.Popen(
+        sweep_command(runs_root, cells, launcher), cwd=REPO, env=environment(stats),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if kill_at is None:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit(f"{launcher} sweep failed ({proc.returncode}):\n{err[-2000:]}")
+        return started
+    while proc.poll() is None and cells_started(runs_root) <= kill_at:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    return started
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(cmd: list[str], stats: Path | None = None) -> tuple[str, subprocess.CompletedProcess[str]]:
+    """Run ``cmd``; "<wall> s (cpu <user+sys> s)": on a shared machine the CPU seconds are steadier."""
+    env = environment(stats) if stats else {k: v for k, v in os.environ.items() if k != "DRIFT_WORKERS"}
+    started, cpu = time.perf_counter(), children_cpu_s()
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    return f"{time.perf_counter() - started:.2f} s (cpu {children_cpu_s() - cpu:.2f} s)", out
+
+
+def status_s(sweep_dir: Path) -> str:
+    """The median of three ``python -m harness.sweep status`` calls (interpreter start included)."""
+    cmd = [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)]
+    return sorted(timed(cmd)[0] for _ in range(3))[1]
+
+
+def starts(sweep_dir: Path) -> list[datetime]:
+    from harness.sweep.index import read_cell_record, read_index
+
+    records = [read_cell_record(sweep_dir, c.name) for c in read_index(sweep_dir).cells]
+    return sorted(r.started_at for r in records if r)
+
+
+def gap_s(times: list[datetime], around: int) -> float:
+    """Mean seconds between consecutive cell starts over the ``WINDOW`` starts ending at ``around``."""
+    end = min(max(around, WINDOW + 1), len(times))
+    window = times[end - WINDOW - 1 : end]
+    return (window[-1] - window[0]).total_seconds() / WINDOW
+
+
+def check_index(sweep_dir: Path, cells: int) -> str:
+    from harness.sweep.index import read_index
+
+    index = read_index(sweep_dir)
+    names = [c.name for c in index.cells]
+    done = sum(c.status == "completed" for c in index.cells)
+    folders = sum(1 for n in names if (sweep_dir / n / "manifest.json").is_file())
+    ok = len(names) == len(set(names)) == cells == done == folders
+    bad = next((f"; {c.name} {c.status}: {c.error}" for c in index.cells if c.status != "completed"), "")
+    return f"{'ok' if ok else 'WRONG'}: {len(names)} cells, {len(set(names))} names, {done} completed, {folders} run folders{bad}"
+
+
+def report_index(label: str, stats: Path) -> None:
+    if not stats.is_file():
+        print(f"  {label}: no index stats (the driver did not reach the end)")
+        return
+    s = json.loads(stats.read_text())
+    print(
+        f"  index ({label}): {s['writes']} full rewrites, {s['bytes'] / 1e6:.1f} MB, {s['write_s']:.2f} s "
+        f"writing; {s['refreshes']} reads of every cell, {s['refresh_s']:.2f} s"
+    )
+
+
+def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
+    runs_root, stats = tmp / launcher, tmp / f"{launcher}-stats.json"
+    print(f"{launcher}: {cells} cells" + (f", killed after {kill_at}" if kill_at else ""), flush=True)
+    began = run_sweep(runs_root, cells, launcher, stats, kill_at)
+    (sweep_dir,) = runs_root.glob("sweep-*")
+    first = starts(sweep_dir)[0].timestamp() - began
+    print(f"  first cell started {first:.2f} s after the command", flush=True)
+    if kill_at is not None:
+        print(f"  status, killed part-way: {status_s(sweep_dir)}", flush=True)
+        resume_s, out = timed([sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)], stats)
+        print(f"  resume to the end: {resume_s} (exit {out.returncode}); {out.stdout.splitlines()[0]}")
+    total = time.time() - began
+    print(f"  index check: {check_index(sweep_dir, cells)}")
+    report_index("resume" if kill_at else "sweep", stats)
+    print(f"  status, finished: {status_s(sweep_dir)}", flush=True)
+    times = starts(sweep_dir)
+    near = [10, *([kill_at] if kill_at else []), cells]
+    gaps = {n: gap_s(times, n) for n in near}
+    shown = "  ".join(f"near {n}: {g:.3f}" for n, g in gaps.items())
+    print(f"  s between cell starts, {shown}  ->  {cells} / 10: {gaps[cells] / gaps[10]:.2f}x")
+    store_s, out = timed(
+        [sys.executable, "-m", "harness.store", str(sweep_dir), "--db", str(tmp / f"{launcher}.sqlite")]
+    )
+    print(f"  harness.store build: {store_s} ({out.stdout.splitlines()[0] if out.stdout else out.stderr})")
+    from analysis.load import load_runs
+
+    started, cpu = time.perf_counter(), time.process_time()
+    tables = load_runs(sweep_dir, cache=False)
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    print(f"  analysis.load_runs: {wall:.1f} s (cpu {cpu:.1f} s, {len(tables.runs)} runs)")
+    print(f"  wall, sweep to status: {total:.0f} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cells", type=int, default=100, help="cells per sweep (default 100)")
+    parser.add_argument("--full", action="store_true", help="1,000 cells")
+    parser.add_argument("--launchers", default="basic,joblib", help="comma list of basic, joblib")
+    parser.add_argument("--kill-at", type=int, help="basic: cells done before the kill (default N/2)")
+    args = parser.parse_args()
+    cells = 1000 if args.full else args.cells
+    print(f"{cells} cells, model=scripted rounds=2, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print(f"planning {cells} cells in-process: {planning_s(cells):.2f} s")
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sweep-scale-") as tmp:
+        print(index_tick(cells, Path(tmp)), flush=True)
+        for launcher in args.launchers.split(","):
+            kill_at = (args.kill_at or cells // 2) if launcher == "basic" else None
+            bench(launcher, cells, kill_at, Path(tmp))
+    print(f"total {time.perf_counter() - began:.0f} s, load {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
