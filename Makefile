@@ -43,13 +43,23 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
+study: setup ## The real-model drift study (SmolLM2, Gemma 3 270M; < 2 h on 2 cores) -> docs/findings.md
+	$(PY) -m analysis study
+
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
-bench: setup ## Run every benchmark in benchmarks/ (prints measured ratios)
-	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios)
+	@# the long ones take --quick here; run one by hand, as its docstring says, for its full size
+	@for f in benchmarks/*.py; do \
+	  case $$(basename $$f) in \
+	    detector_validity.py|sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
+	    sweep_launchers.py) args=scripted;; \
+	    *) args=;; \
+	  esac; \
+	  echo "== $$f $$args"; $(PY) $$f $$args || exit 1; done
 
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test test-fast lint format view bench clean
+.PHONY: help setup run debug test test-fast lint format study view bench clean

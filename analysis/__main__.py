@@ -2,7 +2,11 @@
 
     python -m analysis research_runs/                 # tables + figures in research_runs/_analysis/
     python -m analysis judge research_runs/ --model scripted:default
+    python -m analysis judge research_runs/ --model local:smollm2 --stance   # stance holding, flips
+    python -m analysis compare research_runs/         # every cell against its control cells
+    python -m analysis compare research_runs/ --cell A --cell B   # B against A (hash, prefix or label)
     python -m analysis signals                        # the signals table (docs/signals.md)
+    python -m analysis study                          # run the real-model study, write docs/findings.md
 
 Errors are one line on stderr: a missing analysis package, a folder with no runs.
 """
@@ -14,9 +18,13 @@ import json
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from analysis.deps import MissingDependency
 from analysis.embed import DEFAULT_EMBEDDER
+
+if TYPE_CHECKING:
+    from analysis.load import Tables
 
 
 def _analyze(argv: list[str]) -> int:
@@ -49,6 +57,10 @@ def _analyze(argv: list[str]) -> int:
 
         print(f"grounding ({len(result.grounding_turns)} cited turns):")
         print(grounding_table(result.grounding_summary))
+    if not result.probe_stability.empty:
+        rates = result.probe_stability.groupby("round").pass_rate.mean()
+        print(f"probes ({len(result.probes)} records), mean pass rate by round: "
+              + ", ".join(f"r{r} {v:.2f}" for r, v in rates.items()))  # fmt: skip
     print(result.files[0].parent)
     return 0
 
@@ -62,19 +74,78 @@ def _judge(argv: list[str]) -> int:
         "--model", required=True, help="a harness model spec, e.g. local:smollm2, scripted:default"
     )
     parser.add_argument("--rubric", type=Path, default=None, help='JSON {"item": "what 5 means", ...}')
+    parser.add_argument(
+        "--stance", action="store_true",
+        help="judge each turn's side on the motion instead: stance.parquet and stance_flips.parquet",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     from analysis.judge import judge_turns
     from analysis.load import analysis_dir, load_runs
     from analysis.pipeline import write_parquet
 
-    rubric = json.loads(args.rubric.read_text()) if args.rubric else None
-    scores = judge_turns(load_runs(args.path), args.model, rubric=rubric)
+    tables = load_runs(args.path)
     out = args.out or analysis_dir(args.path)
     out.mkdir(parents=True, exist_ok=True)
+    if args.stance:
+        return _stance(tables, args.model, out)
+    rubric = json.loads(args.rubric.read_text()) if args.rubric else None
+    scores = judge_turns(tables, args.model, rubric=rubric)
     path = write_parquet(scores, out / "judge.parquet")
     print(f"{scores.missing_reason.notna().sum()} of {len(scores)} item scores missing")
     print(path)
+    return 0
+
+
+def _stance(tables: Tables, spec: str, out: Path) -> int:
+    from analysis.pipeline import write_parquet
+    from analysis.stance import judge_stance, stance_flips
+
+    turns = judge_stance(tables, spec)
+    flips = stance_flips(turns)
+    judged = turns[turns.side.notna()]
+    print(f"{judged.stance.isna().sum()} of {len(judged)} stance judgements missing")
+    print(flips.to_string(index=False))
+    for name, frame in (("stance", turns), ("stance_flips", flips)):
+        print(write_parquet(frame, out / f"{name}.parquet"))
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis compare",
+        description="Cell B against cell A, or every cell against its control cells (the default): "
+        "final and per-round drift index, Cohen's d, permutation test.",
+    )
+    parser.add_argument("path", type=Path)
+    parser.add_argument(
+        "--cell", action="append", default=[], help="a cell (hash, hash prefix or label); twice: A then B"
+    )
+    parser.add_argument("--controls", action="store_true", help="every cell against its controls")
+    parser.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="as for python -m analysis")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap and Monte Carlo resamples")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-cache", action="store_true")
+    args = parser.parse_args(argv)
+    if args.cell and (len(args.cell) != 2 or args.controls):
+        parser.error("--cell: give it exactly twice (A, then B), or use --controls")
+    from analysis import compare
+    from analysis.compute import compute_signals
+    from analysis.load import load_runs
+    from analysis.scoring import score
+
+    tables = load_runs(args.path, cache=not args.no_cache)
+    if tables.runs.empty:
+        raise FileNotFoundError(f"{args.path}: no run folders (no manifest.json found)")
+    scores = score(compute_signals(tables, embedder=args.embedder, progress=False).turns)
+    options = {"resamples": args.resamples, "seed": args.seed}
+    if not args.cell:
+        print(compare.format_controls(compare.compare_controls(scores, tables.runs, **options)))
+        return 0
+    a, b = (compare.resolve_cell(tables.runs, name) for name in args.cell)
+    labels = tables.runs.drop_duplicates("cell").set_index("cell").cell_label
+    result = compare.compare_cells(scores, tables.runs, a, b, **options)
+    print(compare.format_comparison(result, f"{labels[a]} ({a})", f"{labels[b]} ({b})"))
     return 0
 
 
@@ -89,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if argv[:1] == ["judge"]:
             return _judge(argv[1:])
+        if argv[:1] == ["study"]:
+            from analysis.study import main as study
+
+            return study(argv[1:])
+        if argv[:1] == ["compare"]:
+            return _compare(argv[1:])
         return _analyze(argv)
     except (MissingDependency, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

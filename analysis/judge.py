@@ -10,6 +10,7 @@ warned about: it grades its own words.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -17,7 +18,7 @@ from pydantic import BaseModel, Field, create_model
 
 from analysis.load import Tables
 from harness.config import ModelConfig, RetryConfig
-from harness.models.base import Completion, ModelRequest
+from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.models.registry import build_model
 from harness.models.retry import call_with_retry
 from harness.models.structured import generate_structured
@@ -56,6 +57,26 @@ def messages(text: str, team: str, anchor: str, rubric: dict[str, str]) -> list[
     ]  # fmt: skip
 
 
+def judge_call(
+    tables: Tables, cfg: ModelConfig, model: ChatModel | None = None
+) -> Callable[[ModelRequest], Completion]:
+    """One judge request at a time against ``cfg``'s model (or ``model``, already
+    built), transient provider errors retried; warns when it also debated in these runs."""
+    debaters = {
+        s for col in tables.runs.columns if col.startswith("spec.") for s in tables.runs[col].dropna()
+    }
+    if cfg.spec in debaters:
+        warnings.warn(
+            f"judge model {cfg.spec} is also a debater model in these runs", JudgeWarning, stacklevel=3
+        )
+    judge, policy = model or build_model(cfg), RetryConfig()
+
+    def call(request: ModelRequest) -> Completion:
+        return call_with_retry(lambda: judge.complete(request), policy, None)
+
+    return call
+
+
 def judge_turns(
     tables: Tables, spec: str, *, rubric: dict[str, str] | None = None, max_repairs: int = 1,
     model_cfg: ModelConfig | None = None,
@@ -63,25 +84,13 @@ def judge_turns(
     """One row per published turn and rubric item: score (or NaN) and the reason it is missing."""
     rubric = rubric or RUBRIC
     cfg = model_cfg or ModelConfig(spec=spec)
-    debaters = {
-        s for col in tables.runs.columns if col.startswith("spec.") for s in tables.runs[col].dropna()
-    }
-    if cfg.spec in debaters:
-        warnings.warn(
-            f"judge model {cfg.spec} is also a debater model in these runs", JudgeWarning, stacklevel=2
-        )
-    model, schema = build_model(cfg), rubric_schema(rubric)
+    call, schema = judge_call(tables, cfg), rubric_schema(rubric)
     anchors = (
         tables.personas.sort_values(["round", "iteration"])
         .groupby(["run_id", "team"])
         .persona.first()
         .to_dict()
     )
-    policy = RetryConfig()
-
-    def call(request: ModelRequest) -> Completion:  # transient provider errors are retried
-        return call_with_retry(lambda: model.complete(request), policy, None)
-
     rows = []
     for i, turn in enumerate(tables.turns.itertuples()):
         result = generate_structured(

@@ -1,5 +1,5 @@
 """The whole path from run folders to files: load, compute signals, score,
-detect change points, aggregate, and write ``_analysis/*.parquet`` and the
+detect change points and trends, aggregate, and write ``_analysis/*.parquet`` and the
 figures beside the runs. ``python -m analysis`` is a thin wrapper."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from analysis.compute import Signals, compute_signals
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.grounding import grounding_summary, grounding_turns
 from analysis.load import Tables, analysis_dir, load_runs
+from analysis.probes import instruction_stability, probe_table
 from analysis.scoring import aggregate, change_points, early_late, final_drift, score
+from analysis.trend import trends
 
 
 @dataclass
@@ -30,8 +32,11 @@ class Analysis:
     trajectory: pd.DataFrame
     early_late: pd.DataFrame
     final: pd.DataFrame
+    trends: pd.DataFrame = field(default_factory=pd.DataFrame)  # Mann-Kendall per agent and score
     grounding_turns: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no grounded run
     grounding_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    probes: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no run was probed
+    probe_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
     files: list[Path] = field(default_factory=list)
 
 
@@ -54,21 +59,24 @@ def analyze(
     signals = compute_signals(tables, embedder=embedder, progress=progress)
     scores = score(signals.turns)
     grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
+    probes = probe_table(tables)  # empty unless some run was probed
     result = Analysis(
         tables=tables, signals=signals, scores=scores, change_points=change_points(scores),
         trajectory=pd.concat([aggregate(scores, tables.runs, v) for v in ("drift_index", "drift_from_opening")]),
-        early_late=early_late(scores, tables.runs), final=final_drift(scores, tables.runs),
+        early_late=early_late(scores, tables.runs), final=final_drift(scores, tables.runs), trends=trends(scores),
         grounding_turns=grounded, grounding_summary=grounding_summary(grounded, tables),
+        probes=probes, probe_stability=instruction_stability(probes),
     )  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     named = {
         "runs": tables.runs, "turns": tables.turns, "drafts": tables.drafts, "personas": tables.personas,
         "events": tables.events, "public": tables.public, "turn_signals": signals.turns, "draft_signals": signals.drafts,
         "scores": scores, "change_points": result.change_points, "trajectory": result.trajectory,
-        "early_late": result.early_late,
+        "early_late": result.early_late, "trends": result.trends,
     }  # fmt: skip
     result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
     result.files += write_grounding(result, out)
+    result.files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})
     if figures:
         result.files += write_figures(result, out / "figures")
     return result
@@ -80,6 +88,16 @@ def write_grounding(result: Analysis, out: Path) -> list[Path]:
     so the folder never holds grounding of runs no longer there."""
     named = {"grounding_turns": result.grounding_turns, "grounding_summary": result.grounding_summary}
     if result.grounding_turns.empty:
+        for name in named:
+            (out / f"{name}.parquet").unlink(missing_ok=True)
+        return []
+    return [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
+
+
+def write_optional(out: Path, named: dict[str, pd.DataFrame]) -> list[Path]:
+    """Tables only some runs have (probes): written when the first is not empty,
+    else removed, so the folder never holds rows of runs no longer there."""
+    if next(iter(named.values())).empty:
         for name in named:
             (out / f"{name}.parquet").unlink(missing_ok=True)
         return []

@@ -91,6 +91,32 @@ def trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     return fig
 
 
+def condition_trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
+    """Drift index per round, one panel per (model, temperature), one line per
+    condition (``runs.condition``): the mean over runs of each run's mean over
+    teams, with a band of one standard error."""
+    frame = scores.merge(runs[["run_id", "condition", "cfg.model.spec", "cfg.llm.temperature"]], on="run_id")
+    per_run = frame.groupby(["cfg.model.spec", "cfg.llm.temperature", "condition", "run_id", "round"])
+    per_run = per_run.drift_index.mean().reset_index()
+    panels = sorted(per_run.groupby(["cfg.model.spec", "cfg.llm.temperature"]).groups)
+    fig, axes = plt.subplots(1, max(len(panels), 1), figsize=(4.2 * max(len(panels), 1), 3.4), squeeze=False)
+    for ax, (model, temp) in zip(axes.flat, panels, strict=False):
+        panel = per_run[(per_run["cfg.model.spec"] == model) & (per_run["cfg.llm.temperature"] == temp)]
+        for condition, g in panel.groupby("condition"):
+            stats = g.groupby("round").drift_index.agg(["mean", "sem"]).reset_index()
+            ax.plot(stats["round"], stats["mean"], marker="o", markersize=3, label=condition)
+            ax.fill_between(stats["round"], stats["mean"] - stats["sem"].fillna(0),
+                            stats["mean"] + stats["sem"].fillna(0), alpha=0.15)  # fmt: skip
+        ax.set_title(f"{model}, T={temp}", fontsize=9)
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.flat[0].set_ylabel("drift index (z from opening)")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def _panel_names(frame: pd.DataFrame) -> pd.Series:
     """One heatmap panel per critic, and per format when there are several
     (a format without a critic has one panel of its own)."""

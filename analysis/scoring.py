@@ -166,21 +166,3 @@ def final_drift(scores: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     last = scores[scores["round"] == scores.groupby("run_id")["round"].transform("max")]
     per_run = last.groupby("run_id", as_index=False)["drift_index"].mean()
     return per_run.merge(runs, on="run_id", how="left")
-
-
-def compare_cells(scores: pd.DataFrame, runs: pd.DataFrame, cell_a: str, cell_b: str) -> dict[str, float]:
-    """Final drift index of two sweep cells: means, difference (b - a) with a 95%
-    Welch interval, and Welch's t-test over their replicate runs."""
-    stats = require("scipy.stats", "scipy")
-    final = final_drift(scores, runs)
-    a, b = (final[final.cell == c].drift_index.dropna().to_numpy(dtype=float) for c in (cell_a, cell_b))
-    mean_a = float(a.mean()) if len(a) else math.nan
-    mean_b = float(b.mean()) if len(b) else math.nan
-    diff, low, high, p = mean_b - mean_a, math.nan, math.nan, math.nan
-    if len(a) >= 2 and len(b) >= 2:
-        va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-        dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1)) if va + vb > 0 else 1.0
-        half = float(stats.t.ppf(0.975, dof)) * math.sqrt(va + vb)
-        low, high, p = diff - half, diff + half, float(stats.ttest_ind(b, a, equal_var=False).pvalue)
-    return {"n_a": len(a), "n_b": len(b), "mean_a": mean_a, "mean_b": mean_b,
-            "diff": diff, "ci_low": low, "ci_high": high, "p_value": p}  # fmt: skip

@@ -55,8 +55,12 @@ from harness.store.records import (
 
 TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
 # Config keys that differ between replicates of one sweep cell, or do not
-# change the debate at all; everything else defines the cell.
-REPLICATE_KEYS = ("cfg.seed", "cfg.model.seed", "cfg.replicate", "cfg.runs_root", "cfg.progress")
+# change the debate at all; everything else defines the cell. A sweep names
+# each replicate's folder (run_name), so the name must not split the cell.
+REPLICATE_KEYS = (
+    "cfg.seed", "cfg.model.seed", "cfg.replicate", "cfg.runs_root", "cfg.progress", "cfg.run_name",
+    "cfg.resume",
+)  # fmt: skip
 R = TypeVar("R", bound=Envelope)
 
 

@@ -22,6 +22,7 @@ SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 # control conditions (conf/experiment/control_*.yaml): what each one takes away
 CONTROLS = ("monologue", "no_critic", "cooperative")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
+GRAMMAR_MODES = ("full", "lazy")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -43,6 +44,11 @@ class ModelConfig:
     n_ctx: int = 2048
     n_threads: int | None = None
     n_gpu_layers: int = 0
+    # local:* decoding (docs/decoding.md): lazy checks only the sampled token
+    # against the JSON grammar (same tokens as full at temperature 0, faster);
+    # prefix_cache restores each agent's system prompt + header from a saved KV state
+    grammar_mode: str = "full"
+    prefix_cache: bool = False
     # how to ask for JSON: auto picks per provider (see harness.models.registry)
     structured_mode: str = "auto"
     # passed through to LangChain's init_chat_model (base_url, api_key, ...)
@@ -54,6 +60,7 @@ class ModelConfig:
     error_rate: float = 0.0
     seed: int = 0
     persona_switch_round: int | None = None  # plant a persona change (validity tests)
+    persona_drift_rate: float = 0.0  # drift gradually: this share more switched words each round
     synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
     factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
     judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random
@@ -70,6 +77,11 @@ class ModelConfig:
             f"must be >= 1, got {self.n_threads}",
         )
         _require(
+            self.grammar_mode in GRAMMAR_MODES,
+            f"{key}.grammar_mode",
+            f"must be one of {GRAMMAR_MODES}, got {self.grammar_mode!r}",
+        )
+        _require(
             self.structured_mode in STRUCTURED_MODES,
             f"{key}.structured_mode",
             f"must be one of {STRUCTURED_MODES}, got {self.structured_mode!r}",
@@ -82,6 +94,7 @@ class ModelConfig:
             "synthesize_rate",
             "factcheck_fail_rate",
             "bad_citation_rate",
+            "persona_drift_rate",
         ):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
@@ -124,10 +137,10 @@ class CriticConfig:
     on_loop_lock: str = "publish_last"
     on_schema_failure: str = "reject"
     use_revision: bool = True
-
-    def check(self) -> None:
     # control_no_critic: every draft is approved unread, with no model call
     approve_all: bool = False
+
+    def check(self) -> None:
         _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
         _require(
             self.on_loop_lock in LOOP_LOCK_POLICIES,
@@ -206,6 +219,51 @@ class SearchConfig:
 
 
 @dataclass
+class ProbeSpec:
+    """One behavioural probe (``harness.probes``): an instruction the team's
+    persona carries (``{param}`` fields are filled from ``params``), the
+    question that tests it, and the checker that scores the reply."""
+
+    instruction: str = ""
+    question: str = ""
+    checker: str = ""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ProbesConfig:
+    """Behavioural probes (docs/probes.md): off unless ``enabled``."""
+
+    enabled: bool = False
+    name: str = "none"  # the probe set (conf/probes/<name>.yaml)
+    use: list[str] | None = None  # the probes a run carries, by name; null: every probe of the set
+    catalog: dict[str, ProbeSpec] = field(default_factory=dict)
+
+    def active(self) -> list[str]:
+        return list(self.catalog) if self.use is None else list(self.use)
+
+    def check(self) -> None:
+        from harness.probes.checkers import param_problem  # late: keeps config import-light
+
+        for name, spec in self.catalog.items():
+            key = f"probes.catalog.{name}"
+            _require(bool(_SAFE_NAME.match(name)), key, "a name of letters, digits, '.', '_' or '-'")
+            _require(bool(spec.instruction.strip()), f"{key}.instruction", "must not be empty")
+            _require(bool(spec.question.strip()), f"{key}.question", "must not be empty")
+            if (problem := param_problem(spec.checker, spec.params)) is not None:
+                raise ConfigError(f"{key}.{problem[0]}: {problem[1]}")
+            try:
+                spec.instruction.format(**spec.params)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ConfigError(f"{key}.instruction: cannot fill {exc} from its params") from None
+        active = self.active()
+        unknown = [n for n in active if n not in self.catalog]
+        _require(not unknown, "probes.use", f"no probe {unknown} in set {self.name!r}: {list(self.catalog)}")
+        _require(len(set(active)) == len(active), "probes.use", "names a probe twice")
+        _require(not self.enabled or bool(active), "probes.use", "probes.enabled=true with no probe to ask")
+
+
+@dataclass
 class TopicConfig:
     text: str | None = "Remote work is better for society than office work."
     generate: bool = False  # let the topic agent write the motion instead
@@ -274,6 +332,7 @@ class Config:
     structured: StructuredConfig = field(default_factory=StructuredConfig)
     retry: RetryConfig = field(default_factory=RetryConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    probes: ProbesConfig = field(default_factory=ProbesConfig)
     progress: bool = True
     experiment_name: str = "default"
     replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
@@ -281,15 +340,13 @@ class Config:
     resume: str | None = None  # a run folder: continue it (its own config wins)
     run_name: str | None = None  # the run folder's name; a sweep sets it per cell
     chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
-
-    def check(self) -> None:
     # which control condition this run is (set by the experiment=control_* presets), or None
     control: str | None = None
+
+    def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
         _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         _require(self.replicates >= 1, "replicates", f"must be >= 1, got {self.replicates}")
-        _require(
-            0 <= self.replicate < self.replicates,
         _require(
             self.control in (None, *CONTROLS),
             "control",
@@ -300,6 +357,8 @@ class Config:
             "control",
             "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
         )
+        _require(
+            0 <= self.replicate < self.replicates,
             "replicate",
             f"must be in [0, replicates={self.replicates}), got {self.replicate}",
         )
@@ -329,6 +388,7 @@ class Config:
                 _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
         for part in (self.llm, self.critic, self.memory, self.structured, self.retry, self.search):
             part.check()
+        self.probes.check()
 
     def check_roles(self, known: tuple[str, ...]) -> None:
         """Every role given a value must be one the format has."""
@@ -377,12 +437,18 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     obj.check()
     obj.check_roles(fmt.model_roles(obj))
     check_chat(obj, fmt.seat_list(obj), fmt.name)
+    _require(
+        not obj.probes.enabled or fmt.name in PROBE_FORMATS,
+        "probes.enabled",
+        f"only format={' or '.join(PROBE_FORMATS)} runs probes, not {fmt.name}",
+    )
     for role in fmt.model_roles(obj):
         check_context(obj, role)
     return obj
 
 
 HUMAN_FORMATS = ("grounded", "drift")  # formats whose seats a person can play
+PROBE_FORMATS = ("drift",)  # formats whose graph asks probes after a turn
 
 
 def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
+from harness.probes.catalog import rules
 from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, Usage, record_id
 
@@ -48,7 +49,8 @@ class PersonaAgent:
             "- persona: one sentence saying who your team is and how it argues\n"
             "- rationale: one sentence explaining your decision"
         )
-        system = f"You shape the identity of the {self.view.seat.alias} debate team. {JSON_ONLY}"
+        alias, carried = self.view.seat.alias, rules(self.ctx.cfg)  # the probes' rules, if any
+        system = f"You shape the identity of the {alias} debate team.{carried} {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:

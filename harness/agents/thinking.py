@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip, opponent_last, render, window
 from harness.engine.context import AgentContext
+from harness.probes.catalog import rules
 from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, ThinkingRecord, record_id
 
@@ -42,7 +43,8 @@ class ThinkingAgent:
             "- scratchpad: your private reasoning; test the argument against the strongest objection\n"
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
-        system = f"You are the {self.view.seat.alias} team's debater. Persona: {persona.persona} {JSON_ONLY}"
+        alias, carried = self.view.seat.alias, rules(self.ctx.cfg)  # the probes' rules, if any
+        system = f"You are the {alias} team's debater. Persona: {persona.persona}{carried} {JSON_ONLY}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(

@@ -174,7 +174,9 @@ def execute(
     """Run (or continue, from snapshot ``base``) the graph in ``run_dir`` and
     record how it ended. ``resumed`` describes a resume, recorded as an event."""
     fmt = get_format(cfg.format.name)
-    memory = RunMemory(run_dir, fmt.layout(cfg), start=base.window if base else None)
+    memory = RunMemory(
+        run_dir, fmt.layout(cfg), start=base.window if base else None, keep_rounds=fmt.window_rounds(cfg)
+    )
     ctx = RunContext(cfg=cfg, memory=memory, roles=roles, seats=fmt.seat_list(cfg))
     if resumed is not None:
         ctx.events.emit(
@@ -235,6 +237,8 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = bu
     roles = build_roles(cfg, build)
     # the validated topic and format: files given for a topic or a role's prompt are inlined
     kept = {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)}
+    if not cfg.probes.enabled:  # a run that probes nothing keeps no probe set (it reads as the default)
+        kept.pop("probes", None)
 
     def fill(folder: Path) -> None:
         write_config(folder, kept)

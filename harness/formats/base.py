@@ -152,12 +152,13 @@ class Format:
 
     def layout(self, cfg: Config) -> RunLayout:
         seats = [seat.info() for seat in self.seat_list(cfg)]
+        probed = cfg.probes.enabled  # behavioural probes: each seat keeps its own probes log
         for info in seats:
-            info.logs.append(REPLIES)
+            info.logs += [REPLIES, *(["probes"] if probed else [])]
         return RunLayout(
             format=self.name,
             seats=seats,
             public_logs=[*self.public_logs, REPLIES],
-            record_kinds=[*self.record_kinds, "reply"],
+            record_kinds=[*self.record_kinds, "reply", *(["probe"] if probed else [])],
             whole_logs=list(self.whole_logs),
         )

@@ -16,10 +16,12 @@ from langgraph.graph import END, START, StateGraph
 
 from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
 from harness.agents.human import HumanDebater, is_human
+from harness.agents.probe import ProbeAgent
 from harness.agents.transcript import window
 from harness.config import Config, ConfigError
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.probes import active_probes
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
 
 # The side each team argues; a team's alias is its name in capitals.
@@ -97,6 +99,13 @@ class DriftNodes:
             for t, v in self.views.items()
             if is_human(ctx.roles[t].model)
         }
+        # behavioural probes (harness.probes), asked after each turn of a team no person plays
+        probes = active_probes(ctx.cfg.probes)
+        self.probe_agent = {
+            t: ProbeAgent(team_ctx[t], v, probes)
+            for t, v in self.views.items()
+            if probes and t not in self.humans
+        }
 
     def last_feedback(self, state: DriftState) -> str | None:
         if state["critique_id"] is None:
@@ -166,6 +175,11 @@ class DriftNodes:
         )  # fmt: skip
         return {}
 
+    def probe(self, state: DriftState) -> dict:
+        """Ask the team's probes in a fork of its view; records land in its probes log only."""
+        self.probe_agent[state["team"]](state["topic"], state["round"])
+        return {}
+
     def advance(self, state: DriftState) -> dict:
         index = self.teams.index(state["team"]) + 1
         round_, team = state["round"], self.teams[index % len(self.teams)]
@@ -185,10 +199,13 @@ class DriftNodes:
             return "publish"
         return "loop_lock" if state["iteration"] >= self.cfg.critic.max_iterations else "persona"
 
-    def route_after_lock(self, state: DriftState) -> Literal["publish", "advance", "end"]:
+    def route_after_lock(self, state: DriftState) -> Literal["publish", "probe", "advance", "end"]:
         if state["done"]:
             return "end"
-        return "publish" if self.cfg.critic.on_loop_lock == "publish_last" else "advance"
+        return "publish" if self.cfg.critic.on_loop_lock == "publish_last" else self.should_probe(state)
+
+    def should_probe(self, state: DriftState) -> Literal["probe", "advance"]:
+        return "probe" if state["team"] in self.probe_agent else "advance"
 
     def should_continue(self, state: DriftState) -> Literal["persona", "end"]:
         return "end" if state["done"] else "persona"
@@ -198,7 +215,7 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     """The compiled drift graph for one run."""
     n = DriftNodes(ctx)
     graph = StateGraph(DriftState)
-    for name in ("topic", "persona", "thinking", "critique", "loop_lock", "publish", "advance"):
+    for name in ("topic", "persona", "thinking", "critique", "loop_lock", "publish", "probe", "advance"):
         graph.add_node(name, getattr(n, name))
     graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "persona": "persona"})
     graph.add_edge("topic", "persona")
@@ -209,16 +226,18 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
         {"publish": "publish", "persona": "persona", "loop_lock": "loop_lock"},
     )  # fmt: skip
     graph.add_conditional_edges(
-        "loop_lock", n.route_after_lock, {"publish": "publish", "advance": "advance", "end": END}
-    )
-    graph.add_edge("publish", "advance")
+        "loop_lock", n.route_after_lock,
+        {"publish": "publish", "probe": "probe", "advance": "advance", "end": END},
+    )  # fmt: skip
+    graph.add_conditional_edges("publish", n.should_probe, {"probe": "probe", "advance": "advance"})
+    graph.add_edge("probe", "advance")
     graph.add_conditional_edges("advance", n.should_continue, {"persona": "persona", "end": END})
     return graph.compile()
 
 
 def max_steps(cfg: Config) -> int:
     """An upper bound on graph steps, for LangGraph's recursion limit."""
-    per_turn = cfg.critic.max_iterations * 3 + 3
+    per_turn = cfg.critic.max_iterations * 3 + 3 + cfg.probes.enabled  # + the probe node
     return cfg.rounds * len(cfg.format.teams) * per_turn + 10
 
 

@@ -41,6 +41,7 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             error_rate=cfg.error_rate,
             seed=cfg.seed,
             persona_switch_round=cfg.persona_switch_round,
+            persona_drift_rate=cfg.persona_drift_rate,
             synthesize_rate=cfg.synthesize_rate,
             factcheck_fail_rate=cfg.factcheck_fail_rate,
             judge_winner=cfg.judge_winner,
@@ -54,7 +55,12 @@ def build_model(cfg: ModelConfig) -> ChatModel:
         from harness.models.local import LlamaCppModel
 
         return LlamaCppModel(
-            cfg.spec, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads, n_gpu_layers=cfg.n_gpu_layers
+            cfg.spec,
+            n_ctx=cfg.n_ctx,
+            n_threads=cfg.n_threads,
+            n_gpu_layers=cfg.n_gpu_layers,
+            grammar_mode=cfg.grammar_mode,
+            prefix_cache=cfg.prefix_cache,
         )
     from harness.models.remote import LangChainModel
 

@@ -12,12 +12,28 @@ a fact-checker's fail verdict ``factcheck_fail_rate``, a verdict's winner
 shows passages, with a query drawn from the claim; its citations quote real
 spans of the passages in its prompt, and ``bad_citation_rate`` of them cite
 an id no passage has or words the passage lacks.
+
+Temperature and gradual drift restyle the words, never the choices. 0.7
+(``llm.temperature``'s default) is the reference temperature: there a reply
+is exactly what it was before temperature mattered. Away from it the effects
+grow with the distance: below 0.7 a register draws from fewer of its bank's
+words (at 0 from one); above it a register word may become a wider-bank
+synonym or an off-register stray, and a field's length wanders (a 12-word
+field only grows, so replies stay over the schemas' minimum lengths). A
+persona with ``persona_drift_rate`` r argues in round n with a share
+min(1, r * (n - 1)) of its register words taken from the switched register
+(the one a planted ``persona_switch_round`` switches to at once), and its
+persona text moves through graded styles toward the switched one, evolving
+when the grade changes. All of this draws from a stream of its own (seeded
+like the content), so the content stream's draws are the same at every
+temperature and rate, and at 0.7 with no drift nothing is drawn from it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import re
 import time
@@ -44,6 +60,26 @@ _WORDS = {
 # After a planted persona switch, every team argues in this register, so
 # text signals (lexicon, embedding) can see the switch, not only the persona.
 _SWITCHED = ["absurd", "ridiculous", "nonsense", "furious", "never", "always", "stupid", "outrage", "mock"]
+# Wider banks (synonyms a hotter model reaches for) and stray, off-register words.
+_WIDE = {
+    "for": ["advance", "upside", "liberty", "prosperity", "promise", "merit"],
+    "against": ["hazard", "downside", "damage", "strain", "setback", "peril"],
+    None: ["notion", "premise", "aspect", "thread", "angle", "facet"],
+    "switched": ["preposterous", "insane", "idiotic", "livid", "pathetic", "joke"],
+}
+_STRAY = ["banana", "weather", "guitar", "moonlight", "pancake", "holiday", "velvet", "bicycle"]
+# A drifting persona's styles, from the reference one to the switched one.
+_PERSONA_STYLES = [
+    "a calm analyst who weighs",
+    "a blunt analyst who questions",
+    "an impatient critic who scolds",
+    "a furious contrarian who mocks",
+]
+REFERENCE_TEMPERATURE = 0.7
+_WIDEN = 0.6  # chance a register word takes a wider-bank synonym, per degree over the reference
+_OFF_REGISTER = 0.3  # chance it strays off register, per degree over the reference
+_LENGTH_SD = 0.5  # sd of a field's log length factor, per degree over the reference
+_MIN_WORDS = 12  # the shortest field's length: lengths never go below it
 _FILLER = [
     "because",
     "therefore",
@@ -75,6 +111,65 @@ def _rng(*parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def drift_share(rate: float, round_: int) -> float:
+    """The share of register words a drifting persona takes from the switched register."""
+    return min(1.0, rate * max(0, round_ - 1))
+
+
+def _grade(share: float) -> int:
+    """The persona style (an index into ``_PERSONA_STYLES``) at a drift share."""
+    return min(len(_PERSONA_STYLES) - 1, int(share * len(_PERSONA_STYLES)))
+
+
+class _Style:
+    """How one reply departs from the reference register: its temperature and
+    drift share, drawing only from its own stream (see module docstring)."""
+
+    def __init__(self, temperature: float, drift: float, rng: random.Random) -> None:
+        self.heat = temperature - REFERENCE_TEMPERATURE
+        self.temperature = temperature
+        self.drift = drift
+        self.rng = rng
+
+    @property
+    def plain(self) -> bool:
+        return self.heat == 0 and self.drift == 0
+
+    def width(self, bank: list[str]) -> int:
+        """How many of a bank's words are in use: fewer below the reference."""
+        if self.heat >= 0:
+            return len(bank)
+        return max(1, math.ceil(len(bank) * self.temperature / REFERENCE_TEMPERATURE))
+
+    def word(self, word: str, bank: list[str]) -> str:
+        return bank[bank.index(word) % self.width(bank)] if word in bank else word
+
+    def words(self, out: list[str], register: str | None, bank: list[str]) -> list[str]:
+        """``out`` (register words at positions not divisible by 3) restyled."""
+        rng, n = self.rng, len(out)
+        if self.heat > 0:  # the length wanders; new words come from this stream
+            factor = math.exp(rng.gauss(0.0, _LENGTH_SD * self.heat))
+            n = max(min(n, _MIN_WORDS), min(2 * n, round(n * factor)))
+            out = out[:n] + [rng.choice(bank if i % 3 else _FILLER) for i in range(len(out), n)]
+        restyled = []
+        for i, word in enumerate(out):
+            if i % 3 == 0:
+                restyled.append(word)
+                continue
+            # the same four draws per word whatever the settings, so a higher rate
+            # switches a superset of the words a lower one does
+            u_wide, u_off, u_drift, pick = rng.random(), rng.random(), rng.random(), rng.random()
+            word = self.word(word, bank)
+            if u_wide < _WIDEN * self.heat:
+                word = _WIDE[register][int(pick * len(_WIDE[register]))]
+            if u_off < _OFF_REGISTER * self.heat:
+                word = _STRAY[int(pick * len(_STRAY))]
+            if u_drift < self.drift:
+                word = _SWITCHED[int(pick * self.width(_SWITCHED))]
+            restyled.append(word)
+        return restyled
+
+
 class ScriptedModel:
     """Deterministic fake model; see module docstring. Settings are per instance."""
 
@@ -88,6 +183,7 @@ class ScriptedModel:
         error_rate: float = 0.0,
         seed: int = 0,
         persona_switch_round: int | None = None,
+        persona_drift_rate: float = 0.0,
         synthesize_rate: float = 0.5,
         factcheck_fail_rate: float = 0.2,
         judge_winner: str = "random",
@@ -100,6 +196,7 @@ class ScriptedModel:
         self.error_rate = error_rate
         self.seed = seed
         self.persona_switch_round = persona_switch_round
+        self.persona_drift_rate = persona_drift_rate
         self.synthesize_rate = synthesize_rate
         self.factcheck_fail_rate = factcheck_fail_rate
         self.judge_winner = judge_winner
@@ -121,15 +218,18 @@ class ScriptedModel:
         # on the request alone, so injected errors never change what is argued.
         faults = _rng(self.seed, request.seed, key, self._calls[key], "faults")
         rng = _rng(self.seed, request.seed, key)
+        drift = drift_share(self.persona_drift_rate, int(tags.get("round", 0)))
+        style = _Style(request.temperature, drift, _rng(self.seed, request.seed, key, "style"))
         if self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:
-            text = self._sentence(rng, tags.get("side"), 24)
+            text = self._sentence(rng, tags.get("side"), 24, style=style)
         elif self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + self._sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
             prompt = request.messages[-1]["content"] if request.messages else ""
-            text = json.dumps(self._fill(request.schema, request.schema, rng, {**tags, "prompt": prompt}))
+            tags = {**tags, "prompt": prompt, "style": style}
+            text = json.dumps(self._fill(request.schema, request.schema, rng, tags))
         prompt_words = sum(len(m["content"].split()) for m in request.messages)
         return Completion(
             text=text,
@@ -139,19 +239,41 @@ class ScriptedModel:
         )
 
     # -- content ---------------------------------------------------------------
-    def _sentence(self, rng: random.Random, side: str | None, n: int, switched: bool = False) -> str:
-        words = _SWITCHED if switched else _WORDS.get(side, _WORDS[None])
-        return " ".join(rng.choice(words if i % 3 else _FILLER) for i in range(n))
+    def _sentence(
+        self,
+        rng: random.Random,
+        side: str | None,
+        n: int,
+        switched: bool = False,
+        style: _Style | None = None,
+    ) -> str:
+        register = "switched" if switched else (side if side in _WORDS else None)
+        words = _SWITCHED if switched else _WORDS[register]
+        out = [rng.choice(words if i % 3 else _FILLER) for i in range(n)]
+        if style is not None and not style.plain:
+            out = style.words(out, register, words)
+        return " ".join(out)
+
+    def _switched(self, round_: int) -> bool:
+        return self.persona_switch_round is not None and round_ >= self.persona_switch_round
+
+    def _persona_grade(self, round_: int) -> int:
+        if self._switched(round_):
+            return len(_PERSONA_STYLES) - 1
+        return _grade(drift_share(self.persona_drift_rate, round_))
 
     def _string(self, name: str, rng: random.Random, tags: dict[str, Any]) -> str:
         team, side = tags.get("team"), tags.get("side")
         round_ = tags.get("round", 0)
-        switched = self.persona_switch_round is not None and round_ >= self.persona_switch_round
+        style: _Style | None = tags.get("style")
         if name == "persona":
-            style = "a furious contrarian who mocks" if switched else "a calm analyst who weighs"
-            text = f"We are {style} every {rng.choice(_WORDS.get(side, _WORDS[None]))}."
+            bank = _WORDS.get(side, _WORDS[None])
+            word = rng.choice(bank)
+            word = style.word(word, bank) if style is not None else word
+            text = f"We are {_PERSONA_STYLES[self._persona_grade(round_)]} every {word}."
         else:
-            text = self._sentence(rng, side, 12 if name not in _LONG_FIELDS else 30, switched)
+            n = 12 if name not in _LONG_FIELDS else 30
+            text = self._sentence(rng, side, n, self._switched(round_), style)
         if name in _PRIVATE_FIELDS and team:
             text += f" [canary:{team}:{name}:{round_}.{tags.get('iteration', 0)}]"
         return text
@@ -224,10 +346,11 @@ class ScriptedModel:
         return cited
 
     def _choice(self, name: str, options: list[Any], rng: random.Random, tags: dict[str, Any]) -> Any:
-        if name == "decision" and "evolve" in options:
-            switch = self.persona_switch_round
-            evolve = switch is not None and tags.get("round") == switch
-            return "evolve" if evolve else "keep"
+        if name == "decision" and "evolve" in options:  # evolve when the persona's style changes
+            round_ = int(tags.get("round", 0))
+            planted = round_ == self.persona_switch_round
+            graded = round_ > 1 and self._persona_grade(round_) != self._persona_grade(round_ - 1)
+            return "evolve" if planted or graded else "keep"
         if name == "decision" and "SYNTHESIZE" in options:
             return "SYNTHESIZE" if rng.random() < self.synthesize_rate else "CONTINUE"
         if name == "verdict" and "fail" in options:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.config import REDACTED, Config, redact
+from harness.probes.catalog import PROBE_MODULES
 from harness.store.rundir import write_atomic
 
 if TYPE_CHECKING:
@@ -50,13 +51,18 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
             config.pop(section, None)
     for key in SEARCH_TRANSPORT_KEYS:
         config.get("search", {}).pop(key, None)
+    prompt_modules = list(fmt.prompt_modules)
+    if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
+        prompt_modules += PROBE_MODULES
+    else:  # a run that probes nothing fingerprints as it did before probes existed
+        config.pop("probes", None)
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
     return {
         "config": config,
         "format": fmt.name,
-        "prompts": {name: _sha(module_file(name).read_bytes()) for name in sorted(fmt.prompt_modules)},
+        "prompts": {name: _sha(module_file(name).read_bytes()) for name in sorted(prompt_modules)},
         "models": {role: bound.spec for role, bound in sorted(roles.items())},
         "model_files": files,
     }

@@ -7,6 +7,8 @@ What every format promises, checked here:
 - every snapshot agrees with the memory files;
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too.
+- behavioural probes wrote only to their own team's folder, and no probe
+  reply reached the transcript (``harness.probes.integrity``).
 Then the format's own checks (``Format.checks``): for drift, that every
 argument traces back to an approval; for the panel, the blind first round
 and the aliases. Quarantined torn lines are reported as notes, not
@@ -22,6 +24,7 @@ from pathlib import Path
 import yaml
 from pydantic import ValidationError
 
+from harness.probes.integrity import check_probes
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
 from harness.store.records import (
@@ -162,6 +165,7 @@ def verify(run_dir: Path) -> tuple[list[str], list[str]]:
     for path in list_snapshots(run_dir):
         problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
     problems += check_isolation(layout, logs)
+    problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
     fmt = FORMATS.get(layout.format)
     if fmt is None:
         problems.append(f"manifest.json: unknown format {layout.format!r}; its own checks were not run")

@@ -3,8 +3,9 @@
 Each append is one ``write`` of one complete line, flushed and fsynced. Each
 record carries the sha256 of the previous line in its file (a hash chain),
 and ids are deterministic, so a replayed node cannot append a second copy.
-Logs keep their records in memory too, so reading the last K rounds costs
-O(K), not O(rounds): a node's cost stays flat over a long debate.
+Logs keep their last rounds in memory too (``keep_rounds``), so reading the
+last K rounds costs O(K), not O(rounds), and memory stays flat over a long
+debate; older records are read back from the file when asked for.
 
 Which files a run has comes from its format (``RunLayout``): the shared
 transcript, the events, each seat's private logs under ``<seat>/``, and the
@@ -22,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
-from harness.store.jsonl import scan
+from harness.store.jsonl import OnDisk, id_round, last_line, scan
 from harness.store.records import (
     CritiqueRecord,
     Envelope,
@@ -51,26 +52,46 @@ def line_hash(line: bytes) -> str:
 
 
 class JsonlLog(Generic[R]):
-    """One append-only JSONL file of records, with an in-memory mirror.
+    """One append-only JSONL file of records, with its last rounds in memory.
 
     ``start`` loads only the records after that position (resume reads the
     tail it needs, so its cost does not grow with the rounds already run).
+    ``keep_rounds`` bounds memory the same way: once a record of round N
+    lands, the records before round N - ``keep_rounds`` (where a resume's
+    window would begin) leave memory, so memory and the garbage collector's
+    work stay flat over a long debate; None keeps every record. What is not
+    in memory is still the log's: ``get``, ``since_round``, ``after``,
+    ``last`` and ``position_before_round`` read it back from the file
+    (``OnDisk``), and the hash chain goes on from the last line's hash.
     """
 
-    def __init__(self, path: Path, *, fsync: bool = True, start: LogPosition | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        fsync: bool = True,
+        start: LogPosition | None = None,
+        keep_rounds: int | None = None,
+    ) -> None:
+        if keep_rounds is not None and keep_rounds < 0:
+            raise ValueError(f"{path}: keep_rounds must be >= 0 (or None), got {keep_rounds}")
         self.path = path
         self.fsync = fsync
-        self._base = start or LogPosition()
+        self.keep_rounds = keep_rounds
+        self._base = start or LogPosition()  # where the first in-memory record starts
         self._records: list[R] = []
         self._offsets: list[int] = []  # byte offset where each in-memory record starts
-        self._index: dict[str, int] = {}
+        self._index: dict[str, int] = {}  # id -> global position, in-memory records only
         self._last_hash = self._base.last_hash
         self._size = self._base.offset
+        self._top: int | None = None  # the newest round seen, for eviction
         self.quarantined: list[str] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
+            self._disk = OnDisk(path, self._base.offset, self._base.count)
             self._load()
         else:
+            self._disk = OnDisk(path, 0, 0)
             path.touch()  # every log exists from the start, even if it stays empty
 
     def _load(self) -> None:
@@ -100,16 +121,41 @@ class JsonlLog(Generic[R]):
         self.quarantined.append(tail.decode("utf-8", "replace")[:200])
 
     def _remember(self, record: R, digest: str, nbytes: int) -> None:
-        self._index[record.id] = len(self._records)
+        self._index[record.id] = len(self)
         self._records.append(record)
         self._offsets.append(self._size)
         self._size += nbytes
         self._last_hash = digest
+        if self.keep_rounds is not None and (self._top is None or record.round > self._top):
+            self._top = record.round
+            self._evict(self._first_of(record.round - self.keep_rounds))
+
+    def _first_of(self, round_: int) -> int:
+        """Index of the first in-memory record of ``round_`` or later, scanning
+        back from the end (``len`` if the last record is older)."""
+        i = len(self._records)
+        while i > 0 and self._records[i - 1].round >= round_:
+            i -= 1
+        return i
+
+    def _evict(self, n: int) -> None:
+        """The first ``n`` in-memory records leave memory; the file keeps them."""
+        if n <= 0:
+            return
+        count = self._base.count
+        for j, record in enumerate(self._records[:n]):
+            offset = self._offsets[j]
+            self._disk.add(record.round, offset, count + j, self._offsets[j + 1] - offset)
+            if self._index.get(record.id) == count + j:
+                del self._index[record.id]
+        first = self._records[n]
+        self._base = LogPosition(offset=self._offsets[n], count=count + n, last_hash=first.prev_hash)
+        del self._records[:n], self._offsets[:n]
 
     def append(self, record: R) -> R:
         """Append ``record`` once; an id already present returns the stored copy."""
-        if record.id in self._index:
-            return self._records[self._index[record.id]]
+        if (stored := self.get(record.id)) is not None:
+            return stored
         record = record.model_copy(update={"seq": len(self), "prev_hash": self._last_hash})
         line = (record.model_dump_json() + "\n").encode()
         try:
@@ -132,10 +178,13 @@ class JsonlLog(Generic[R]):
         return LogPosition(offset=self._size, count=len(self), last_hash=self._last_hash)
 
     def position_before_round(self, round_: int) -> LogPosition:
-        """Where the first in-memory record of ``round_`` or later starts."""
-        i = len(self._records)
-        while i > 0 and self._records[i - 1].round >= round_:
-            i -= 1
+        """Where the last run of records of ``round_`` or later starts."""
+        i = self._first_of(round_)
+        if i == 0 and self._disk.may_hold(round_):  # the run goes on into what left memory
+            offset, count = self._disk.boundary(round_)
+            if offset < self._disk.end:
+                last = line_hash(last_line(self.path, offset)) if offset else None
+                return LogPosition(offset=offset, count=count, last_hash=last)
         if i == len(self._records):
             return self.position()
         return LogPosition(
@@ -152,33 +201,46 @@ class JsonlLog(Generic[R]):
         raise IndexError(f"{self.path.name}: position {count} is outside the loaded records")
 
     def get(self, record_id: str) -> R | None:
+        """The record with this id: from memory, or (an older round's) from the file."""
         i = self._index.get(record_id)
-        return None if i is None else self._records[i]
+        if i is not None:
+            return self._records[i - self._base.count]
+        if self._disk.may_hold(id_round(record_id)):
+            return cast("R | None", self._disk.find(record_id))
+        return None
 
     def last(self) -> R | None:
-        return self._records[-1] if self._records else None
+        return self._records[-1] if self._records else cast("R | None", self._disk.last())
 
     @property
     def last_hash(self) -> str | None:
         return self._last_hash
 
+    @property
+    def in_memory(self) -> int:
+        """How many records the log holds in memory (the rest it reads from its file)."""
+        return len(self._records)
+
     def since_round(self, first_round: int) -> list[R]:
-        """Records with ``round >= first_round``, scanning back from the end."""
-        out: list[R] = []
-        for record in reversed(self._records):
-            if record.round < first_round:
-                break
-            out.append(record)
-        return out[::-1]
+        """The records after the last one of a round before ``first_round``,
+        scanning back from the end (and on into the file if need be)."""
+        i = self._first_of(first_round)
+        if i == 0 and self._disk.may_hold(first_round):
+            offset, _ = self._disk.boundary(first_round)
+            return [*cast("list[R]", self._disk.records(offset)), *self._records]
+        return self._records[i:]
 
     def after(self, count: int) -> list[R]:
-        """Loaded records from global position ``count`` on."""
-        return self._records[max(0, count - self._base.count) :]
+        """Records from global position ``count`` on."""
+        if count < self._base.count:
+            return [*cast("list[R]", self._disk.from_count(count)), *self._records]
+        return self._records[count - self._base.count :]
 
     def __len__(self) -> int:
         return self._base.count + len(self._records)
 
     def __iter__(self) -> Iterator[R]:
+        """The records in memory (all of them, unless ``keep_rounds`` or ``start`` is set)."""
         return iter(self._records)
 
 
@@ -214,7 +276,9 @@ class RunMemory:
     """All logs of one run folder. Only the engine holds this; agents get views.
 
     ``start`` maps a log's relative path to the position to load it from
-    (taken from a snapshot); logs not named load whole.
+    (taken from a snapshot); logs not named load whole. ``keep_rounds`` (the
+    format's window, ``Format.window_rounds``) bounds what each log keeps in
+    memory, except the layout's whole logs, which every round may read whole.
     """
 
     def __init__(
@@ -224,12 +288,19 @@ class RunMemory:
         *,
         fsync: bool = True,
         start: dict[str, LogPosition] | None = None,
+        keep_rounds: int | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.layout = layout
         start = start or {}
         self._logs: dict[str, JsonlLog] = {  # type: ignore[type-arg]
-            name: JsonlLog(run_dir / name, fsync=fsync, start=start.get(name)) for name in layout.files()
+            name: JsonlLog(
+                run_dir / name,
+                fsync=fsync,
+                start=start.get(name),
+                keep_rounds=None if name in layout.whole_logs else keep_rounds,
+            )  # fmt: skip
+            for name in layout.files()
         }
         self.shared: JsonlLog[Published] = self._logs["shared_memory.jsonl"]
         self.events: JsonlLog[EventRecord] = self._logs["events.jsonl"]
@@ -284,6 +355,12 @@ class RunMemory:
 def count_record(counts: RunCounts, record: Envelope) -> None:
     """Add one record to ``counts``: its kind, its usage, what it decided."""
     if isinstance(record, (PromptRecord, ReplyRecord)):  # a reply's cost is counted where it ended
+        return
+    if record.role == "probe":  # a behavioural probe (harness.probes): its own counts only
+        counts.probe_calls += record.usage.calls
+        counts.probe_tokens += record.usage.input_tokens + record.usage.output_tokens
+        if not isinstance(record, EventRecord):
+            counts.by_kind["probe"] = counts.by_kind.get("probe", 0) + 1
         return
     if isinstance(record, Published):
         counts.published += 1

@@ -347,6 +347,24 @@ class ReplyRecord(Envelope):
     text: str
 
 
+class ProbeRecord(Envelope):
+    """A behavioural probe (``harness.probes``), asked in a fork of a team's
+    view after its turn: the question, the reply and the checker's verdict.
+    Private to the team (``<team>/probes.jsonl``); ``iteration`` is the
+    probe's place in the run's probe list. ``passed`` and ``reply`` are None
+    when no reply validated. Its usage counts as ``probe_*``, not the debate's."""
+
+    kind: Literal["probe"] = "probe"
+    probe: str
+    instruction: str
+    question: str
+    checker: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    reply: str | None
+    passed: bool | None
+    persona_id: str | None = None  # the persona the team held when asked
+
+
 class EventRecord(Envelope):
     kind: Literal["event"] = "event"
     event: EventKind
@@ -377,6 +395,7 @@ Record = Annotated[
     | SynthesisRecord
     | PromptRecord
     | ReplyRecord
+    | ProbeRecord
     | EventRecord,
     Field(discriminator="kind"),
 ]
@@ -415,6 +434,9 @@ class RunCounts(BaseModel):
     # of the format they were made in (a moderated debate's opening...)
     usage_by_role: dict[str, Usage] = Field(default_factory=dict)
     usage_by_stage: dict[str, Usage] = Field(default_factory=dict)
+    # behavioural probes' calls and tokens, kept out of the debate's figures above
+    probe_calls: int = 0
+    probe_tokens: int = 0
 
     def __add__(self, other: RunCounts) -> RunCounts:
         # rounds_completed is a position, not a sum: the later value wins

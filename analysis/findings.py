@@ -1,0 +1,284 @@
+"""``docs/findings.md`` from a study's runs: what was run, with which versions,
+the tables the analysis produced, the detector's error rates, and which
+claims the numbers do and do not support.
+
+Every sentence that states a result is built from a number computed here;
+the fixed text says only what the method is and what it cannot show.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from importlib import metadata
+from math import comb
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from analysis import plots
+from analysis.compare import compare_controls
+from analysis.embed import DEFAULT_EMBEDDER
+from analysis.pipeline import Analysis, analyze
+from analysis.scoring import change_points
+from analysis.study import Plan, commands
+from analysis.trend import trends
+
+PACKAGES = ("llama-cpp-python", "langgraph", "langchain-core", "pydantic", "pandas", "torch",
+            "sentence-transformers", "ruptures", "scipy", "hydra-core")  # fmt: skip
+ALPHA = 0.05
+
+
+def versions() -> dict[str, str]:
+    """Python, the harness commit and the packages the numbers depend on."""
+    out = {"python": platform.python_version(), "platform": platform.platform(), "cpus": str(os.cpu_count())}
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        )
+        out["drift-harness commit"] = commit.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        out["drift-harness commit"] = "unknown (not a git checkout)"
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A DataFrame as a Markdown table (no tabulate dependency)."""
+    if frame.empty:
+        return "_(none)_"
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "–" if math.isnan(v) else f"{v:.{digits}f}"
+        return str(v).replace("|", "/")
+
+    head = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "---|" * len(frame.columns)
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def condition_of(runs: pd.DataFrame) -> pd.Series:
+    control = runs.get("cfg.control", pd.Series(None, index=runs.index))
+    return control.where(control.notna(), "debate").map(lambda c: c if c == "debate" else f"control_{c}")
+
+
+def cell_summary(result: Analysis) -> pd.DataFrame:
+    """Per cell: runs, status, process counts and the final drift index (mean, 95% CI)."""
+    runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
+    final = result.final.set_index("run_id").drift_index
+    runs = runs.assign(final_drift=runs.run_id.map(final))
+    rows = []
+    keys = ["cfg.model.spec", "cfg.llm.temperature", "condition"]
+    for (model, temp, condition), g in runs.groupby(keys, dropna=False):
+        x = g.final_drift.dropna()
+        half = 1.96 * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else math.nan
+        rows.append({
+            "model": model, "T": temp, "condition": condition, "runs": len(g),
+            "completed": int((g.status == "completed").sum()),
+            "rounds": int(g["counts.rounds_completed"].max()),
+            "rejections/run": g["counts.rejections"].mean(), "loop-locks/run": g["counts.loop_locks"].mean(),
+            "schema failures/run": g["counts.schema_failures"].mean(),
+            "final drift index": x.mean() if len(x) else math.nan, "± 95%": half,
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def detector_section(path: Path) -> list[str]:
+    """The detector validation figures, as ``benchmarks/detector_validity.py --json`` wrote them."""
+    if not path.is_file():
+        return [f"_Not available: `{path}` is missing. Run `python benchmarks/detector_validity.py "
+                f"--json {path}` and then `python -m analysis study --report-only`._"]  # fmt: skip
+    data = json.loads(path.read_text())
+    lines = [f"From `{path}` (`benchmarks/detector_validity.py`, scripted model, planted truth):", ""]
+    for key, value in data.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            lines += [f"**{key}**", "", md_table(pd.DataFrame(value)), ""]
+        elif isinstance(value, dict):
+            lines += [f"**{key}**: " + ", ".join(f"{k} = {v}" for k, v in value.items()), ""]
+        else:
+            lines += [f"- {key}: {value}"]
+    return lines
+
+
+def smallest_p(n_a: int, n_b: int) -> float:
+    """The smallest two-sided p an exact permutation test of n_a vs n_b runs can give."""
+    return 2 / comb(n_a + n_b, n_a) if n_a and n_b else math.nan
+
+
+def comparisons(result: Analysis) -> tuple[pd.DataFrame, list[str]]:
+    """Every debate cell against its controls: a table and one verdict line each."""
+    found = compare_controls(result.scores, result.tables.runs)
+    rows, verdicts = [], []
+    for r in found:
+        rows.append({
+            "cell": r["cell_label"], "control": r["control"], "runs (debate/control)": f"{r['n_b']}/{r['n_a']}",
+            "final diff (debate − control)": r["diff"], "Cohen's d": r["cohens_d"],
+            "d 95% CI": f"[{r['d_ci_low']:.2f}, {r['d_ci_high']:.2f}]", "permutation p": r["perm_p"],
+        })  # fmt: skip
+        floor = smallest_p(r["n_a"], r["n_b"])
+        excludes_zero = r["d_ci_low"] > 0 or r["d_ci_high"] < 0
+        where = f"{r['cell_label']} vs {r['control']}"
+        if r["perm_p"] < ALPHA and excludes_zero:
+            side = "more" if r["cohens_d"] > 0 else "less"
+            verdicts.append(f"- **Supported:** {where}: the debate drifts {side} than the control "
+                            f"(d = {r['cohens_d']:.2f}, permutation p = {r['perm_p']:.3f}).")  # fmt: skip
+        else:
+            why = (f"the smallest p an exact test of {r['n_b']} vs {r['n_a']} runs can reach is {floor:.2f}"
+                   if floor >= ALPHA else f"p = {r['perm_p']:.3f}, d's CI includes 0")  # fmt: skip
+            verdicts.append(
+                f"- **Not supported:** a difference for {where} (d = {r['cohens_d']:.2f}; {why})."
+            )
+    return pd.DataFrame(rows), verdicts
+
+
+def detector_params(path: Path) -> dict[str, Any]:
+    """The settings ``benchmarks/detector_validity.py`` chose on its tuning seeds
+    (``params`` in its JSON), or the library defaults when there is none."""
+    found = json.loads(path.read_text()).get("params", {}) if path.is_file() else {}
+    default = {"pelt_column": "drift_index", "penalty": 4.0, "trend_column": "drift_index", "alpha": 0.05}
+    return {**default, **found, "validated": bool(found)}
+
+
+def detection_summary(result: Analysis, params: dict[str, Any]) -> pd.DataFrame:
+    """Per cell: agents with a change point, and with a Mann-Kendall trend, at ``params``."""
+    runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
+    label = runs.set_index("run_id")[["cfg.model.spec", "cfg.llm.temperature", "condition"]]
+    agent = ["run_id", "team"]
+    cps = change_points(result.scores, [params["pelt_column"]], penalty=params["penalty"])
+    tr = trends(result.scores, [params["trend_column"]], alpha=params["alpha"]).set_index(agent).trend
+    keys = result.scores[agent].drop_duplicates().set_index(agent).index
+    agents = pd.DataFrame({
+        "run_id": keys.get_level_values(0), "team": keys.get_level_values(1),
+        "change_point": keys.isin(cps.set_index(agent).index),
+        "trend": [tr.get(k, "none") for k in keys],
+    }).join(label, on="run_id")  # fmt: skip
+    rows = []
+    for (model, temp, condition), g in agents.groupby(list(label.columns)):
+        rows.append({"model": model, "T": temp, "condition": condition, "agents": len(g),
+                     "with a change point": int(g.change_point.sum()),
+                     "trend up": int((g.trend == "up").sum()), "trend down": int((g.trend == "down").sum())})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def figure(result: Analysis, docs: Path) -> str:
+    """The drift index per round by condition, saved beside the report; its Markdown."""
+    runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
+    fig = plots.condition_trajectories(result.scores, runs)
+    out = docs / "images"
+    saved = plots.save(fig, out, "findings_trajectories")
+    return f"![drift index per round by condition]({saved[0].relative_to(docs)})"
+
+
+def design(result: Analysis) -> list[str]:
+    """What the runs under the root are, read from their configs."""
+    runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
+
+    def values(column: str) -> str:
+        return ", ".join(map(str, sorted(runs[column].dropna().unique())))
+
+    per_cell = runs.groupby("cell").size()
+    return [
+        f"- {len(runs)} runs in {len(per_cell)} cells ({per_cell.min()}–{per_cell.max()} replicates each), "
+        f"{len(result.tables.turns)} published turns;",
+        f"- models: {values('cfg.model.spec')}; conditions: {values('condition')};",
+        f"- temperatures: {values('cfg.llm.temperature')}; rounds: {values('cfg.rounds')}; "
+        f"llm.max_tokens: {values('cfg.llm.max_tokens')}.",
+    ]
+
+
+def limits(plan: Plan, result: Analysis) -> list[str]:
+    """What this design cannot show, whatever the numbers."""
+    n = result.tables.runs.groupby("cell").size()
+    return [
+        f"- {int(n.min()) if len(n) else 0}–{int(n.max()) if len(n) else 0} replicate runs per cell: "
+        "only large effects could show, and no null result here rules out a small one.",
+        f"- {result.tables.runs['cfg.rounds'].max()} rounds per run at most: a short trajectory. Drift that starts later, as in 50-round "
+        "debates, is outside this study.",
+        "- The models have 135M and 270M parameters; Gemma 3 270M is a base model, not instruction-tuned. "
+        "Nothing here says how larger models drift.",
+        "- The drift index is a z-scored mean of lexical, embedding and process signals against each "
+        "agent's opening turns (docs/signals.md). Its detectors were validated on the scripted model, "
+        "where the truth is planted (below); on real models the truth is unknown.",
+        "- The controls remove one source of pressure each; the cells differ in how many calls they make "
+        "(no critic: fewer; monologue: one team), so a difference is attributable to the condition, "
+        "not to a mechanism inside it.",
+    ]
+
+
+def write_findings(
+    plan: Plan, report: Path, *, detector: Path, walls: dict[str, float], embedder: str = DEFAULT_EMBEDDER
+) -> Path:
+    """Analyse the study root and write the report; returns its path."""
+    result = analyze(plan.root, embedder=embedder, progress=False)
+    docs = report.parent
+    docs.mkdir(parents=True, exist_ok=True)
+    table, verdicts = comparisons(result)
+    lines = [
+        "# Findings: a small real-model drift study",
+        "",
+        f"Written by `python -m analysis study` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the run folders "
+        f"under `{plan.root}` (kept out of git). Do not edit by hand: rerun the command below.",
+        "",
+        "## What was run",
+        "",
+        *(f"    {command}" for command in commands(plan.root) or [plan.command()]),
+        "",
+        *design(result),
+        f"- embedder `{embedder}`; each plan ran {plan.workers} cells at once (joblib).",
+    ]
+    if walls:
+        lines.append(f"- wall time: {sum(walls.values()) / 60:.1f} min (" + ", ".join(
+            f"{k} {v / 60:.1f}" for k, v in walls.items()) + ").")  # fmt: skip
+    lines += [
+        "",
+        "Versions:",
+        "",
+        md_table(pd.DataFrame(list(versions().items()), columns=["what", "version"])),
+    ]
+    files = sorted({f"{p} `{h[:12]}`" for p, h in _model_files(result).items()})
+    lines += ["", "Model files (sha256 prefix): " + "; ".join(files) if files else ""]
+    lines += ["", "## Cells", "", md_table(cell_summary(result)), "", figure(result, docs), ""]
+    lines += ["## The debate against its controls", "",
+              "Control = a; debate = b. d > 0: the debate drifted more than the control "
+              "(run-mean drift index; bootstrap CI over runs; exact permutation test over runs).", "",
+              md_table(table), "", *verdicts, ""]  # fmt: skip
+    params = detector_params(detector)
+    source = ("the settings benchmarks/detector_validity.py chose on its tuning seeds" if params["validated"]
+              else "the library defaults; no detector validation was found")  # fmt: skip
+    lines += ["## Change points and trends", "",
+              f"Agents (run × team) with a PELT change point in `{params['pelt_column']}` (penalty "
+              f"{params['penalty']}), and with a Mann-Kendall trend in `{params['trend_column']}` at "
+              f"α = {params['alpha']} ({source}):", "",
+              md_table(detection_summary(result, params)), ""]  # fmt: skip
+    if not result.probe_stability.empty:
+        stab = result.probe_stability.groupby("round").agg(pass_rate=("pass_rate", "mean")).reset_index()
+        lines += ["## Behavioural probes", "", md_table(stab), ""]
+    lines += ["## Detector error rates", "", *detector_section(detector), ""]
+    lines += ["## What the data do and do not support", "", *verdicts, *limits(plan, result), ""]
+    report.write_text("\n".join(lines))
+    shutil.copy2(report, plan.root / "findings.md")  # a copy beside the runs it describes
+    return report
+
+
+def _model_files(result: Analysis) -> dict[str, str]:
+    """Weight files and hashes from the run manifests (``model_files``)."""
+    out: dict[str, str] = {}
+    for run_dir in result.tables.run_dirs.values():
+        manifest = run_dir / "manifest.json"
+        if manifest.is_file():
+            out.update(
+                {Path(p).name: h for p, h in json.loads(manifest.read_text()).get("model_files", {}).items()}
+            )
+    return out

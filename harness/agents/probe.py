@@ -1,0 +1,78 @@
+"""Probe agent: asks a team its behavioural probes in a fork of its view.
+
+After a team's turn, each probe's question is asked with the context the
+team's debater had: the same system prompt (the team's alias, its current
+persona and the probes' rules) and the same window of the shared
+transcript. The reply never enters the debate: it lands, with the checker's
+verdict, in the team's own ``probes.jsonl`` and nowhere else (its prompt and
+raw reply go to the team's ``prompts`` and ``replies`` logs, like every call
+of the team's). A replayed turn reuses a probe record that already landed,
+so a resumed run never asks twice.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from harness.agents.common import JSON_ONLY
+from harness.agents.persona import DEFAULT_PERSONA
+from harness.agents.transcript import render, window
+from harness.engine.context import AgentContext
+from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id, rules
+from harness.probes.checkers import Asker
+from harness.store.memory import SeatMemory
+from harness.store.records import ProbeRecord, Usage
+
+
+class ProbeOutput(BaseModel):
+    reply: str = Field(min_length=1, max_length=1000, description="your answer to the question")
+
+
+class ProbeAgent:
+    def __init__(self, ctx: AgentContext, view: SeatMemory, probes: tuple[Probe, ...]) -> None:
+        self.ctx = ctx
+        self.view = view
+        self.probes = probes
+        self.log = view.logs[PROBE_LOG]
+        self.asker = Asker(team=view.name, alias=view.seat.alias)
+
+    def messages(self, topic: str, round_: int, persona: str, probe: Probe) -> list[dict[str, str]]:
+        mem = self.ctx.cfg.memory
+        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
+        user = (
+            f"Motion: {topic}\nYou argue {self.view.seat.stance}. Round {round_}.\n"
+            f"Debate so far:\n{transcript}\n"
+            f"Question: {probe.question}\n"
+            "Write JSON with:\n"
+            "- reply: your answer to the question, as your team would give it"
+        )
+        # the thinking agent's system prompt: the team as its debater knows it
+        alias, carried = self.view.seat.alias, rules(self.ctx.cfg)
+        system = f"You are the {alias} team's debater. Persona: {persona}{carried} {JSON_ONLY}"
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def __call__(self, topic: str, round_: int) -> list[ProbeRecord]:
+        return [self.ask(topic, round_, i, probe) for i, probe in enumerate(self.probes)]
+
+    def ask(self, topic: str, round_: int, index: int, probe: Probe) -> ProbeRecord:
+        team = self.view.name
+        rid = probe_id(round_, team, index, probe.name)
+        if (landed := self.log.get(rid)) is not None:
+            return landed  # replay after resume: asked already, never twice
+        current = self.view.persona.last()
+        persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
+        result = self.ctx.ask(
+            self.view.seat.role, PROBE_ROLE, self.messages(topic, round_, persona, probe), ProbeOutput,
+            round_=round_, team=team, iteration=index,
+        )  # fmt: skip
+        reply = result.value.reply if result.value is not None else None
+        record = ProbeRecord(
+            id=rid, round=round_, team=team, role=PROBE_ROLE, iteration=index,
+            model=self.ctx.spec(self.view.seat.role),
+            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
+            probe=probe.name, instruction=probe.instruction, question=probe.question,
+            checker=probe.checker, params=probe.params, reply=reply,
+            passed=probe.check(reply, self.asker) if reply is not None else None,
+            persona_id=current.id if current else None,
+        )  # fmt: skip
+        return self.log.append(record)
