@@ -1,6 +1,11 @@
 """Signals for a whole ``Tables``: text signals per run (cached beside the
 table cache, keyed by the run's files and the embedder), plus the process
 signals, which come from the critique and event tables.
+
+The runs to compute are embedded together first, in a few large batches,
+through the embedding cache (``_analysis/cache/embeddings.sqlite``): a text
+already embedded under the same model is never embedded again, and the model
+loads only when some text is new.
 """
 
 from __future__ import annotations
@@ -12,15 +17,16 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from analysis.cache import cached_rows
-from analysis.embed import DEFAULT_EMBEDDER, get_embedder
+from analysis.cache import VectorStore, cached_rows
+from analysis.embed import DEFAULT_EMBEDDER, CachedEmbedder
 from analysis.load import Tables
 from analysis.registry import signal_names
-from analysis.signals import run_signals, team_rank
+from analysis.signals import embed_pool, run_signals, team_rank
 from analysis.text import text_signals
 
 SIGNALS_VERSION = 3  # bump when a signal's method changes
 KEYS = ["run_id", "round", "team"]
+EMBEDDINGS_FILE = "embeddings.sqlite"  # in the cache folder, shared by every embedder
 
 
 @dataclass
@@ -92,17 +98,25 @@ def _by_run(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def compute_signals(tables: Tables, *, embedder: str = DEFAULT_EMBEDDER, progress: bool = True) -> Signals:
-    """Every signal of every turn and draft. The embedder loads only if some run is not cached."""
+    """Every signal of every turn and draft. The embedder loads only if some text is not cached."""
     memo = lru_cache(maxsize=4096)(text_signals)
     parts = {name: _by_run(tables.table(name)) for name in ("turns", "drafts", "personas")}
     ranks = {row["run_id"]: team_rank(row) for row in tables.runs.to_dict("records")}
+    store = VectorStore(tables.cache_dir / EMBEDDINGS_FILE) if tables.cache_dir else None
+    model = CachedEmbedder(embedder, store, progress=progress)
     bar = tqdm(total=len(tables.turns), desc="signals", unit="turn", disable=not progress)
 
-    def build(run_id: str) -> dict[str, pd.DataFrame]:
+    def frames(run_id: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         turns, drafts, personas = (
             parts[n].get(run_id, tables.table(n).iloc[0:0]) for n in ("turns", "drafts", "personas")
         )
-        tsig, dsig = run_signals(turns, drafts, personas, ranks[run_id], get_embedder(embedder), memo)
+        return turns, drafts, personas
+
+    def prepare(run_ids: list[str]) -> None:  # every run to compute, embedded in one go
+        model.prefetch(text for r in run_ids for text in embed_pool(*frames(r)))
+
+    def build(run_id: str) -> dict[str, pd.DataFrame]:
+        tsig, dsig = run_signals(*frames(run_id), ranks[run_id], model, memo)
         bar.update(len(tsig))
         return {"turns": tsig.assign(run_id=run_id), "drafts": dsig.assign(run_id=run_id)}
 
@@ -110,10 +124,13 @@ def compute_signals(tables: Tables, *, embedder: str = DEFAULT_EMBEDDER, progres
     stamps = {  # only the runs in tables.runs, so a filtered Tables computes just those
         r: {"tables": tables.stamps.get(r), "v": SIGNALS_VERSION, "embedder": embedder} for r in ranks
     }
-    frames, _ = cached_rows(folder, ("turns", "drafts"), stamps, build)
-    bar.close()
-    turns = frames["turns"].merge(process_signals(tables), on=KEYS, how="left")
-    return Signals(turns=_front(turns), drafts=_front(frames["drafts"]), embedder=embedder)
+    try:
+        rows, _ = cached_rows(folder, ("turns", "drafts"), stamps, build, prepare)
+    finally:
+        bar.close()
+        model.release()
+    turns = rows["turns"].merge(process_signals(tables), on=KEYS, how="left")
+    return Signals(turns=_front(turns), drafts=_front(rows["drafts"]), embedder=embedder)
 
 
 def _front(df: pd.DataFrame) -> pd.DataFrame:

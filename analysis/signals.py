@@ -42,6 +42,14 @@ def anchor_text(personas: pd.DataFrame, team: str) -> str | None:
     return None if rows.empty else str(rows.persona.iloc[0])
 
 
+def embed_pool(turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame) -> list[str]:
+    """Every distinct text a run's signals embed: turns, drafts, persona anchors, motions."""
+    teams = sorted(set(turns.team) | set(drafts.team))
+    anchors = [a for a in (anchor_text(personas, t) for t in teams) if a]
+    motions = [m for col in ("motion", "original_motion") if col in turns for m in turns[col].dropna()]
+    return list(dict.fromkeys([*turns.text, *drafts.text.dropna(), *anchors, *motions]))
+
+
 class Turn(NamedTuple):
     pos: tuple[int, int]  # (round, index of the seat within the round)
     text: str
@@ -63,9 +71,7 @@ class RunTexts:
             self.timeline[str(team)] = (list(group.pos), list(group.text))
         teams = sorted(set(turns.team) | set(drafts.team))
         self.anchors = {t: anchor_text(personas, t) for t in teams}
-        motions = [m for col in ("motion", "original_motion") if col in turns for m in turns[col].dropna()]
-        anchors = [a for a in self.anchors.values() if a]
-        pool = list(dict.fromkeys([*self.turns.text, *drafts.text, *anchors, *motions]))
+        pool = embed_pool(self.turns, drafts, personas)
         self.emb = embedder.encode(pool) if pool else np.zeros((0, 1), dtype=np.float32)
         self.index = {text: i for i, text in enumerate(pool)}
 

@@ -1,21 +1,33 @@
-"""The ``local:`` backend without running llama.cpp: a stand-in ``llama_cpp``
+"""The ``local:`` backend. Most tests run without llama.cpp: a stand-in ``llama_cpp``
 module counts how often a model file is loaded and answers like the scripted
 model, so the load-once rule and the request plumbing are checked in seconds."""
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 import harness.models.local as local
+from harness.config import validate
+from harness.engine import run_debate
 from harness.models.base import ModelConfigError, ModelRequest
+from harness.models.prefix_cache import PrefixCache
 from harness.models.scripted import ScriptedModel
 from harness.models.structured import fit_schema
+from harness.resume import resume_run
+from harness.verify import verify
 
 
 class FakeLlama:
@@ -109,3 +121,196 @@ def test_workers_split_the_cores(monkeypatch):
     whole = local.default_threads()
     monkeypatch.setenv("DRIFT_WORKERS", str(whole * 4))
     assert local.default_threads() == 1  # never zero
+
+
+# --- lazy grammar sampling and prefix reuse (docs/decoding.md) ---
+
+
+def test_lazy_pick_greedy_equals_masked_argmax():
+    """The temperature-0 argument of docs/decoding.md, on random logits and grammars:
+    the unconstrained argmax if the grammar allows it, else the masked argmax, is
+    always the masked argmax (first index on ties, as llama.cpp's greedy sampler)."""
+    import numpy as np
+
+    from harness.models.llama_sampling import lazy_pick
+
+    rng = np.random.default_rng(0)
+    rejected = 0
+    for _ in range(2000):
+        logits = rng.integers(0, 6, size=40).astype(float)  # small ints: many ties
+        allowed_set = rng.random(40) < rng.uniform(0.05, 0.9)
+        allowed_set[rng.integers(40)] = True
+        masked = np.where(allowed_set, logits, -np.inf)
+        calls = []
+
+        def sample_masked(masked=masked, calls=calls) -> int:
+            calls.append(1)
+            return int(np.argmax(masked))
+
+        token, was_rejected = lazy_pick(
+            lambda logits=logits: int(np.argmax(logits)),
+            lambda t, a=allowed_set: bool(a[t]),
+            sample_masked,
+        )
+        assert token == int(np.argmax(masked))
+        assert was_rejected == bool(calls)  # the vocabulary is masked only on rejection
+        rejected += was_rejected
+    assert 0 < rejected < 2000  # both branches ran
+
+
+class FakeVocab:
+    """A stand-in for llama_cpp's token_to_piece: token i renders to PIECES[i]."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    def llama_token_to_piece(self, vocab, token, buf, size, lstrip, special) -> int:  # noqa: ARG002
+        piece = self.pieces[token]
+        if len(piece) > size:
+            return -len(piece)
+        buf[: len(piece)] = piece
+        return len(piece)
+
+
+def _render(messages: list[dict[str, str]]) -> list[bytes]:
+    """ChatML as SmolLM2 renders it, one 'token' per word or separator."""
+    text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+    text += "<|im_start|>assistant\n"
+    import re
+
+    return [p.encode() for p in re.findall(r"<\|[a-z_]+\|>|\n|[^\s<]+|\s", text)]
+
+
+def test_prefix_is_the_system_message_and_header_line():
+    from harness.models.prefix_cache import header_text, prefix_length
+
+    system = "You shape the identity of the PROS debate team. Reply with one JSON object only."
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": "Motion: Remote work is better.\nRound 2.\nWrite JSON."},
+    ]
+    pieces = _render(messages)
+    lib = FakeVocab(pieces)
+    n = prefix_length(lib, None, list(range(len(pieces))), messages)
+    rendered = b"".join(pieces[:n]).decode()
+    assert rendered.endswith(f"{system}<|im_end|>\n<|im_start|>user\nMotion: Remote work is better.\n")
+    assert "Round" not in rendered
+    # a later round of the same agent has the same prefix tokens
+    later = [messages[0], {"role": "user", "content": "Motion: Remote work is better.\nRound 3.\nOther."}]
+    later_pieces = _render(later)
+    assert prefix_length(FakeVocab(later_pieces), None, list(range(len(later_pieces))), later) == n
+    assert later_pieces[:n] == pieces[:n]
+    # a one-line user message is all variable: the prefix stops after the system message
+    assert header_text([messages[0], {"role": "user", "content": "just one line"}]) == (system, "")
+    # a template that rewrites the system text gives no prefix, not a wrong one
+    assert prefix_length(lib, None, list(range(len(pieces))), [{"role": "system", "content": "absent"}]) == 0
+    # never the whole prompt: a suffix must remain to decode from
+    short = [{"role": "system", "content": system}, {"role": "user", "content": "Head line\nx"}]
+    short_pieces = _render(short)[:-1]  # cut so the header would reach the end
+    assert prefix_length(FakeVocab(short_pieces), None, list(range(len(short_pieces))), short) < len(
+        short_pieces
+    )
+
+
+def test_lazy_mode_hands_its_grammar_to_the_sampler_hook(fake_llama, monkeypatch):
+    """Lazy mode asks llama-cpp-python for no grammar of its own and plans one
+    (built once per schema) for the sampler hook; full mode is today's request."""
+    monkeypatch.setattr(local, "grammar_text", lambda schema: f"GBNF for {sorted(schema)}")
+    seen = []
+    original = FakeLlama.create_chat_completion
+
+    def record(self, **kwargs):
+        seen.append(self.plan)
+        return original(self, **kwargs)
+
+    monkeypatch.setattr(FakeLlama, "create_chat_completion", record)
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    request = ModelRequest(messages=[{"role": "user", "content": "FOR"}], schema=schema, tags={})
+    lazy = local.LlamaCppModel("local:smollm2", grammar_mode="lazy", prefix_cache=True)
+    full = local.LlamaCppModel("local:smollm2")
+    lazy.complete(request)
+    full.complete(request)
+    (llama,) = local._LOADED.values()
+    assert llama.calls[0]["response_format"] is None
+    assert seen[0].grammar == "GBNF for ['properties', 'type']" and seen[0].messages == request.messages
+    assert llama.calls[1]["response_format"] == {"type": "json_object", "schema": schema}
+    assert seen[1].grammar is None and seen[1].messages is None
+    assert llama.plan is None  # no plan outlives its call
+    with pytest.raises(ModelConfigError, match="grammar_mode"):
+        local.LlamaCppModel("local:smollm2", grammar_mode="eager")
+
+
+def test_grammar_mode_is_validated(settings):
+    from harness.config import ConfigError
+
+    assert settings("model=smollm2", "model.grammar_mode=lazy").model.grammar_mode == "lazy"
+    with pytest.raises(ConfigError, match=r"^model.grammar_mode: must be one of"):
+        settings("model=smollm2", "model.grammar_mode=eager")
+
+
+# --- on the real SmolLM2: at temperature 0 lazy decoding writes the very transcript
+# full masking writes, and with the prefix cache on a run killed in round 2 and
+# resumed (with a cold cache, as a new process has) equals an uninterrupted one.
+# One llama.cpp thread, as in test_durable_smollm2, to stay bounded on busy cores.
+
+BASE = ["model=smollm2", "llm.temperature=0", "seed=7", "model.n_threads=1", "progress=false"]
+VOLATILE = {"ts", "prev_hash", "latency_s"}
+
+
+def transcript(run_dir: Path) -> list[str]:
+    """Shared memory and every team log (replies and prompts too), without clock times."""
+    out = []
+    for path in [run_dir / "shared_memory.jsonl", *sorted(run_dir.glob("*/*.jsonl"))]:
+        for line in path.read_text().splitlines():
+            record = {k: v for k, v in json.loads(line).items() if k not in VOLATILE}
+            record["usage"] = {k: v for k, v in record.get("usage", {}).items() if k not in VOLATILE}
+            out.append(f"{path.relative_to(run_dir)} {json.dumps(record, sort_keys=True)}")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)  # two 3-round debates: minutes idle, far more on shared cores
+def test_lazy_grammar_writes_the_full_grammar_transcript_at_temperature_0(run) -> None:
+    full = run(*BASE, "rounds=3", "model.grammar_mode=full")
+    lazy = run(*BASE, "rounds=3", "model.grammar_mode=lazy")
+    texts = transcript(full.run_dir)
+    assert len([t for t in texts if t.startswith("shared_memory")]) == 6
+    assert transcript(lazy.run_dir) == texts
+    (llama,) = local._LOADED.values()
+    assert llama.lazy_stats["tokens"] > 0  # the lazy sampler did decode
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) -> None:
+    args = [*BASE, "rounds=2", "llm.max_tokens=64", "model.prefix_cache=true", "model.grammar_mode=lazy"]
+    cfg = make_cfg(*args)
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(raw, dict)
+    reference = run_debate(validate(cfg), raw)  # type: ignore[arg-type]
+    assert sum(m.prefix_cache.hits for m in local._LOADED.values()) > 0
+
+    crashed_root = tmp_path / "crashed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.run", *args, f"runs_root={crashed_root}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 1200
+    while proc.poll() is None and time.monotonic() < deadline:
+        logs = glob.glob(str(crashed_root / "*/pros/persona.jsonl"))
+        if logs and os.path.getsize(logs[0]) and '"round":2' in Path(logs[0]).read_text():
+            proc.send_signal(signal.SIGKILL)  # round 2 has begun
+            break
+        time.sleep(0.05)
+    proc.wait(timeout=60)
+    (run_dir,) = crashed_root.iterdir()
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "running"
+
+    for llama in local._LOADED.values():  # the resumed part starts cold, as a new process would
+        llama.prefix_cache = PrefixCache()
+    result = resume_run(run_dir)
+    assert result.manifest.status == "completed"
+    assert verify(run_dir)[0] == []
+    shared = [t for t in transcript(run_dir) if t.startswith("shared_memory")]
+    assert shared == [t for t in transcript(reference.run_dir) if t.startswith("shared_memory")]
+    assert len(shared) == 4

@@ -1,15 +1,24 @@
 """Append-only logs: record fields, the hash chain, idempotent appends and
-torn-line quarantine, both on ``JsonlLog`` directly and on a whole run."""
+torn-line quarantine, both on ``JsonlLog`` directly and on a whole run; and
+logs that keep only their last rounds in memory (``keep_rounds``): bounded,
+read back from disk equal, chained on, and resumed as if never stopped."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from datetime import datetime
 
 import pytest
 
-from harness.store.memory import CorruptLogError, JsonlLog, line_hash
-from harness.store.records import EventRecord, PersonaRecord
+from harness.config import ModelConfig
+from harness.engine import resume_run
+from harness.models import build_model
+from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.store.memory import CorruptLogError, JsonlLog, RunMemory, line_hash
+from harness.store.records import EventRecord, PersonaRecord, parse_record
+from harness.store.rundir import read_manifest
+from harness.verify import verify
 
 RUN_LOGS = [
     "shared_memory.jsonl",
@@ -172,3 +181,126 @@ def test_second_run_never_touches_the_first(run):
     second = run("rounds=2")
     assert second.run_dir != first.run_dir
     assert {p: p.read_bytes() for p in first.run_dir.rglob("*") if p.is_file()} == snapshot
+
+
+# -- a log that keeps only its last rounds in memory --------------------------
+
+
+def fill(log: JsonlLog[PersonaRecord], rounds: int, per_round: int = 3) -> list[PersonaRecord]:
+    return [log.append(persona(i, r)) for r in range(1, rounds + 1) for i in range(per_round)]
+
+
+def test_eviction_keeps_the_in_memory_count_bounded(tmp_path):
+    log: JsonlLog[PersonaRecord] = JsonlLog(tmp_path / "log.jsonl", keep_rounds=2)
+    held = []
+    for r in range(1, 41):
+        fill_round = [log.append(persona(i, r)) for i in range(3)]
+        assert fill_round[-1].seq == 3 * r - 1
+        held.append(log.in_memory)
+    assert max(held) == 3 * 3  # the round in flight and the two before it, never more
+    assert len(log) == 120 and log.in_memory == 9
+    assert [r.round for r in log] == [38] * 3 + [39] * 3 + [40] * 3
+    unbounded: JsonlLog[PersonaRecord] = JsonlLog(tmp_path / "all.jsonl")
+    fill(unbounded, 40)
+    assert unbounded.in_memory == 120  # keep_rounds=None keeps every record, as before
+
+
+def test_evicted_records_read_back_from_disk_equal_to_the_originals(tmp_path):
+    kept: JsonlLog[PersonaRecord] = JsonlLog(tmp_path / "log.jsonl", keep_rounds=1)
+    originals = fill(kept, 12)
+    assert kept.in_memory == 6
+    for record in originals:
+        assert kept.get(record.id) == record  # rounds 1..10 come from the file
+    assert kept.get("r0003.pros.persona.i9") is None and kept.get("no-round-prefix") is None
+    whole: JsonlLog[PersonaRecord] = JsonlLog(tmp_path / "log.jsonl")  # the same file, read whole
+    assert whole.in_memory == 36 and list(whole) == originals
+    for round_ in (0, 1, 2, 5, 11, 12, 13):
+        assert kept.since_round(round_) == whole.since_round(round_), round_
+        assert kept.position_before_round(round_) == whole.position_before_round(round_), round_
+    assert kept.after(5) == whole.after(5) == originals[5:]
+    assert kept.last() == originals[-1]
+
+
+def test_appending_after_eviction_keeps_the_chain_and_refuses_old_ids(tmp_path):
+    path = tmp_path / "log.jsonl"
+    log: JsonlLog[PersonaRecord] = JsonlLog(path, keep_rounds=1)
+    first = fill(log, 10)[0]
+    size = path.stat().st_size
+    again = log.append(persona(0, 1).model_copy(update={"persona": "a replayed copy"}))
+    assert again == first and path.stat().st_size == size  # an evicted id is still the log's
+    log.append(persona(0, 11))
+    assert log.last_hash == line_hash(path.read_bytes().splitlines()[-1])
+    rows = assert_chain(path)
+    assert len(rows) == 31 and rows[-1]["seq"] == 30
+
+
+def test_a_log_opened_at_a_position_reads_its_unread_head_from_disk(tmp_path):
+    path = tmp_path / "log.jsonl"
+    originals = fill(JsonlLog(path), 10)
+    start = JsonlLog(path).position_before_round(9)
+    tail: JsonlLog[PersonaRecord] = JsonlLog(path, start=start, keep_rounds=1)
+    assert tail.in_memory == 6
+    assert tail.get(originals[0].id) == originals[0]
+    assert tail.since_round(2) == originals[3:]
+    assert tail.append(persona(0, 11)).seq == 30
+    assert_chain(path)
+
+
+def test_a_long_run_keeps_few_records_in_memory_and_verifies(run, monkeypatch):
+    engine = importlib.import_module("harness.engine.execute")  # the module: the package exports its function
+    opened: list[RunMemory] = []
+    monkeypatch.setattr(engine, "RunMemory", lambda *a, **k: opened.append(RunMemory(*a, **k)) or opened[-1])
+    result = run("rounds=12", "memory.window_rounds=1", "model.reject_first=1")
+    assert verify(result.run_dir) == ([], [])
+    (memory,) = opened
+    for name, log in memory.logs().items():
+        on_disk = records_of(result.run_dir / name)
+        assert log.in_memory == sum(r.round >= 11 for r in on_disk), name  # rounds 11 and 12 only
+        assert len(log) == len(on_disk)
+    assert memory.shared.in_memory == 4 and len(memory.shared) == 24
+
+
+def test_resuming_a_long_run_with_a_short_window_equals_an_uninterrupted_one(run, runs_root):
+    args = ("rounds=30", "memory.window_rounds=2", "model.reject_first=1")
+    reference = run(*args).run_dir
+    calls = {"n": 0}
+
+    def crashing(cfg: ModelConfig) -> ChatModel:
+        inner = build_model(cfg)
+
+        class Crashing:
+            spec = inner.spec
+
+            def complete(self, request: ModelRequest) -> Completion:
+                calls["n"] += 1
+                if request.tags["round"] == 23 and request.tags["role"] == "thinking":
+                    raise Crash  # mid-round: the round's persona has landed, its thinking has not
+                return inner.complete(request)
+
+            def model_files(self) -> dict[str, str]:
+                return inner.model_files()
+
+        return Crashing()
+
+    with pytest.raises(Crash):
+        run(*args, build=crashing)
+    (run_dir,) = [p for p in runs_root.iterdir() if p != reference]
+    assert resume_run(run_dir).manifest.status == "completed"
+    assert verify(run_dir) == ([], [])
+    for name in read_manifest(reference).layout.files():  # type: ignore[union-attr]
+        if name != "events.jsonl":  # the resume adds its event
+            assert said(run_dir / name) == said(reference / name), name
+
+
+class Crash(BaseException):
+    """Stands for a SIGKILL: nothing in the harness catches it."""
+
+
+def records_of(path) -> list:  # type: ignore[no-untyped-def]
+    return [parse_record(line) for line in path.read_bytes().splitlines()]
+
+
+def said(path) -> list:  # type: ignore[no-untyped-def]
+    """What a log says, less what differs between identical runs (time, speed, the chain over time)."""
+    volatile = {"ts": True, "prev_hash": True, "usage": {"latency_s"}}
+    return [(r.id, r.model_dump(mode="json", exclude=volatile)) for r in records_of(path)]

