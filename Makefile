@@ -43,7 +43,7 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-study: setup ## The real-model drift study (SmolLM2, Gemma 3 270M; < 2 h on 2 cores) -> docs/findings.md
+study: setup ## The real-model drift study (SmolLM2, Gemma 3 270M; hours on 2 cores) -> docs/findings.md
 	$(PY) -m analysis study
 
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765

@@ -11,9 +11,14 @@ interrupted study picks up where it stopped. Then the whole root is analysed
 (``analysis.compare``) and ``docs/findings.md`` is written from the numbers
 (``analysis.findings``).
 
-    python -m analysis study                       # the full plan (sized for < 2 h on 2 cores)
+    python -m analysis study                       # the full plan (both models: hours on 2 cores)
     python -m analysis study --rounds 4 --models smollm2   # a smaller study
     python -m analysis study --report-only         # re-analyse and rewrite the report
+
+Measured (docs/findings.md): SmolLM2 alone, 5 rounds, 96 tokens,
+critic.max_iterations=2, 2 workers on 2 busy cores: the debate sweep took
+31 min, the monologue 10, the no-critic control 17. Gemma 3 270M is about 5x
+slower per round, so size its plan down (``--rounds``, ``--conditions``).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ class Plan:
     temperatures: tuple[float, ...] = (0.3, 1.0)
     replicates: int = 3
     rounds: int = 8
-    max_tokens: int = 160  # the small models ramble; shorter replies keep the plan under 2 h
+    max_tokens: int = 160  # the small models ramble; shorter replies keep the plan short
     workers: int = 2  # cells at once (joblib); llama.cpp threads = cores / workers
     seed: int = 0
     extra: tuple[str, ...] = field(default_factory=tuple)  # more Hydra overrides for every cell
