@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
 from harness.agents.persona import DEFAULT_PERSONA
+from harness.agents.thinking import debater_system
 from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
-from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id, rules
+from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
 from harness.probes.checkers import Asker
 from harness.store.memory import SeatMemory
 from harness.store.records import ProbeRecord, Usage
@@ -47,8 +47,7 @@ class ProbeAgent:
             "- reply: your answer to the question, as your team would give it"
         )
         # the thinking agent's system prompt: the team as its debater knows it
-        alias, carried = self.view.seat.alias, rules(self.ctx.cfg)
-        system = f"You are the {alias} team's debater. Persona: {persona}{carried} {JSON_ONLY}"
+        system = debater_system(self.view.seat.alias, persona, self.ctx.cfg)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(self, topic: str, round_: int) -> list[ProbeRecord]:

@@ -7,6 +7,8 @@ which the critic records as a rejection.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pydantic import BaseModel, Field
 
 from harness.agents.common import JSON_ONLY
@@ -15,6 +17,15 @@ from harness.engine.context import AgentContext
 from harness.probes.catalog import rules
 from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, ThinkingRecord, record_id
+
+if TYPE_CHECKING:
+    from harness.config import Config
+
+
+def debater_system(alias: str, persona: str, cfg: Config) -> str:
+    """The team's debater as its thinking agent (and a probe's fork) addresses it,
+    with the probes' rules when they are on."""
+    return f"You are the {alias} team's debater. Persona: {persona}{rules(cfg)} {JSON_ONLY}"
 
 
 class ThinkingOutput(BaseModel):
@@ -43,8 +54,7 @@ class ThinkingAgent:
             "- scratchpad: your private reasoning; test the argument against the strongest objection\n"
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
-        alias, carried = self.view.seat.alias, rules(self.ctx.cfg)  # the probes' rules, if any
-        system = f"You are the {alias} team's debater. Persona: {persona.persona}{carried} {JSON_ONLY}"
+        system = debater_system(self.view.seat.alias, persona.persona, self.ctx.cfg)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
