@@ -120,6 +120,13 @@ def rounds_completed(state: dict[str, Any], rounds: int) -> int:
     return min(state["round"] - 1, rounds)
 
 
+# A LangGraph stream remembers the id of every task it ran (about 100 B a
+# step), so one stream over 10,000 rounds grows by megabytes. Breaking off at a
+# snapshot boundary and streaming again from that state is what a resume does,
+# so it cannot change the run; it keeps memory flat however long the run is.
+RESTREAM_ROUNDS = 500
+
+
 def drive(
     graph: Any, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter, stop: StopOnSignal
 ) -> dict[str, Any]:
@@ -141,13 +148,32 @@ def drive(
         ctx.step.fn = lambda label: progress.step(state["round"], label)
         if state["done"]:  # killed after its last snapshot: nothing is left to run, only to record
             return state
-        for values in graph.stream(dict(state), config, stream_mode="values"):
-            state.update(values)  # in place, so a caller sees the latest state even on error
-            snapshots.observe(state)
-            progress.round_done(rounds_completed(state, total))
-            if stop.requested:
-                break
+        moved = lambda: progress.round_done(rounds_completed(state, total))  # noqa: E731
+        while stream(graph, config, state, snapshots, moved, stop):
+            pass
     return state
+
+
+def stream(
+    graph: Any,
+    config: dict[str, Any],
+    state: dict[str, Any],
+    snapshots: Snapshotter,
+    moved: Callable[[], None],
+    stop: StopOnSignal,
+) -> bool:
+    """One stream of the graph from ``state``; True when it broke off at a
+    snapshot boundary to be streamed again, False when it ended or was stopped."""
+    start = snapshots.last_round
+    for values in graph.stream(dict(state), config, stream_mode="values"):
+        state.update(values)  # in place, so a caller sees the latest state even on error
+        snapshots.observe(state)
+        moved()
+        if stop.requested:
+            return False
+        if snapshots.last_round - start >= RESTREAM_ROUNDS and not state["done"]:
+            return True
+    return False
 
 
 def run_graph(fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter) -> str | None:

@@ -37,7 +37,7 @@ import math
 import random
 import re
 import time
-from collections import Counter
+from collections import OrderedDict
 from typing import Any
 
 from harness.models.base import Completion, ModelRequest, ProviderError
@@ -104,6 +104,7 @@ _CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
 # The tags that place a call; others (such as ``side``) inform the reply but
 # do not reseed it.
 _POSITION_TAGS = ("attempt", "iteration", "role", "round", "team")
+_REMEMBERED_REQUESTS = 4096
 
 
 def _rng(*parts: object) -> random.Random:
@@ -201,7 +202,9 @@ class ScriptedModel:
         self.factcheck_fail_rate = factcheck_fail_rate
         self.judge_winner = judge_winner
         self.bad_citation_rate = bad_citation_rate
-        self._calls: Counter[str] = Counter()  # per-request retry counter
+        # per-request retry counter, least recently asked dropped first: retries of
+        # one request come back to back, and a 10,000-round run stays flat in memory
+        self._calls: OrderedDict[str, int] = OrderedDict()
 
     def model_files(self) -> dict[str, str]:
         return {}
@@ -213,7 +216,9 @@ class ScriptedModel:
         tags = request.tags
         place = {k: tags[k] for k in _POSITION_TAGS if k in tags}
         key = json.dumps([place, request.seed], sort_keys=True, default=str)
-        self._calls[key] += 1
+        self._calls[key] = self._calls.pop(key, 0) + 1
+        if len(self._calls) > _REMEMBERED_REQUESTS:
+            self._calls.popitem(last=False)
         # Faults draw from their own stream (varying per retry); content depends
         # on the request alone, so injected errors never change what is argued.
         faults = _rng(self.seed, request.seed, key, self._calls[key], "faults")
