@@ -19,6 +19,7 @@ from harness.models.structured import (
     generate_structured,
     min_tokens,
     parse_reply,
+    request_schema,
 )
 
 TEAMS = ("pros", "cons")
@@ -314,3 +315,13 @@ def test_a_budget_below_the_formats_least_reply_is_refused_before_any_folder(run
     assert not runs_root.exists()
     # at the least, a run goes (the scripted model writes to the fitted schema)
     assert run("llm.max_tokens=57", "rounds=1").manifest.status == "completed"
+
+
+@pytest.mark.parametrize("max_tokens", [64, 4096])
+def test_a_request_schema_is_the_fitted_schema_and_its_own_copy(max_tokens):
+    expected = fit_schema(ThinkingOutput.model_json_schema(), max_tokens)
+    first = request_schema(ThinkingOutput, max_tokens)
+    assert first == expected
+    first["properties"]["argument"]["maxLength"] = 1  # a backend that edits its request's schema
+    first["required"].clear()
+    assert request_schema(ThinkingOutput, max_tokens) == expected
