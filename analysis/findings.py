@@ -26,7 +26,7 @@ from analysis import plots
 from analysis.compare import compare_controls
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.pipeline import Analysis, analyze
-from analysis.scoring import change_points
+from analysis.scoring import change_points, t_interval
 from analysis.study import Plan, commands
 from analysis.trend import trends
 
@@ -83,14 +83,14 @@ def cell_summary(result: Analysis) -> pd.DataFrame:
     keys = ["cfg.model.spec", "cfg.llm.temperature", "condition"]
     for (model, temp, condition), g in runs.groupby(keys, dropna=False):
         x = g.final_drift.dropna()
-        half = 1.96 * x.std(ddof=1) / math.sqrt(len(x)) if len(x) > 1 else math.nan
+        low, high = t_interval(x)  # Student's t: with 3 runs, 1.96 would make the interval 2.2x too narrow
         rows.append({
             "model": model, "T": temp, "condition": condition, "runs": len(g),
             "completed": int((g.status == "completed").sum()),
             "rounds": int(g["counts.rounds_completed"].max()),
             "rejections/run": g["counts.rejections"].mean(), "loop-locks/run": g["counts.loop_locks"].mean(),
             "schema failures/run": g["counts.schema_failures"].mean(),
-            "final drift index": x.mean() if len(x) else math.nan, "± 95%": half,
+            "final drift index": x.mean() if len(x) else math.nan, "± 95% (t)": (high - low) / 2,
         })  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -201,8 +201,20 @@ def design(result: Analysis) -> list[str]:
         f"{len(result.tables.turns)} published turns;",
         f"- models: {values('cfg.model.spec')}; conditions: {values('condition')};",
         f"- temperatures: {values('cfg.llm.temperature')}; rounds: {values('cfg.rounds')}; "
-        f"llm.max_tokens: {values('cfg.llm.max_tokens')}.",
+        f"llm.max_tokens: {values('cfg.llm.max_tokens')};",
+        *decoding(runs),
     ]
+
+
+def decoding(runs: pd.DataFrame) -> list[str]:
+    """How each local model decoded: grammar mode and prefix cache differ in what
+    they sample above temperature 0 (docs/decoding.md), so the report names them."""
+    keys = ["cfg.model.spec", "cfg.model.grammar_mode", "cfg.model.prefix_cache"]
+    if not set(keys) <= set(runs.columns):
+        return []
+    rows = runs[keys].dropna().drop_duplicates().sort_values(keys[0])
+    return [f"- {spec}: model.grammar_mode={mode}, model.prefix_cache={str(cache).lower()};"
+            for spec, mode, cache in rows.itertuples(index=False)]  # fmt: skip
 
 
 def missing(plan: Plan, result: Analysis) -> list[str]:

@@ -99,7 +99,8 @@ def change_points(
     return pd.DataFrame(rows, columns=["run_id", "team", "signal", "round"])
 
 
-def _t_ci(values: pd.Series, level: float = 0.95) -> tuple[float, float]:
+def t_interval(values: pd.Series, level: float = 0.95) -> tuple[float, float]:
+    """Student's t interval for the mean (NaNs dropped); NaN with fewer than two values."""
     stats = require("scipy.stats", "scipy")
     x = values.dropna().to_numpy(dtype=float)
     if len(x) < 2:
@@ -120,7 +121,7 @@ def aggregate(scores: pd.DataFrame, runs: pd.DataFrame, value: str = "drift_inde
     )
     rows = []
     for (cell, label, team, round_), values in per_run.groupby(level=[0, 1, 2, 3]):
-        low, high = _t_ci(values)
+        low, high = t_interval(values)
         rows.append({"cell": cell, "cell_label": label, "team": team, "round": round_, "value": value,
                      "mean": float(values.mean()), "n_runs": int(values.count()), "ci_low": low, "ci_high": high})  # fmt: skip
     return pd.DataFrame(rows)
@@ -151,7 +152,7 @@ def early_late(
             early, late = (group[group.phase == p][value].dropna() for p in ("early", "late"))
             test, result = "Welch t over turns (one run)", stats.ttest_ind(late, early, equal_var=False)
         diff = per_run["late"] - per_run["early"]
-        low, high = _t_ci(diff)
+        low, high = t_interval(diff)
         rows.append({
             "cell": cell, "cell_label": label, "team": team, "value": value, "n_runs": len(per_run),
             "early_mean": float(per_run["early"].mean()), "late_mean": float(per_run["late"].mean()),

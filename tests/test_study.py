@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from analysis.findings import md_table, smallest_p
+from analysis.findings import cell_summary, md_table, smallest_p
 from analysis.study import Plan, main, parse, sweep_state
 from analysis.tables import cell_of
 
@@ -82,3 +82,18 @@ def test_a_small_scripted_study_writes_its_report_and_skips_what_is_done(tmp_pat
     assert main(args) == 0  # everything done: nothing runs again
     out = capsys.readouterr().out
     assert out.count("done, skipped") == 2 and "[study] report:" in out
+
+
+def test_the_cell_table_gives_a_student_t_interval():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    runs = pd.DataFrame({
+        "run_id": ["a", "b", "c"], "cfg.model.spec": "m", "cfg.llm.temperature": 0.7, "status": "completed",
+        "counts.rounds_completed": 5, "counts.rejections": 0, "counts.loop_locks": 0, "counts.schema_failures": 0,
+    })  # fmt: skip
+    final = pd.DataFrame({"run_id": ["a", "b", "c"], "drift_index": [1.0, 2.0, 3.0]})
+    row = cell_summary(SimpleNamespace(tables=SimpleNamespace(runs=runs), final=final)).iloc[0]  # type: ignore[arg-type]
+    assert row["final drift index"] == pytest.approx(2.0)
+    assert row["± 95% (t)"] == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)  # t(0.975, 2 df), sd 1
