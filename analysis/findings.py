@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
 
 from analysis import plots
 from analysis.compare import compare_controls
@@ -74,11 +76,52 @@ def condition_of(runs: pd.DataFrame) -> pd.Series:
     return control.where(control.notna(), "debate").map(lambda c: c if c == "debate" else f"control_{c}")
 
 
+# A field label as the agents' prompts write it, "- argument: your argument, ..."
+_PROMPT_LABEL = re.compile(r"- [a-z_]+: ([^\"\\\n]{15,})")
+
+
+def schema_descriptions() -> list[str]:
+    """The labels a reply's fields carry: every description in the reply
+    schemas (nested ones too), and every "- field: label" line of the agents'
+    prompts, read from their source, where the labels are written."""
+    import harness.agents as agents
+
+    found: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            text = node.get("description")
+            if isinstance(text, str) and len(text) >= 15:  # long enough not to occur by chance
+                found.append(text)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for name in agents.__all__:
+        cls = getattr(agents, name)
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            walk(cls.model_json_schema())
+    for path in Path(agents.__file__).parent.glob("*.py"):
+        found += _PROMPT_LABEL.findall(path.read_text())
+    return sorted({text.strip().lower() for text in found if "{" not in text})  # f-string holes vary
+
+
+def echoes_schema(texts: pd.Series) -> pd.Series:
+    """Whether each text repeats a reply schema's field description: a small
+    model filling a field with its description, which validates but says nothing."""
+    descriptions = schema_descriptions()
+    return texts.fillna("").str.lower().map(lambda t: any(d in t for d in descriptions))
+
+
 def cell_summary(result: Analysis) -> pd.DataFrame:
     """Per cell: runs, status, process counts and the final drift index (mean, 95% CI)."""
     runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
     final = result.final.set_index("run_id").drift_index
     runs = runs.assign(final_drift=runs.run_id.map(final))
+    turns = result.tables.turns
+    echoed = echoes_schema(turns.text).groupby(turns.run_id).mean() if len(turns) else pd.Series(dtype=float)
     rows = []
     keys = ["cfg.model.spec", "cfg.llm.temperature", "condition"]
     for (model, temp, condition), g in runs.groupby(keys, dropna=False):
@@ -90,6 +133,7 @@ def cell_summary(result: Analysis) -> pd.DataFrame:
             "rounds": int(g["counts.rounds_completed"].max()),
             "rejections/run": g["counts.rejections"].mean(), "loop-locks/run": g["counts.loop_locks"].mean(),
             "schema failures/run": g["counts.schema_failures"].mean(),
+            "turns echoing the schema": g.run_id.map(echoed).mean(),
             "final drift index": x.mean() if len(x) else math.nan, "± 95% (t)": (high - low) / 2,
         })  # fmt: skip
     return pd.DataFrame(rows)
@@ -240,6 +284,18 @@ def rises(result: Analysis) -> list[str]:
             "compare against a control."]  # fmt: skip
 
 
+def echoes(result: Analysis) -> list[str]:
+    """Per model, how many published turns only repeat a schema's field description."""
+    turns = result.tables.turns.merge(result.tables.runs[["run_id", "cfg.model.spec"]], on="run_id")
+    if turns.empty:
+        return []
+    share = echoes_schema(turns.text).groupby(turns["cfg.model.spec"]).agg(["sum", "count"])
+    return [f"- {int(k)} of {int(n)} published turns of {model} repeat a reply schema's field description "
+            "(a small model filling a field with its label): they validate, count as turns and move the "
+            "signals, but argue nothing. Read this model's drift figures with that in mind."
+            for model, (k, n) in share.iterrows() if k]  # fmt: skip
+
+
 def limits(plan: Plan, result: Analysis) -> list[str]:
     """What this design cannot show, whatever the numbers."""
     n = result.tables.runs.groupby("cell").size()
@@ -251,6 +307,7 @@ def limits(plan: Plan, result: Analysis) -> list[str]:
         "- The models are small (SmolLM2 has 135M parameters, Gemma 3 270M 270M and is a base model, not "
         "instruction-tuned). Nothing here says how larger models drift.",
         *missing(plan, result),
+        *echoes(result),
         "- The drift index is a z-scored mean of lexical, embedding and process signals against each "
         "agent's opening turns (docs/signals.md). Its detectors were validated on the scripted model, "
         "where the truth is planted (the section above); on real models the truth is unknown.",

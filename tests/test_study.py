@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from analysis.findings import cell_summary, md_table, smallest_p
+from analysis.findings import cell_summary, echoes_schema, md_table, smallest_p
 from analysis.study import Plan, main, parse, sweep_state
 from analysis.tables import cell_of
 
@@ -94,6 +94,20 @@ def test_the_cell_table_gives_a_student_t_interval():
         "counts.rounds_completed": 5, "counts.rejections": 0, "counts.loop_locks": 0, "counts.schema_failures": 0,
     })  # fmt: skip
     final = pd.DataFrame({"run_id": ["a", "b", "c"], "drift_index": [1.0, 2.0, 3.0]})
-    row = cell_summary(SimpleNamespace(tables=SimpleNamespace(runs=runs), final=final)).iloc[0]  # type: ignore[arg-type]
+    turns = pd.DataFrame({"run_id": ["a", "b"], "text": ["the argument to publish", "Cities need parks."]})
+    tables = SimpleNamespace(runs=runs, turns=turns)
+    row = cell_summary(SimpleNamespace(tables=tables, final=final)).iloc[0]  # type: ignore[arg-type]
+    assert row["turns echoing the schema"] == pytest.approx(0.5)  # run a: 1 of 1, run b: 0 of 1, run c: none
     assert row["final drift index"] == pytest.approx(2.0)
     assert row["± 95% (t)"] == pytest.approx(4.303 * 1.0 / math.sqrt(3), rel=1e-3)  # t(0.975, 2 df), sd 1
+
+
+def test_a_turn_that_repeats_a_field_description_is_flagged():
+    import pandas as pd
+
+    texts = pd.Series([
+        "Optional, a stronger version of the draft (or null) ",  # the critic's `revised` label, verbatim
+        "Remote work saves commuting time and widens the hiring pool for small firms.",
+        None,
+    ])  # fmt: skip
+    assert echoes_schema(texts).tolist() == [True, False, False]
