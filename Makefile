@@ -43,8 +43,13 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-study: setup ## The real-model drift study (SmolLM2, Gemma 3 270M; hours on 2 cores) -> docs/findings.md
-	$(PY) -m analysis study
+STUDY := $(PY) -m analysis study --conditions debate,control_monologue,control_no_critic,control_cooperative \
+	--temperatures 0.3,1.0 --replicates 3 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2
+
+study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 270M; about 2 h on 2 cores)
+	$(STUDY) --models smollm2 --rounds 5
+	$(STUDY) --models gemma3_270m --rounds 3 --set model.grammar_mode=lazy --set model.prefix_cache=true
+	$(STUDY) --models smollm2,gemma3_270m --report-only
 
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs

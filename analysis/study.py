@@ -11,14 +11,17 @@ interrupted study picks up where it stopped. Then the whole root is analysed
 (``analysis.compare``) and ``docs/findings.md`` is written from the numbers
 (``analysis.findings``).
 
-    python -m analysis study                       # the full plan (both models: hours on 2 cores)
+    python -m analysis study                       # the default plan: both models, 8 rounds (not timed)
     python -m analysis study --rounds 4 --models smollm2   # a smaller study
     python -m analysis study --report-only         # re-analyse and rewrite the report
+    make study                                     # the two plans behind docs/findings.md
 
-Measured (docs/findings.md): SmolLM2 alone, 5 rounds, 96 tokens,
-critic.max_iterations=2, 2 workers on 2 busy cores: the debate sweep took
-31 min, the monologue 10, the no-critic control 17. Gemma 3 270M is about 5x
-slower per round, so size its plan down (``--rounds``, ``--conditions``).
+Measured (docs/findings.md), 96 tokens, critic.max_iterations=2, 2 workers
+on 2 cores at load 2-6: SmolLM2, 5 rounds, full grammar: 84 min for the
+debate and its three controls (31, 10, 17, 26). Gemma 3 270M, 3 rounds, lazy
+grammar and prefix cache: 38 min (13, 6, 8, 12). Under full grammar Gemma
+took about 5x SmolLM2's time per round in earlier grounded runs (350 s vs
+73 s); a full mask checks its 262k-token vocabulary at every token.
 """
 
 from __future__ import annotations
