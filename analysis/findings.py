@@ -109,8 +109,8 @@ def schema_descriptions() -> list[str]:
 
 
 def echoes_schema(texts: pd.Series) -> pd.Series:
-    """Whether each text repeats a reply schema's field description: a small
-    model filling a field with its description, which validates but says nothing."""
+    """Whether each text contains a field label (``schema_descriptions``): a small
+    model filling a field with its label, which validates but says little."""
     descriptions = schema_descriptions()
     return texts.fillna("").str.lower().map(lambda t: any(d in t for d in descriptions))
 
@@ -285,14 +285,15 @@ def rises(result: Analysis) -> list[str]:
 
 
 def echoes(result: Analysis) -> list[str]:
-    """Per model, how many published turns only repeat a schema's field description."""
+    """Per model, how many published turns contain a field label."""
     turns = result.tables.turns.merge(result.tables.runs[["run_id", "cfg.model.spec"]], on="run_id")
     if turns.empty:
         return []
     share = echoes_schema(turns.text).groupby(turns["cfg.model.spec"]).agg(["sum", "count"])
-    return [f"- {int(k)} of {int(n)} published turns of {model} repeat a reply schema's field description "
-            "(a small model filling a field with its label): they validate, count as turns and move the "
-            "signals, but argue nothing. Read this model's drift figures with that in mind."
+    return [f"- {int(k)} of {int(n)} published turns of {model} contain a field label from the prompts or "
+            "the reply schemas (a small model filling a field with its label): they validate, count as turns "
+            "and move the signals, but carry little or no argument. Read this model's drift figures with "
+            "that in mind."
             for model, (k, n) in share.iterrows() if k]  # fmt: skip
 
 
