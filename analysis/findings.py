@@ -8,6 +8,7 @@ the fixed text says only what the method is and what it cannot show.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -80,7 +81,8 @@ def condition_of(runs: pd.DataFrame) -> pd.Series:
 _PROMPT_LABEL = re.compile(r"- [a-z_]+: ([^\"\\\n]{15,})")
 
 
-def schema_descriptions() -> list[str]:
+@functools.cache
+def schema_descriptions() -> tuple[str, ...]:
     """The labels a reply's fields carry: every description in the reply
     schemas (nested ones too), and every "- field: label" line of the agents'
     prompts, read from their source, where the labels are written."""
@@ -105,7 +107,7 @@ def schema_descriptions() -> list[str]:
             walk(cls.model_json_schema())
     for path in Path(agents.__file__).parent.glob("*.py"):
         found += _PROMPT_LABEL.findall(path.read_text())
-    return sorted({text.strip().lower() for text in found if "{" not in text})  # f-string holes vary
+    return tuple(sorted({text.strip().lower() for text in found if "{" not in text}))  # f-string holes vary
 
 
 def echoes_schema(texts: pd.Series) -> pd.Series:

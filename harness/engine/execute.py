@@ -120,7 +120,7 @@ def rounds_completed(state: dict[str, Any], rounds: int) -> int:
     return min(state["round"] - 1, rounds)
 
 
-# A LangGraph stream remembers the id of every task it ran (about 100 B a
+# A LangGraph stream remembers the id of every task it ran (about 180 B a
 # step), so one stream over 10,000 rounds grows by megabytes. Breaking off at a
 # snapshot boundary and streaming again from that state is what a resume does,
 # so it cannot change the run; it keeps memory flat however long the run is.

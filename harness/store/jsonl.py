@@ -56,17 +56,41 @@ class Scan:
         self.tail = b""
         if not self.path.exists():
             return
-        offset, index, pending = self.start, 0, b""
+        lines = RawLines(self.path, self.start, chunk_bytes=self.chunk_bytes)
+        for index, (offset, raw) in enumerate(lines):
+            yield parse_line(index, offset, raw)
+        self.tail = lines.tail
+
+
+@dataclass
+class RawLines:
+    """The complete lines of ``path`` from byte ``start`` to byte ``end`` (the
+    file's end if None), each with its offset, read in chunks so a long log is
+    streamed, never held whole; ``tail`` holds the bytes after the last newline
+    once iteration has finished."""
+
+    path: Path
+    start: int = 0
+    end: int | None = None
+    chunk_bytes: int = CHUNK_BYTES
+    tail: bytes = field(default=b"", init=False)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
         with open(self.path, "rb") as fh:
             fh.seek(self.start)
-            # read in chunks so a long log is streamed, never held whole
-            while chunk := fh.read(self.chunk_bytes):
+            offset, pending = self.start, b""
+            left = None if self.end is None else self.end - self.start
+            while left is None or left > 0:
+                chunk = fh.read(self.chunk_bytes if left is None else min(self.chunk_bytes, left))
+                if not chunk:
+                    break
+                if left is not None:
+                    left -= len(chunk)
                 lines = (pending + chunk).split(b"\n")
                 pending = lines.pop()
                 for raw in lines:
-                    yield parse_line(index, offset, raw)
+                    yield offset, raw
                     offset += len(raw) + 1
-                    index += 1
         self.tail = pending
 
 
@@ -82,19 +106,10 @@ def scan(path: Path, start: int = 0) -> Scan:
     return Scan(path, start)
 
 
-def read_lines(path: Path, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+def read_lines(path: Path, start: int, end: int) -> RawLines:
     """Each complete line between byte ``start`` and byte ``end`` (both line
     starts) with its offset: part of a file, streamed."""
-    with open(path, "rb") as fh:
-        fh.seek(start)
-        offset, pending, left = start, b"", end - start
-        while left > 0 and (chunk := fh.read(min(CHUNK_BYTES, left))):
-            left -= len(chunk)
-            lines = (pending + chunk).split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                yield offset, raw
-                offset += len(raw) + 1
+    return RawLines(path, start, end)
 
 
 def line_round(raw: bytes) -> int:
