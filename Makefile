@@ -56,13 +56,15 @@ view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 
 bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios)
 	@# the long ones take --quick here; run one by hand, as its docstring says, for its full size
-	@for f in benchmarks/*.py; do \
+	@all=$$(date +%s); for f in benchmarks/*.py; do \
 	  case $$(basename $$f) in \
 	    detector_validity.py|sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
 	    sweep_launchers.py) args=scripted;; \
 	    *) args=;; \
 	  esac; \
-	  echo "== $$f $$args"; $(PY) $$f $$args || exit 1; done
+	  echo "== $$f $$args"; one=$$(date +%s); $(PY) $$f $$args || exit 1; \
+	  echo "== $$f: $$(( $$(date +%s) - one )) s"; done; \
+	echo "== make bench: $$(( $$(date +%s) - all )) s in all, load $$(cut -d' ' -f1 /proc/loadavg)"
 
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache

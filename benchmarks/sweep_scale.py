@@ -18,15 +18,17 @@ prints:
   folder each;
 - ``python -m harness.store`` build time and ``analysis.load_runs`` time
   (tables only, no cache) over the finished sweep;
-- per-cell overhead: the mean gap between consecutive cell starts (from the
-  cell log) in a window of 10 cells near cell 10 and near cell N (and, for
-  basic, just before the kill), and the mean time inside each of those cells
+- per-cell overhead: the median gap between consecutive cell starts (from
+  the cell log) in a window of cells (10 at 100 cells, 50 at 1,000) near
+  cell 10 and near cell N (and, for basic, just before the kill), and the
+  median time inside each of those cells
   (the harness and its 2-round debate; the rest of the gap is Hydra composing
   the job's config); goal: the ratio at N over 10 <= 1.2. With a kill, the
   cells near N ran in the resumed process.
 
     python benchmarks/sweep_scale.py                 # 100 cells
     python benchmarks/sweep_scale.py --full          # 1,000 cells
+    python benchmarks/sweep_scale.py --quick         # 40 cells: a smoke run (make bench)
     python benchmarks/sweep_scale.py --cells 500 --launchers basic
 
 Nothing is asserted except the index check after the resume.
@@ -39,6 +41,7 @@ import json
 import os
 import resource
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -185,23 +188,29 @@ def cell_events(sweep_dir: Path) -> list[CellEvent]:
     return [CellEvent.model_validate_json(line) for line in lines]
 
 
-def inside_s(sweep_dir: Path, around: int) -> float:
-    """Mean seconds inside ``run_cell`` (the harness and the 2-round debate) over the
-    ``WINDOW`` cells, in start order, ending at ``around``: the rest of a gap is Hydra's
+def window(cells: int) -> int:
+    """Cells per window: 10 at 100 cells, 50 at 1,000. A shared machine has slow
+    stretches of a few dozen cells; a wider window and its median ride them out."""
+    return max(WINDOW, min(50, cells // 20))
+
+
+def inside_s(sweep_dir: Path, around: int, width: int) -> float:
+    """Median seconds inside ``run_cell`` (the harness and the 2-round debate) over the
+    ``width`` cells, in start order, ending at ``around``: the rest of a gap is Hydra's
     (composing the job's config, setting up its job)."""
     ran = sorted(
         (e for e in cell_events(sweep_dir) if e.action != "skip" and e.ended_at is not None),
         key=lambda e: e.started_at,
     )
-    end = min(max(around, WINDOW), len(ran))
-    return sum((e.ended_at - e.started_at).total_seconds() for e in ran[end - WINDOW : end]) / WINDOW
+    end = min(max(around, width), len(ran))
+    return statistics.median((e.ended_at - e.started_at).total_seconds() for e in ran[end - width : end])
 
 
-def gap_s(times: list[datetime], around: int) -> float:
-    """Mean seconds between consecutive cell starts over the ``WINDOW`` starts ending at ``around``."""
-    end = min(max(around, WINDOW + 1), len(times))
-    window = times[end - WINDOW - 1 : end]
-    return (window[-1] - window[0]).total_seconds() / WINDOW
+def gap_s(times: list[datetime], around: int, width: int) -> float:
+    """Median seconds between consecutive cell starts over the ``width`` gaps ending at ``around``."""
+    end = min(max(around, width + 1), len(times))
+    starts = times[end - width - 1 : end]
+    return statistics.median((b - a).total_seconds() for a, b in zip(starts, starts[1:], strict=False))
 
 
 def check_index(sweep_dir: Path, cells: int) -> str:
@@ -244,10 +253,13 @@ def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
     print(f"  status, finished: {status_s(sweep_dir)}", flush=True)
     times = starts(sweep_dir)
     near = [10, *([kill_at] if kill_at else []), cells]
-    gaps = {n: gap_s(times, n) for n in near}
+    width = window(cells)
+    gaps = {n: gap_s(times, n, width) for n in near}
     shown = "  ".join(f"near {n}: {g:.3f}" for n, g in gaps.items())
-    print(f"  s between cell starts, {shown}  ->  {cells} / 10: {gaps[cells] / gaps[10]:.2f}x")
-    inside = {n: inside_s(sweep_dir, n) for n in near}
+    print(
+        f"  s between cell starts (median of {width}), {shown}  ->  {cells} / 10: {gaps[cells] / gaps[10]:.2f}x"
+    )
+    inside = {n: inside_s(sweep_dir, n, width) for n in near}
     shown = "  ".join(f"near {n}: {g:.3f}" for n, g in inside.items())
     print(
         f"  s inside each cell (harness + debate), {shown}  ->  {cells} / 10: {inside[cells] / inside[10]:.2f}x"
@@ -269,10 +281,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cells", type=int, default=100, help="cells per sweep (default 100)")
     parser.add_argument("--full", action="store_true", help="1,000 cells")
+    parser.add_argument("--quick", action="store_true", help="40 cells (make bench)")
     parser.add_argument("--launchers", default="basic,joblib", help="comma list of basic, joblib")
     parser.add_argument("--kill-at", type=int, help="basic: cells done before the kill (default N/2)")
     args = parser.parse_args()
-    cells = 1000 if args.full else args.cells
+    cells = 1000 if args.full else 40 if args.quick else args.cells
     print(f"{cells} cells, model=scripted rounds=2, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     print(f"planning {cells} cells in-process: {planning_s(cells):.2f} s")
     began = time.perf_counter()
