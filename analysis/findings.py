@@ -87,24 +87,13 @@ def schema_descriptions() -> tuple[str, ...]:
     schemas (nested ones too), and every "- field: label" line of the agents'
     prompts, read from their source, where the labels are written."""
     import harness.agents as agents
+    from harness.models.structured import field_labels
 
     found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            text = node.get("description")
-            if isinstance(text, str) and len(text) >= 15:  # long enough not to occur by chance
-                found.append(text)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
     for name in agents.__all__:
         cls = getattr(agents, name)
         if isinstance(cls, type) and issubclass(cls, BaseModel):
-            walk(cls.model_json_schema())
+            found += field_labels(cls)[1]
     for path in Path(agents.__file__).parent.glob("*.py"):
         found += _PROMPT_LABEL.findall(path.read_text())
     return tuple(sorted({text.strip().lower() for text in found if "{" not in text}))  # f-string holes vary

@@ -19,6 +19,7 @@ from harness.models.structured import (
     generate_structured,
     min_tokens,
     parse_reply,
+    reply_labels,
     request_schema,
 )
 
@@ -325,3 +326,71 @@ def test_a_request_schema_is_the_fitted_schema_and_its_own_copy(max_tokens):
     first["properties"]["argument"]["maxLength"] = 1  # a backend that edits its request's schema
     first["required"].clear()
     assert request_schema(ThinkingOutput, max_tokens) == expected
+
+
+THINK_PROMPT = (
+    "Motion: remote work.\nDebate so far:\n- speaker: a quoted line that names no field of the reply\n"
+    "Write JSON with:\n- scratchpad: your private reasoning; test the argument against the strongest objection\n"
+    "- argument: the argument to publish, two to four sentences with a concrete reason"
+)
+REASONED = "Commuting costs each worker an hour a day, which is time lost to work and family."
+
+
+def think(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
+    messages = [
+        {"role": "system", "content": "You are a debater."},
+        {"role": "user", "content": THINK_PROMPT},
+    ]
+    return generate_structured(
+        model.complete, messages, ThinkingOutput,
+        temperature=0.5, max_tokens=256, seed=7, max_repairs=max_repairs, tags={"round": 1},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("echo", "label"),
+    [
+        (
+            "The argument to publish, two to four sentences with a concrete reason.",
+            "the argument to publish, two",
+        ),
+        ("the argument to publish", "the argument to publish"),  # the schema's own description
+    ],
+)
+def test_a_field_filled_with_its_label_is_repaired(echo, label):
+    scratch = "Objection: people like offices. Answer: they can still go in."
+    model = Replies(
+        json.dumps({"scratchpad": scratch, "argument": echo + " " * 20}),  # valid by length and type
+        json.dumps({"scratchpad": scratch, "argument": REASONED}),
+    )
+    result = think(model, max_repairs=1)
+    assert result.ok and result.value.argument == REASONED and result.attempts == 2
+    assert result.errors[0].startswith("argument: repeats the field's label") and label in result.errors[0]
+    assert "repeats the field's label" in model.requests[1].messages[-1]["content"]  # shown in the re-ask
+
+
+def test_a_reply_that_only_echoes_labels_fails_after_its_repairs():
+    echo = json.dumps(
+        {
+            "scratchpad": "your private reasoning; test the argument against the strongest objection",
+            "argument": REASONED,
+        }
+    )
+    result = think(Replies(echo, echo), max_repairs=1)
+    assert not result.ok and result.attempts == 2
+    assert all(e.startswith("scratchpad: repeats") for e in result.errors)
+
+
+def test_a_long_field_that_merely_contains_a_label_passes():
+    scratch = "Not a label: the argument to publish should rest on costs that every reader knows."
+    argument = f"{REASONED} Offices also cost rent, and the argument to publish is this one."
+    model = Replies(json.dumps({"scratchpad": scratch, "argument": argument}))
+    assert think(model, max_repairs=0).ok
+
+
+def test_only_the_prompts_lines_for_the_replys_fields_are_labels():
+    messages = [{"role": "user", "content": THINK_PROMPT}]
+    labels = reply_labels(ThinkingOutput, messages)
+    assert "the argument to publish, two to four sentences with a concrete reason" in labels
+    assert "the argument to publish" in labels and "private reasoning and stress tests" in labels
+    assert not any("quoted line" in label for label in labels)  # "- speaker:" is not a field

@@ -3,7 +3,9 @@
 The backend constrains decoding where it can (llama.cpp grammar, OpenAI
 ``response_format``). Whatever comes back is still parsed and validated here;
 a reply that fails gets up to ``max_repairs`` more attempts, each shown the
-validation error. Only a validated Pydantic object leaves this module.
+validation error. A reply that validates but fills a field with that field's
+label (its description, or its "- field: label" line in the prompt) fails
+too. Only a validated Pydantic object leaves this module.
 """
 
 from __future__ import annotations
@@ -99,6 +101,70 @@ def json_schema(schema_cls: type[BaseModel]) -> dict[str, Any]:
     return schema_cls.model_json_schema()
 
 
+# A label shorter than this ("one sentence") could be written by chance.
+_LABEL_CHARS = 15
+# A field as the agents' prompts label it: "- argument: the argument to publish, ..."
+_FIELD_LINE = re.compile(r"^- ([a-z_]+): (.+)$", re.MULTILINE)
+
+
+def _walk_schema(node: Any, names: set[str], descriptions: set[str]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("description"), str):
+            descriptions.add(node["description"].strip().lower())
+        if isinstance(node.get("properties"), dict):
+            names.update(node["properties"])
+        for value in node.values():
+            _walk_schema(value, names, descriptions)
+    elif isinstance(node, list):
+        for value in node:
+            _walk_schema(value, names, descriptions)
+
+
+@functools.cache
+def field_labels(schema_cls: type[BaseModel]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The schema's field names (nested ones too) and its descriptions long
+    enough to count as labels, lowercased."""
+    names: set[str] = set()
+    descriptions: set[str] = set()
+    _walk_schema(json_schema(schema_cls), names, descriptions)
+    return frozenset(names), tuple(sorted(d for d in descriptions if len(d) >= _LABEL_CHARS))
+
+
+def reply_labels(schema_cls: type[BaseModel], messages: list[Message]) -> tuple[str, ...]:
+    """What this request told the reply's fields to hold: the schema's
+    descriptions, and the last user message's "- field: label" lines for
+    fields the schema has (a quoted debate line naming no field is not one)."""
+    names, descriptions = field_labels(schema_cls)
+    prompt = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    lines = {label.strip().lower() for name, label in _FIELD_LINE.findall(prompt) if name in names}
+    return descriptions + tuple(sorted(line for line in lines if len(line) >= _LABEL_CHARS))
+
+
+def _texts(node: Any, path: str) -> list[tuple[str, str]]:
+    if isinstance(node, str):
+        return [(path, node)]
+    if isinstance(node, dict):
+        return [t for k, v in node.items() for t in _texts(v, f"{path}.{k}" if path else str(k))]
+    if isinstance(node, list):
+        return [t for i, v in enumerate(node) for t in _texts(v, f"{path}.{i}")]
+    return []
+
+
+def echoed_label(value: BaseModel, labels: tuple[str, ...]) -> str | None:
+    """Why ``value`` is an echo, or None: a string field that is mostly one of
+    its request's field labels (the label is at least half its text). Small
+    models fill a field with its label (docs/findings.md found a label in half
+    of Gemma 3 270M's published turns); such a reply matches the schema but
+    says nothing, so it is repaired like any invalid one. A long text that
+    merely contains a label ("what remains unresolved is ...") passes."""
+    for path, text in _texts(value.model_dump(), ""):
+        lowered = text.strip().lower()
+        label = next((lb for lb in labels if lb in lowered and 2 * len(lb) >= len(lowered)), None)
+        if label is not None:
+            return f"{path}: repeats the field's label {label[:60]!r} instead of writing what it asks for"
+    return None
+
+
 def request_schema(schema_cls: type[BaseModel], max_tokens: int) -> dict[str, Any]:
     """The schema a request decodes under: a fresh dict each call, so no
     backend can change another call's, from one cached rendering (pydantic's
@@ -192,6 +258,7 @@ def generate_structured(
     """
     usage = Usage()
     errors: list[str] = []
+    labels = reply_labels(schema_cls, messages)
     convo = list(messages)
     raw = ""
     for attempt in range(max_repairs + 1):
@@ -214,6 +281,8 @@ def generate_structured(
         raw = completion.text
         try:
             value = parse_reply(raw, schema_cls)
+            if echo := echoed_label(value, labels):
+                raise ValueError(echo)
             return StructuredResult(value, usage, attempt + 1, raw, errors)
         except ValueError as exc:
             errors.append(str(exc))
