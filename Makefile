@@ -54,12 +54,19 @@ study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 2
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
-bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios)
+bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios; LONG=0 skips the real-model ones)
 	@# the long ones take --quick here; run one by hand, as its docstring says, for its full size
+	@# LONG=0 skips the four that run SmolLM2 or soak kills (7-11 min of the whole at full size)
 	@all=$$(date +%s); for f in benchmarks/*.py; do \
+	  case $$(basename $$f) in \
+	    smollm2_throughput.py|structured_decoding.py|llama_threads.py|fault_soak.py) \
+	      [ "$(LONG)" = 0 ] && { echo "== $$f skipped (LONG=0)"; continue; };; \
+	  esac; \
 	  case $$(basename $$f) in \
 	    detector_validity.py|sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
 	    sweep_launchers.py) args=scripted;; \
+	    smollm2_throughput.py) args="--rounds 1";; \
+	    fault_soak.py) args="--cycles 12";; \
 	    *) args=;; \
 	  esac; \
 	  echo "== $$f $$args"; one=$$(date +%s); $(PY) $$f $$args || exit 1; \

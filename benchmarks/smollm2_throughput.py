@@ -79,12 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         result = run_debate(cfg, raw_cfg)
         wall = time.perf_counter() - started
         counts = result.manifest.counts
-        in_model = 0.0
-        for path in result.run_dir.rglob("*.jsonl"):
-            for line in path.read_text().splitlines():
-                record = parse_record(line)
-                if not isinstance(record, PromptRecord):
-                    in_model += record.usage.latency_s
+        # once per call: a call's usage is also on the events and reply logs that mention it
+        in_model = sum(usage.latency_s for usage in counts.usage_by_role.values())
 
         # the very Llama object the run used (loaded once per process)
         (llama,) = local._LOADED.values()

@@ -20,7 +20,7 @@ def bench_arguments() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for names, args in re.findall(r"^\s*([\w.|]+\.py)\) args=([^;]*);;", recipe, re.MULTILINE):
         for name in names.split("|"):
-            found[name] = args.split()
+            found[name] = args.strip('"').split()
     return found
 
 
