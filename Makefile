@@ -54,7 +54,7 @@ study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 2
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
-bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios; LONG=0 skips the real-model ones)
+bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios; LONG=0 skips the four longest, 12 min without them)
 	@# the long ones take --quick here; run one by hand, as its docstring says, for its full size
 	@# LONG=0 skips the four that run SmolLM2 or soak kills (7-11 min of the whole at full size)
 	@all=$$(date +%s); for f in benchmarks/*.py; do \
