@@ -174,14 +174,10 @@ def status_s(sweep_dir: Path) -> str:
     return sorted(timed(cmd)[0] for _ in range(3))[1]
 
 
-def starts(sweep_dir: Path) -> list[datetime]:
-    """When each launch began working on a cell, from the cell log (``cells.jsonl``), which
-    keeps every status write. Not the status files: a resume rewrites a finished cell's
-    file with a ``skip`` record stamped at the resume, which would mix skips in."""
-    return sorted(e.started_at for e in cell_events(sweep_dir) if e.status == "running")
-
-
 def cell_events(sweep_dir: Path) -> list[CellEvent]:
+    """The cell log (``cells.jsonl``), which keeps every status write. Not the status
+    files: a resume rewrites a finished cell's file with a ``skip`` record stamped at
+    the resume, which would mix skips in with the cells that ran."""
     from harness.sweep.index import EVENTS_JSONL, CellEvent
 
     lines = (sweep_dir / EVENTS_JSONL).read_text().splitlines()
@@ -194,14 +190,15 @@ def window(cells: int) -> int:
     return max(WINDOW, min(50, cells // 20))
 
 
-def inside_s(sweep_dir: Path, around: int, width: int) -> float:
+def starts(events: list[CellEvent]) -> list[datetime]:
+    """When each launch began working on a cell (a resumed cell has two starts)."""
+    return sorted(e.started_at for e in events if e.status == "running")
+
+
+def inside_s(ran: list[CellEvent], around: int, width: int) -> float:
     """Median seconds inside ``run_cell`` (the harness and the 2-round debate) over the
-    ``width`` cells, in start order, ending at ``around``: the rest of a gap is Hydra's
-    (composing the job's config, setting up its job)."""
-    ran = sorted(
-        (e for e in cell_events(sweep_dir) if e.action != "skip" and e.ended_at is not None),
-        key=lambda e: e.started_at,
-    )
+    ``width`` cells that ran, in start order, ending at ``around``: the rest of a gap is
+    Hydra's (composing the job's config, setting up its job)."""
     end = min(max(around, width), len(ran))
     return statistics.median((e.ended_at - e.started_at).total_seconds() for e in ran[end - width : end])
 
@@ -241,7 +238,7 @@ def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
     print(f"{launcher}: {cells} cells" + (f", killed after {kill_at}" if kill_at else ""), flush=True)
     began = run_sweep(runs_root, cells, launcher, stats, kill_at)
     (sweep_dir,) = runs_root.glob("sweep-*")
-    first = starts(sweep_dir)[0].timestamp() - began
+    first = starts(cell_events(sweep_dir))[0].timestamp() - began
     print(f"  first cell started {first:.2f} s after the command", flush=True)
     if kill_at is not None:
         print(f"  status, killed part-way: {status_s(sweep_dir)}", flush=True)
@@ -251,7 +248,9 @@ def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
     print(f"  index check: {check_index(sweep_dir, cells)}")
     report_index("resume" if kill_at else "sweep", stats)
     print(f"  status, finished: {status_s(sweep_dir)}", flush=True)
-    times = starts(sweep_dir)
+    events = cell_events(sweep_dir)
+    times = starts(events)
+    ran = sorted((e for e in events if e.action != "skip" and e.ended_at), key=lambda e: e.started_at)
     near = [10, *([kill_at] if kill_at else []), cells]
     width = window(cells)
     gaps = {n: gap_s(times, n, width) for n in near}
@@ -259,7 +258,7 @@ def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
     print(
         f"  s between cell starts (median of {width}), {shown}  ->  {cells} / 10: {gaps[cells] / gaps[10]:.2f}x"
     )
-    inside = {n: inside_s(sweep_dir, n, width) for n in near}
+    inside = {n: inside_s(ran, n, width) for n in near}
     shown = "  ".join(f"near {n}: {g:.3f}" for n, g in inside.items())
     print(
         f"  s inside each cell (harness + debate), {shown}  ->  {cells} / 10: {inside[cells] / inside[10]:.2f}x"
