@@ -32,7 +32,7 @@ from analysis.compare import (
 )
 from analysis.compute import Signals, compute_signals, process_signals
 from analysis.deps import MissingDependency
-from analysis.embed import DEFAULT_EMBEDDER, get_embedder
+from analysis.embed import DEFAULT_EMBEDDER, get_embedder, native_bf16
 from analysis.grounding import grounding_summary, grounding_table, grounding_turns
 from analysis.judge import RUBRIC, judge_turns
 from analysis.load import Tables, load_runs
@@ -50,7 +50,7 @@ __all__ = [
     "DEFAULT_EMBEDDER", "DIMENSIONS", "RUBRIC", "SIGNALS", "Analysis", "MissingDependency",
     "RunReadWarning", "Signal", "Signals", "Tables", "aggregate", "analyze", "change_points",
     "CONTROL_KEYS", "compare_cells", "compare_controls", "control_pairs", "find_control", "format_comparison",
-    "format_controls", "compute_signals", "correlation_matrix", "early_late", "final_drift", "find_runs", "get_embedder",
+    "format_controls", "compute_signals", "correlation_matrix", "early_late", "final_drift", "find_runs", "get_embedder", "native_bf16",
     "grounding_summary", "grounding_table", "grounding_turns",
     "instruction_stability", "probe_table",
     "judge_stance", "judge_turns", "load_runs", "mann_kendall", "markdown_table", "process_rates", "process_signals", "score",

