@@ -54,19 +54,24 @@ study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 2
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
-bench: setup ## Run every benchmark in benchmarks/ at its short size (prints measured ratios; LONG=0 skips the four longest, 12 min without them)
-	@# the long ones take --quick here; run one by hand, as its docstring says, for its full size
-	@# LONG=0 skips the four that run SmolLM2 or soak kills (7-11 min of the whole at full size)
+bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min measured (prints measured ratios; LONG=0 skips the four longest: 9 min)
+	@# sizes fit 15 min on 2 cores (859 s measured on an AVX2 EPYC); run a script by hand, as its docstring says, for its full size
+	@# LONG=0 skips the three that run SmolLM2 and fault_soak (5 min of the whole)
 	@all=$$(date +%s); for f in benchmarks/*.py; do \
 	  case $$(basename $$f) in \
 	    smollm2_throughput.py|structured_decoding.py|llama_threads.py|fault_soak.py) \
 	      [ "$(LONG)" = 0 ] && { echo "== $$f skipped (LONG=0)"; continue; };; \
 	  esac; \
 	  case $$(basename $$f) in \
-	    detector_validity.py|sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
-	    sweep_launchers.py) args=scripted;; \
+	    sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
+	    detector_validity.py) args="--quick --tune-seeds 1 --held-seeds 1";; \
+	    sweep_launchers.py) args="scripted --rounds 30";; \
 	    smollm2_throughput.py) args="--rounds 1";; \
-	    fault_soak.py) args="--cycles 12";; \
+	    store_build.py) args="--runs 200";; \
+	    llama_threads.py) args="--repeats 1 --tokens 64";; \
+	    resume_latency.py) args="--repeats 3";; \
+	    fault_soak.py) args="--cycles 6";; \
+	    search_latency.py) args="--spawn-calls 3";; \
 	    *) args=;; \
 	  esac; \
 	  echo "== $$f $$args"; one=$$(date +%s); $(PY) $$f $$args || exit 1; \

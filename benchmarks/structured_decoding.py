@@ -9,7 +9,8 @@ a. Raw decode tokens/s on one persona prompt: unconstrained (no grammar),
    the modes are interleaved ``--reps`` times so load drifts hit all alike.
 b. A drift debate (``harness.run`` defaults, tmp runs_root) on today's path
    (full, no prefix cache) and with both items on (lazy, ``model.prefix_cache``),
-   at temperature 0 and at the default 0.7: wall time, output tokens/s, and
+   at temperature 0 and at the default 0.7 (``--quick``: 0 only, where they must
+   match): wall time, output tokens/s, and
    whether the transcripts match (shared memory and every team log's texts).
 
     .venv/bin/python benchmarks/structured_decoding.py            # 1 round (about 2 minutes idle)
@@ -110,10 +111,12 @@ def debate(overrides: list[str]) -> tuple[float, int, list[str]]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="3 rounds (the default experiment) and 3 reps")
-    parser.add_argument("--quick", action="store_true", help="1 round and 1 rep (the default is 1 round)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round, 1 rep, temperature 0 only (the default is 1 round)"
+    )
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--model", default="smollm2", help="model group: smollm2 or gemma3_270m")
-    parser.add_argument("--temps", default="0,0.7", help="debate temperatures, comma separated")
+    parser.add_argument("--temps", help="debate temperatures, comma separated (default 0,0.7; quick 0)")
     parser.add_argument(
         "--n-threads", type=int, default=None, help="llama.cpp threads (default: the harness's)"
     )
@@ -122,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rounds = args.rounds or (3 if args.full else 1)
     reps = args.reps or (3 if args.full else 1 if args.quick else 2)
+    temps = args.temps or ("0" if args.quick else "0,0.7")
     spec = {"smollm2": "local:smollm2", "gemma3_270m": "local:gemma3-270m"}[args.model]
     base = [f"model={args.model}", f"rounds={rounds}"]
     if args.n_threads:
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         (llama,) = {id(m): m for m in local._LOADED.values()}.values()
         stats = llama.lazy_stats
         print(f"   lazy grammar rejections: {stats['rejections']} of {stats['tokens']} tokens")
-    for temp in [float(t) for t in args.temps.split(",")]:
+    for temp in [float(t) for t in temps.split(",")]:
         temp_arg = [f"llm.temperature={temp}"]
         wall_a, out_a, text_a = debate([*base, *temp_arg, *TODAY])
         wall_b, out_b, text_b = debate([*base, *temp_arg, *BOTH])

@@ -28,7 +28,7 @@ prints:
 
     python benchmarks/sweep_scale.py                 # 100 cells
     python benchmarks/sweep_scale.py --full          # 1,000 cells
-    python benchmarks/sweep_scale.py --quick         # 40 cells: a smoke run (make bench)
+    python benchmarks/sweep_scale.py --quick         # 30 cells: a smoke run (make bench)
     python benchmarks/sweep_scale.py --cells 500 --launchers basic
 
 Nothing is asserted except the index check after the resume.
@@ -280,11 +280,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cells", type=int, default=100, help="cells per sweep (default 100)")
     parser.add_argument("--full", action="store_true", help="1,000 cells")
-    parser.add_argument("--quick", action="store_true", help="40 cells (make bench)")
+    parser.add_argument("--quick", action="store_true", help="30 cells (make bench)")
     parser.add_argument("--launchers", default="basic,joblib", help="comma list of basic, joblib")
     parser.add_argument("--kill-at", type=int, help="basic: cells done before the kill (default N/2)")
     args = parser.parse_args()
-    cells = 1000 if args.full else 40 if args.quick else args.cells
+    cells = 1000 if args.full else 30 if args.quick else args.cells
     print(f"{cells} cells, model=scripted rounds=2, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
     print(f"planning {cells} cells in-process: {planning_s(cells):.2f} s")
     began = time.perf_counter()
