@@ -98,7 +98,9 @@ class RunTexts:
         """How far the motion a turn argued has moved from the original (judge_refine)."""
         if not isinstance(motion, str) or not isinstance(original, str):
             return math.nan
-        return float(1.0 - self.vec(motion) @ self.vec(original))
+        if motion == original:  # exactly 0: a vector's dot with itself is 1 only to float32 rounding
+            return 0.0
+        return max(0.0, float(1.0 - self.vec(motion) @ self.vec(original)))
 
     def anchor_sim(self, text: str, team: str) -> float:
         anchor = self.anchors.get(team)
