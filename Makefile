@@ -69,7 +69,6 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 	    smollm2_throughput.py) args="--rounds 1";; \
 	    store_build.py) args="--runs 200";; \
 	    llama_threads.py) args="--repeats 1 --tokens 64";; \
-	    resume_latency.py) args="--repeats 3";; \
 	    fault_soak.py) args="--cycles 6";; \
 	    search_latency.py) args="--spawn-calls 3";; \
 	    *) args=;; \
