@@ -1,8 +1,9 @@
 """Fault soak: SIGKILL real runs at random instants, resume them, and count
 what durability lost.
 
-One uninterrupted reference run of ``experiment=debug`` on the scripted model
-(``model.latency_s=0.1``, so a run lasts a few seconds) is made first and
+One uninterrupted reference run of the format's scripted run (``--format``:
+``experiment=debug`` for drift; ``all`` soaks the five formats in turn;
+``model.latency_s=0.1``, so a run lasts a few seconds) is made first and
 timed. Then each cycle starts the same run as ``python -m harness.run`` in a
 fresh runs root and SIGKILLs its process group after a random delay drawn
 over the run's whole life: counted from its first write (the folder's
@@ -24,7 +25,8 @@ with the reference run's:
 - transcript mismatches: cycles whose ``shared_memory.jsonl`` ids and texts
   differ from the reference's (order included);
 - lost records: ids in any reference log (every file of the run's layout,
-  prompt logs included) missing from the same log of the soaked run;
+  prompt and kept-reply logs included) missing from the same log of the
+  soaked run; ``verify`` also fails a prompt whose reply was not kept;
 - duplicated records: an id appearing twice in one log file.
 
 ``events.jsonl`` is left out of the lost-record comparison: resume events
@@ -38,7 +40,8 @@ Kill times come from ``random.Random(--seed)`` (one derived seed per cycle, so
 the machine's load. Folders of cycles that found a problem are kept and their
 path printed; everything else is deleted. Prints figures; asserts nothing.
 
-    .venv/bin/python benchmarks/fault_soak.py [--cycles 72] [--rounds 3] [--seed 0] [--jobs 2]
+    .venv/bin/python benchmarks/fault_soak.py [--format drift|panel|moderated|judge_refine|grounded|all]
+        [--cycles 72] [--rounds 3] [--seed 0] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -65,8 +68,24 @@ TIMEOUT_S = 120.0  # no single process of a 3-round scripted run comes near this
 MAX_RESUMES = 25  # a run still not completed after this many resumes is reported, not retried forever
 
 
-def run_args(rounds: int, seed: int) -> list[str]:
-    return ["experiment=debug", "model.latency_s=0.1", f"rounds={rounds}", f"seed={seed}", "progress=false"]
+# Each format's scripted run: multi-step turns (drift's critic loop, grounded's
+# search steps, moderated's speech retries) give kills inside a turn to land in.
+FORMATS = {
+    "drift": ["experiment=debug"],
+    "panel": ["format=panel", "model=scripted", "format.judge=false"],
+    "moderated": [
+        "format=moderated",
+        "model=scripted",
+        "model.factcheck_fail_rate=0.3",
+        "format.max_strikes=5",
+    ],
+    "judge_refine": ["format=judge_refine", "model=scripted"],
+    "grounded": ["format=grounded", "model=scripted", "search.collection=kjv", "search.transport=local"],
+}
+
+
+def run_args(fmt: str, rounds: int, seed: int) -> list[str]:
+    return [*FORMATS[fmt], "model.latency_s=0.1", f"rounds={rounds}", f"seed={seed}", "progress=false"]
 
 
 def harness(module: str, *args: str) -> list[str]:
@@ -317,7 +336,7 @@ def cycle(index: int, root: Path, args: argparse.Namespace, timing: Timing, seed
     """One run killed, resumed (and maybe killed again) to the end, then checked."""
     rng, tally = random.Random(seed), Tally(cycles=1)
     runs_root = root / f"cycle-{index:04d}"
-    run_dir = first_run(runs_root, run_args(args.rounds, args.seed), rng, timing, tally)
+    run_dir = first_run(runs_root, run_args(args.format, args.rounds, args.seed), rng, timing, tally)
     if run_dir is None:
         tally.never_completed += 1
     elif resume_to_completion(run_dir, rng, timing, args.kill_resume, tally):
@@ -330,7 +349,8 @@ def cycle(index: int, root: Path, args: argparse.Namespace, timing: Timing, seed
 
 def report(total: Tally, timing: Timing, args: argparse.Namespace, wall: float) -> None:
     print(
-        f"fault soak: {args.cycles} cycles x {args.rounds}-round scripted runs (latency 0.1 s/call), "
+        f"fault soak, format {args.format}: {args.cycles} cycles x {args.rounds}-round scripted runs "
+        "(latency 0.1 s/call), "
         f"seed {args.seed}, {args.jobs} job(s), resumes killed with p={args.kill_resume}"
     )
     print(
@@ -359,27 +379,36 @@ def report(total: Tally, timing: Timing, args: argparse.Namespace, wall: float) 
         print(f"  ! {note}")
 
 
+def soak(args: argparse.Namespace, root: Path) -> Tally:
+    """Every cycle of one format's soak, reported; the summed tally."""
+    started = time.perf_counter()
+    master = random.Random(args.seed)
+    seeds = [master.getrandbits(64) for _ in range(args.cycles)]  # fixed per cycle, whatever runs first
+    total = Tally()
+    timing = time_reference(root / "reference", run_args(args.format, args.rounds, args.seed))
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for tally in pool.map(lambda i: cycle(i, root, args, timing, seeds[i]), range(args.cycles)):
+            total.add(tally)
+    report(total, timing, args, time.perf_counter() - started)
+    return total
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cycles", type=int, default=72)
+    parser.add_argument("--format", default="drift", choices=[*FORMATS, "all"], help="all: each in turn")
+    parser.add_argument("--cycles", type=int, default=72, help="per format")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0, help="the runs' seed and the kill times' seed")
     parser.add_argument("--jobs", type=int, default=2, help="cycles run at once")
     parser.add_argument("--kill-resume", type=float, default=0.5, help="chance each resume is killed too")
     args = parser.parse_args(argv)
-    started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="fault-soak-"))
-    master = random.Random(args.seed)
-    seeds = [master.getrandbits(64) for _ in range(args.cycles)]  # fixed per cycle, whatever runs first
-    total = Tally()
+    failed = False
     try:
-        timing = time_reference(root / "reference", run_args(args.rounds, args.seed))
-        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for tally in pool.map(lambda i: cycle(i, root, args, timing, seeds[i]), range(args.cycles)):
-                total.add(tally)
-        report(total, timing, args, time.perf_counter() - started)
+        for fmt in FORMATS if args.format == "all" else [args.format]:
+            failed |= soak(argparse.Namespace(**{**vars(args), "format": fmt}), root / fmt).failed()
     finally:
-        if total.failed():  # the reference stays beside them, to diff against
+        if failed:  # the reference stays beside them, to diff against
             print(f"kept the reference and the folders of cycles with problems under {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)

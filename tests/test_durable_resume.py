@@ -123,7 +123,8 @@ def test_resume_replays_landed_records_without_new_model_calls(run, runs_root):
     for name, pos in snap.logs.items():
         path = run_dir / name
         lines = path.read_bytes().splitlines(keepends=True)
-        keep = pos.count + (name in ("pros/persona.jsonl", "pros/prompts.jsonl"))
+        # the persona's prompt, its kept reply and its record
+        keep = pos.count + (name in ("pros/persona.jsonl", "pros/prompts.jsonl", "pros/replies.jsonl"))
         path.write_bytes(b"".join(lines[:keep]))
     resumed = resume_run(run_dir)
     # the landed record was reused as it was, not rewritten by a new call

@@ -89,7 +89,13 @@ def request_sha(request: ModelRequest) -> str:
 # Events of one attempt at a call. A call re-made after a resume may fail
 # again at the same position; that is a new attempt, and its event must land
 # beside the first one rather than be refused as a replayed copy of it.
-ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart"})
+ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart", "replay_mismatch"})
+
+
+def redo_id(rid: str, n: int) -> str:
+    """The id of the ``n``-th record kept at ``rid``'s position after the first
+    (a forced resume that asked again): nothing paid for is ever dropped."""
+    return rid if n == 0 else f"{rid}.redo{n}"
 
 
 class EventLog:
@@ -151,6 +157,7 @@ class AgentContext:
     step: StepHook
     side: str | None = None  # the seat's side, passed to models as a tag
     replies: JsonlLog[ReplyRecord] | None = None  # None: a run made before replies were kept
+    forced: bool = False  # a ``--force`` resume: a kept reply answers only the very request it was for
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -158,37 +165,57 @@ class AgentContext:
     def _log_prompt(
         self, agent: str, tags: dict[str, Any], suffix: str, messages: list[Message]
     ) -> str | None:
-        """Keep ``messages`` in the team's prompt log; its id, or None if not kept."""
+        """Keep ``messages`` in the team's prompt log; its id, or None if not kept.
+
+        A prompt logged before a crash and rebuilt otherwise on resume is kept
+        beside the first (``redo_id``): the log holds every prompt really sent."""
         if self.prompts is None or not self.cfg.memory.log_prompts:
             return None
         rid = record_id(tags["round"], tags["team"], agent, tags["iteration"], suffix)
+        n = 0
+        while (stored := self.prompts.get(redo_id(rid, n))) is not None and stored.messages != messages:
+            n += 1
         self.prompts.append(
             PromptRecord(
-                id=rid,
-                round=tags["round"],
-                team=tags["team"],
-                role=agent,
-                iteration=tags["iteration"],
-                model=tags["model"],
-                messages=messages,
-            )  # fmt: skip
-        )
-        return rid
+                id=redo_id(rid, n), round=tags["round"], team=tags["team"], role=agent,
+                iteration=tags["iteration"], model=tags["model"], messages=messages,
+            )
+        )  # fmt: skip
+        return redo_id(rid, n)
 
-    def _replayed(self, rid: str, sha: str) -> Completion | None:
-        """The kept reply to this very request (``sha``), if an earlier attempt of the run got one."""
-        kept = self.replies.get(rid) if self.replies is not None else None
-        if kept is None or kept.request_sha != sha:
+    def _kept(self, rid: str) -> list[ReplyRecord]:
+        """The replies kept at this position: the first, then any a forced resume asked again."""
+        kept: list[ReplyRecord] = []
+        while self.replies is not None and (reply := self.replies.get(redo_id(rid, len(kept)))):
+            kept.append(reply)
+        return kept
+
+    def _replayed(self, kept: list[ReplyRecord], sha: str, where: dict[str, Any]) -> Completion | None:
+        """The kept reply this call replays, if an earlier attempt of the run got one.
+
+        The reply to this very request (``sha``) replays. So does the last one
+        kept here when the request rebuilt now differs, unless the resume was
+        forced: the run acted on that reply, so replaying it keeps the run's
+        path and pays for nothing twice (a node that read a record landed
+        after it first ran rebuilds another prompt). The difference is an event.
+        """
+        reply = next((k for k in kept if k.request_sha == sha), None)
+        if reply is None and kept and not self.forced:
+            reply = kept[-1]
+            self.events.emit(
+                "replay_mismatch", **where, model=reply.model, reply_id=reply.id,
+                kept_sha=reply.request_sha, request_sha=sha,
+                detail="the request rebuilt on resume differs from the one the kept reply answered; "
+                "the kept reply was replayed",
+            )  # fmt: skip
+        if reply is None:
             return None
-        u = kept.usage
-        return Completion(kept.text, u.input_tokens, u.output_tokens, u.latency_s)
+        u = reply.usage
+        return Completion(reply.text, u.input_tokens, u.output_tokens, u.latency_s)
 
     def _keep(self, rid: str, sha: str, request: ModelRequest, completion: Completion, spec: str) -> None:
         """Keep a reply before it is parsed, so a reply that fails validation replays too.
-
-        An id already kept for a different request (a ``--force`` resume that
-        changed the prompt) keeps the first reply; this one is not replayable.
-        """
+        ``rid`` is free: a forced resume that asked again keeps its reply beside the first."""
         if self.replies is None:
             return
         t = request.tags
@@ -217,12 +244,14 @@ class AgentContext:
             )  # fmt: skip
 
         def call(request: ModelRequest) -> Completion:
-            rid = record_id(
-                tags["round"], tags["team"], agent, tags["iteration"], "reply", request.tags["attempt"]
-            )
+            attempt = request.tags["attempt"]
+            rid = record_id(tags["round"], tags["team"], agent, tags["iteration"], "reply", attempt)
             sha = request_sha(request)
-            if (kept := self._replayed(rid, sha)) is not None:  # after a resume: no second call
-                return kept
+            kept = self._kept(rid)
+            if (replayed := self._replayed(kept, sha, where)) is not None:  # after a resume: no second call
+                return replayed
+            if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
+                self._log_prompt(agent, tags, "prompt", request.messages)
             try:
                 completion = call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
             except Exception as exc:  # classified fatal, or retries exhausted
@@ -233,7 +262,7 @@ class AgentContext:
                     f"{info.type}: {info.message}",
                     info,
                 ) from exc
-            self._keep(rid, sha, request, completion, bound.spec)
+            self._keep(redo_id(rid, len(kept)), sha, request, completion, bound.spec)
             return completion
 
         return call
@@ -255,7 +284,6 @@ class AgentContext:
         bound = self.roles[role]
         tags = {"round": round_, "team": team, "role": agent, "iteration": iteration, "model": bound.spec}
         self.step.fn(f"{team or ''} {agent}".strip())
-        self._log_prompt(agent, tags, "prompt", messages)
         result = generate_structured(
             self._caller(bound, agent, tags),
             messages,
@@ -297,6 +325,7 @@ class RunContext:
     seats: tuple[Seat, ...] = ()
     step: StepHook = field(default_factory=StepHook)
     tools: Any = None  # what the format's ``open_tools`` opened for the run (a search session)
+    forced: bool = False  # resumed with ``--force`` past a changed fingerprint
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
@@ -306,11 +335,14 @@ class RunContext:
         view = self.memory.seat(name)
         side = next((s.side for s in self.seats if s.name == name), None)
         replies = view.logs.get("replies")
-        return AgentContext(self.cfg, self.roles, self.events, view.prompts, self.step, side, replies)
+        return AgentContext(
+            self.cfg, self.roles, self.events, view.prompts, self.step, side, replies, self.forced
+        )
 
     def for_public(self) -> AgentContext:
         """The context of the roles with no seat; their prompts go to ``public/``."""
         public = self.memory.public
         return AgentContext(
-            self.cfg, self.roles, self.events, public.get("prompts"), self.step, replies=public.get("replies")
-        )
+            self.cfg, self.roles, self.events, public.get("prompts"), self.step,
+            replies=public.get("replies"), forced=self.forced,
+        )  # fmt: skip

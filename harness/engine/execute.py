@@ -196,14 +196,17 @@ def execute(
     state: dict[str, Any],
     base: Snapshot | None = None,
     resumed: str | None = None,
+    forced: bool = False,
 ) -> RunResult:
     """Run (or continue, from snapshot ``base``) the graph in ``run_dir`` and
-    record how it ended. ``resumed`` describes a resume, recorded as an event."""
+    record how it ended. ``resumed`` describes a resume, recorded as an event;
+    ``forced``: one past a changed fingerprint, whose kept replies replay only
+    for the very requests they answered."""
     fmt = get_format(cfg.format.name)
     memory = RunMemory(
         run_dir, fmt.layout(cfg), start=base.window if base else None, keep_rounds=fmt.window_rounds(cfg)
     )
-    ctx = RunContext(cfg=cfg, memory=memory, roles=roles, seats=fmt.seat_list(cfg))
+    ctx = RunContext(cfg=cfg, memory=memory, roles=roles, seats=fmt.seat_list(cfg), forced=forced)
     if resumed is not None:
         ctx.events.emit(
             "resume", round_=state["round"], team=None, role="resume",

@@ -130,4 +130,4 @@ def resume_run(
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
-        return execute(cfg, run_dir, roles, manifest, state, base=snap, resumed=detail)
+        return execute(cfg, run_dir, roles, manifest, state, base=snap, resumed=detail, forced=bool(changed))

@@ -169,14 +169,23 @@ class GroundedNodes:
     def searches_log(self, seat: str) -> Any:
         return self.ctx.memory.seat(seat).logs["searches"]
 
-    def found(self, state: GroundedState) -> list[SearchRecord]:
-        """This turn's searches, in the order they were made."""
+    def found(self, state: GroundedState, *, landed: bool = False) -> list[SearchRecord]:
+        """This turn's searches so far, in the order they were made: those
+        before ``state["searches"]``, since a replayed step must not see a
+        search a killed run made after it (its prompt would differ from the one
+        first sent); or, ``landed``, every one (a person's resumed turn shows them)."""
         log, seat = self.searches_log(self.seat(state).name), self.seat(state).name
-        ids = (record_id(state["round"], seat, "search", n) for n in range(self.options.max_searches))
+        made = self.options.max_searches if landed else state["searches"]
+        ids = (record_id(state["round"], seat, "search", n) for n in range(made))
         return [r for r in map(log.get, ids) if r is not None]
 
     def recent(self, state: GroundedState) -> list[Published]:
-        return self.shared.since_round(max(1, state["round"] - self.cfg.memory.window_rounds))
+        """The window as this turn first saw it: none of this round's later turns,
+        which a run killed before its round's snapshot may already hold."""
+        later = {s.name for s in self.seats[state["turn"] :]}
+        window = self.shared.since_round(max(1, state["round"] - self.cfg.memory.window_rounds))
+        now = state["round"]
+        return [p for p in window if p.round < now or (p.round == now and p.team not in later)]
 
     def step_usage(self, state: GroundedState) -> Usage:
         """What the last search step cost, counted with the record it led to (a search or the draft)."""
@@ -224,8 +233,9 @@ class GroundedNodes:
         """A person's turn: searches, notes and the turn itself, at the terminal."""
         seat = self.seat(state)
         draft = self.humans[seat.name](
-            state["topic"], state["round"], state["attempt"], self.recent(state), self.found(state),
-            lambda n, query: self._human_search(state, n, query), self.options.max_searches,
+            state["topic"], state["round"], state["attempt"], self.recent(state),
+            self.found(state, landed=True), lambda n, query: self._human_search(state, n, query),
+            self.options.max_searches,
         )  # fmt: skip
         return {"draft_id": draft.id}
 

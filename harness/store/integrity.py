@@ -19,6 +19,7 @@ them aside.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import yaml
@@ -127,6 +128,51 @@ def check_kinds(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
     return problems
 
 
+# A prompt's id and its replies' ids (one per repair attempt), each maybe
+# followed by a forced resume's ``.redoN``: both name the call by their head.
+_CALL_ID = {
+    "prompt": re.compile(r"^(.*)\.prompt(?:\.redo\d+)?$"),
+    "reply": re.compile(r"^(.*)\.reply\.\d+(?:\.redo\d+)?$"),
+}
+
+
+def call_base(record_id: str, kind: str) -> str | None:
+    """``r0002.for.search_step.i1`` of a prompt's or reply's id; None for an
+    id of another kind (the copy of a failed reply, say)."""
+    found = _CALL_ID[kind].match(record_id)
+    return found.group(1) if found else None
+
+
+def check_replies(
+    layout: RunLayout, logs: dict[str, list[Record]], manifest: RunManifest | None
+) -> list[str]:
+    """Every prompt sent has its reply kept in the same folder, unless an error
+    event of that call says why none came. A run that did not complete may
+    lack the reply of each folder's last prompt: the call in flight when it stopped."""
+    failed = {
+        (e.round, e.team, e.role, e.iteration)
+        for e in logs.get("events.jsonl", [])
+        if isinstance(e, EventRecord) and e.event == "error"
+    }
+    folders = [
+        *(s.name for s in layout.seats if "replies" in s.logs),
+        *(["public"] * ("replies" in layout.public_logs)),
+    ]
+    problems = []
+    for folder in folders:
+        prompts = [r for r in logs.get(f"{folder}/prompts.jsonl", []) if call_base(r.id, "prompt")]
+        answered = {call_base(r.id, "reply") for r in logs.get(f"{folder}/replies.jsonl", [])}
+        in_flight = prompts[-1:] if manifest is None or manifest.status != "completed" else []
+        for p in prompts:
+            if call_base(p.id, "prompt") in answered or p in in_flight:
+                continue
+            if (p.round, p.team, p.role, p.iteration) not in failed:
+                problems.append(
+                    f"{folder}/replies.jsonl: no reply kept for {p.id} (and no error event says why)"
+                )
+    return problems
+
+
 def load_layout(run_dir: Path, problems: list[str]) -> tuple[RunLayout | None, RunManifest | None]:
     """The run's layout from its manifest (or, for an older run, its config)."""
     from harness.formats import layout_of
@@ -165,6 +211,7 @@ def verify(run_dir: Path) -> tuple[list[str], list[str]]:
     for path in list_snapshots(run_dir):
         problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
     problems += check_isolation(layout, logs)
+    problems += check_replies(layout, logs, manifest)  # every paid reply is kept
     problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
     fmt = FORMATS.get(layout.format)
     if fmt is None:

@@ -35,6 +35,7 @@ EventKind = Literal[
     "search_restart",  # the search server was restarted after a fault
     "note",  # a person's note for the synthesiser (chat mode)
     "turn_skipped",  # a grounded turn with no valid reply after its retries: nothing published
+    "replay_mismatch",  # a resumed call rebuilt a request other than the one its kept reply answered
 ]
 
 
