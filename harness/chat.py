@@ -33,7 +33,7 @@ def overrides(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     sys.argv = [sys.argv[0], *overrides(sys.argv[1:] if argv is None else argv)]
-    # as `python -m harness.run`: Hydra finds conf/ from the module it runs as
+    # exactly as `python -m harness.run` runs
     runpy.run_module("harness.run", run_name="__main__", alter_sys=True)
 
 

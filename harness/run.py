@@ -29,6 +29,7 @@ from harness.config import ConfigError, read_topics, validate
 from harness.engine import run_debate
 from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
+from harness.paths import conf_dir
 from harness.resume import main as resume_main
 from harness.resume import report
 from harness.store.rundir import DiskFullError
@@ -69,7 +70,8 @@ def main(cfg: DictConfig) -> None:
         sys.exit(code)
 
 
-hydra_main = hydra.main(config_path="../conf", config_name="config", version_base="1.3")(main)
+# an absolute path, so the configs are found from any folder and in a wheel too (harness.paths)
+hydra_main = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(main)
 
 
 def cli() -> None:

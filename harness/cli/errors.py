@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from harness.cli.console import say
+from harness.paths import conf_dir
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
 
 
@@ -20,16 +20,39 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def config_dirs(argv: list[str]) -> list[Path] | None:
+    """The folders Hydra will search for group options: the user's
+    ``--config-dir`` / ``-cd`` and ``hydra.searchpath=[file://...]`` ones,
+    then the shipped one; None when a ``pkg://`` entry makes it unknowable here."""
+    dirs = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("--config-dir", "-cd"):
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            dirs.append(Path(value))
+        elif flag.lstrip("+") == "hydra.searchpath":
+            for entry in value.strip("[]").split(","):
+                entry = entry.strip().strip("'\"")
+                if entry.startswith("pkg://"):
+                    return None
+                if entry:
+                    dirs.append(Path(entry.removeprefix("file://")))
+    return [*dirs, conf_dir()]
+
+
 def check_group_choices(argv: list[str]) -> None:
     """Reject ``model=nope`` in one line, before Hydra prints a page about it."""
+    dirs = config_dirs(argv)
+    if dirs is None:  # Hydra still says it, in one line through ``one_line``
+        return
     for arg in argv:
         match = _GROUP_CHOICE.match(arg)
-        if not match or not (CONF_DIR / match.group(1)).is_dir():
+        if not match or not any((d / match.group(1)).is_dir() for d in dirs):
             continue
         group = match.group(1)
+        known = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
         for option in match.group(2).split(","):
-            if option != "null" and not (CONF_DIR / group / f"{option}.yaml").is_file():
-                known = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+            if option != "null" and option not in known:
                 fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
 
 
