@@ -38,6 +38,7 @@ lint: setup ## ruff (lint + format check) and mypy
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy harness analysis
+	$(VENV)/bin/lint-imports
 
 format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .

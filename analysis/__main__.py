@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["judge"]:
             return _judge(argv[1:])
         if argv[:1] == ["study"]:
-            from analysis.study import main as study
+            from analysis.findings import main as study
 
             return study(argv[1:])
         if argv[:1] == ["compare"]:

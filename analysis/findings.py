@@ -25,12 +25,12 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from analysis import plots
+import analysis.plots as plots
 from analysis.compare import compare_controls
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.pipeline import Analysis, analyze
 from analysis.scoring import change_points, t_interval
-from analysis.study import Plan, commands
+from analysis.study import Plan, commands, parse, run_plan, sweep_walls
 from analysis.trend import trends
 
 PACKAGES = ("llama-cpp-python", "langgraph", "langchain-core", "pydantic", "pandas", "torch",
@@ -381,3 +381,13 @@ def _model_files(result: Analysis) -> dict[str, str]:
                 {Path(p).name: h for p, h in json.loads(manifest.read_text()).get("model_files", {}).items()}
             )
     return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m analysis study``: run the plan (or only re-analyse it) and write the report."""
+    plan, args = parse(argv)
+    walls = sweep_walls(plan.root) if args.report_only else run_plan(plan)
+    kwargs = {"embedder": args.embedder} if args.embedder else {}
+    path = write_findings(plan, args.report, detector=args.detector, walls=walls, **kwargs)
+    print(f"[study] report: {path}")
+    return 0

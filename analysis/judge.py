@@ -17,11 +17,11 @@ import pandas as pd
 from pydantic import BaseModel, Field, create_model
 
 from analysis.load import Tables
-from harness.config import ModelConfig, RetryConfig
 from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.models.registry import build_model
 from harness.models.retry import call_with_retry
 from harness.models.structured import generate_structured
+from harness.schema import ModelConfig, RetryConfig
 
 # Our own rubric: drift-relevant qualities an LLM can rate from one turn and
 # the team's opening persona. Each item: 1 = not at all, 5 = very much.

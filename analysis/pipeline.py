@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analysis import plots
+import analysis.plots as plots
 from analysis.compute import Signals, compute_signals
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.grounding import grounding_summary, grounding_turns

@@ -36,9 +36,9 @@ from pydantic import BaseModel, Field
 
 from analysis.judge import judge_call
 from analysis.load import Tables
-from harness.config import ModelConfig
 from harness.models.base import ChatModel
 from harness.models.structured import generate_structured
+from harness.schema import ModelConfig
 from harness.store.reader import read_config
 
 STANCES = ("for", "against", "unclear")

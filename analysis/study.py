@@ -179,14 +179,3 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
         extra=tuple(args.set),
     )  # fmt: skip
     return plan, args
-
-
-def main(argv: list[str]) -> int:
-    plan, args = parse(argv)
-    walls = sweep_walls(plan.root) if args.report_only else run_plan(plan)
-    from analysis.findings import write_findings
-
-    kwargs = {"embedder": args.embedder} if args.embedder else {}
-    path = write_findings(plan, args.report, detector=args.detector, walls=walls, **kwargs)
-    print(f"[study] report: {path}")
-    return 0

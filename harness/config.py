@@ -1,523 +1,79 @@
-"""Structured-config schema: every value is checked here, before any folder is
-made or model loaded. ``validate(cfg)`` turns a composed Hydra config into
-typed dataclasses or raises ``ConfigError`` with one line naming the key.
+"""The run config, as every command and test reads it: the schema's
+dataclasses (``harness.schema``) and ``validate``, which checks a composed
+Hydra config against the schema and then against the chosen format
+(``harness.formats.validate``).
 
-The ``format.*`` keys are the chosen format's own options dataclass, and
-``roles.*`` are checked against the roles that format has: both come from
-the ``Format`` object (``harness.formats``), never from a list kept here.
+Layers: this module sits above ``harness.formats``; the code below it (store,
+models, probes, agents, formats) imports ``harness.schema`` instead.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
-LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
-SCHEMA_FAILURE_POLICIES = ("reject", "approve")
-# control conditions (conf/experiment/control_*.yaml): what each one takes away
-CONTROLS = ("monologue", "no_critic", "cooperative")
-STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
-GRAMMAR_MODES = ("full", "lazy")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-class ConfigError(ValueError):
-    """A bad config value. ``str()`` is one line naming the key at fault."""
-
-
-def _require(ok: bool, key: str, message: str) -> None:
-    if not ok:
-        raise ConfigError(f"{key}: {message}")
-
-
-@dataclass
-class ModelConfig:
-    """One model, selected for all roles by the ``model`` group."""
-
-    spec: str = "local:smollm2"
-    # llama.cpp settings (local:* specs)
-    n_ctx: int = 2048
-    n_threads: int | None = None
-    n_gpu_layers: int = 0
-    # local:* decoding (docs/decoding.md): lazy checks only the sampled token
-    # against the JSON grammar (same tokens as full at temperature 0, faster);
-    # prefix_cache restores each agent's system prompt + header from a saved KV state
-    grammar_mode: str = "full"
-    prefix_cache: bool = False
-    # how to ask for JSON: auto picks per provider (see harness.models.registry)
-    structured_mode: str = "auto"
-    # passed through to LangChain's init_chat_model (base_url, api_key, ...)
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    # scripted:* fault injection, all seeded by `seed`
-    latency_s: float = 0.0
-    reject_first: int = 0
-    malformed_rate: float = 0.0
-    error_rate: float = 0.0
-    seed: int = 0
-    persona_switch_round: int | None = None  # plant a persona change (validity tests)
-    persona_drift_rate: float = 0.0  # drift gradually: this share more switched words each round
-    synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
-    factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
-    judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random
-    bad_citation_rate: float = 0.0  # a scripted arguer's share of citations that fail the check
-    # per-call timeout for remote providers; Config.role_model copies it from retry.timeout_s
-    timeout_s: float | None = None
-
-    def check(self, key: str = "model") -> None:
-        _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
-        _require(self.n_ctx >= 256, f"{key}.n_ctx", f"must be >= 256, got {self.n_ctx}")
-        _require(
-            self.n_threads is None or self.n_threads >= 1,
-            f"{key}.n_threads",
-            f"must be >= 1, got {self.n_threads}",
-        )
-        _require(
-            self.grammar_mode in GRAMMAR_MODES,
-            f"{key}.grammar_mode",
-            f"must be one of {GRAMMAR_MODES}, got {self.grammar_mode!r}",
-        )
-        _require(
-            self.structured_mode in STRUCTURED_MODES,
-            f"{key}.structured_mode",
-            f"must be one of {STRUCTURED_MODES}, got {self.structured_mode!r}",
-        )
-        _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
-        _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
-        for name in (
-            "malformed_rate",
-            "error_rate",
-            "synthesize_rate",
-            "factcheck_fail_rate",
-            "bad_citation_rate",
-            "persona_drift_rate",
-        ):
-            value = getattr(self, name)
-            _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
-        _require(
-            self.judge_winner in ("pro", "con", "for", "against", "random"),
-            f"{key}.judge_winner",
-            f"must be pro, con, for, against or random, got {self.judge_winner!r}",
-        )
-
-
-@dataclass
-class RoleOverride:
-    """Per-role changes on top of ``model`` (null keeps the shared value)."""
-
-    spec: str | None = None
-    temperature: float | None = None
-    max_tokens: int | None = None
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class LLMConfig:
-    temperature: float = 0.7
-    max_tokens: int = 256
-
-    def check(self) -> None:
-        _require(
-            0 <= self.temperature <= 2,
-            "llm.temperature",
-            f"must be in [0, 2], got {self.temperature}",
-        )
-        _require(self.max_tokens >= 16, "llm.max_tokens", f"must be >= 16, got {self.max_tokens}")
-
-
-@dataclass
-class CriticConfig:
-    name: str = "balanced"
-    strictness: str = "Approve only arguments that are specific and logically sound."
-    max_iterations: int = 3
-    on_loop_lock: str = "publish_last"
-    on_schema_failure: str = "reject"
-    use_revision: bool = True
-    # control_no_critic: every draft is approved unread, with no model call
-    approve_all: bool = False
-
-    def check(self) -> None:
-        _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
-        _require(
-            self.on_loop_lock in LOOP_LOCK_POLICIES,
-            "critic.on_loop_lock",
-            f"must be one of {LOOP_LOCK_POLICIES}, got {self.on_loop_lock!r}",
-        )
-        _require(
-            self.on_schema_failure in SCHEMA_FAILURE_POLICIES,
-            "critic.on_schema_failure",
-            f"must be one of {SCHEMA_FAILURE_POLICIES}, got {self.on_schema_failure!r}",
-        )
-
-
-@dataclass
-class MemoryConfig:
-    window_rounds: int = 2  # how many past rounds of the transcript an agent sees
-    max_chars_per_item: int = 600  # each transcript item is clipped to this
-    log_prompts: bool = True  # keep each prompt in the team's prompts.jsonl
-
-    def check(self) -> None:
-        _require(self.window_rounds >= 0, "memory.window_rounds", "must be >= 0")
-        _require(self.max_chars_per_item >= 50, "memory.max_chars_per_item", "must be >= 50")
-
-
-@dataclass
-class StructuredConfig:
-    max_repairs: int = 2  # extra attempts, each shown the validation error
-
-    def check(self) -> None:
-        _require(self.max_repairs >= 0, "structured.max_repairs", "must be >= 0")
-
-
-@dataclass
-class RetryConfig:
-    max_attempts: int = 5
-    initial_s: float = 0.5
-    max_s: float = 30.0
-    jitter_s: float = 0.5
-    # one remote call's limit; a call past it is a transient error, retried
-    # like any other (null: wait as long as the provider's client does)
-    timeout_s: float | None = 600.0
-
-    def check(self) -> None:
-        _require(self.max_attempts >= 1, "retry.max_attempts", "must be >= 1")
-        for name in ("initial_s", "max_s", "jitter_s"):
-            _require(getattr(self, name) >= 0, f"retry.{name}", "must be >= 0")
-        _require(
-            self.timeout_s is None or self.timeout_s > 0,
-            "retry.timeout_s",
-            f"must be > 0 or null, got {self.timeout_s}",
-        )
-
-
-SEARCH_TRANSPORTS = ("mcp", "local")
-
-
-@dataclass
-class SearchConfig:
-    """The search tool of grounded debates (``format=grounded``)."""
-
-    collection: str = "kjv"  # a built-in collection (kjv) or a folder of .txt, .md, .jsonl files
-    k: int = 5  # passages per search
-    transport: str = "mcp"  # mcp: the MCP server over stdio, one session per run; local: in-process
-    timeout_s: float = 30.0  # one tool call's limit; past it the server is restarted and the call retried
-    cache_dir: str | None = None  # BM25 index cache (default $DRIFT_HARNESS_CACHE or ~/.cache/drift-harness)
-
-    def check(self) -> None:
-        _require(bool(self.collection), "search.collection", "must not be empty")
-        _require(1 <= self.k <= 50, "search.k", f"must be in [1, 50], got {self.k}")
-        _require(
-            self.transport in SEARCH_TRANSPORTS,
-            "search.transport",
-            f"must be one of {', '.join(SEARCH_TRANSPORTS)}, got {self.transport!r}",
-        )
-        _require(self.timeout_s > 0, "search.timeout_s", f"must be > 0, got {self.timeout_s}")
-
-
-@dataclass
-class ProbeSpec:
-    """One behavioural probe (``harness.probes``): an instruction the team's
-    persona carries (``{param}`` fields are filled from ``params``), the
-    question that tests it, and the checker that scores the reply."""
-
-    instruction: str = ""
-    question: str = ""
-    checker: str = ""
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class ProbesConfig:
-    """Behavioural probes (docs/probes.md): off unless ``enabled``."""
-
-    enabled: bool = False
-    name: str = "none"  # the probe set (conf/probes/<name>.yaml)
-    use: list[str] | None = None  # the probes a run carries, by name; null: every probe of the set
-    catalog: dict[str, ProbeSpec] = field(default_factory=dict)
-
-    def active(self) -> list[str]:
-        return list(self.catalog) if self.use is None else list(self.use)
-
-    def check(self) -> None:
-        from harness.probes.checkers import param_problem  # late: keeps config import-light
-
-        for name, spec in self.catalog.items():
-            key = f"probes.catalog.{name}"
-            _require(bool(_SAFE_NAME.match(name)), key, "a name of letters, digits, '.', '_' or '-'")
-            _require(bool(spec.instruction.strip()), f"{key}.instruction", "must not be empty")
-            _require(bool(spec.question.strip()), f"{key}.question", "must not be empty")
-            if (problem := param_problem(spec.checker, spec.params)) is not None:
-                raise ConfigError(f"{key}.{problem[0]}: {problem[1]}")
-            try:
-                spec.instruction.format(**spec.params)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ConfigError(f"{key}.instruction: cannot fill {exc} from its params") from None
-        active = self.active()
-        unknown = [n for n in active if n not in self.catalog]
-        _require(not unknown, "probes.use", f"no probe {unknown} in set {self.name!r}: {list(self.catalog)}")
-        _require(len(set(active)) == len(active), "probes.use", "names a probe twice")
-        _require(not self.enabled or bool(active), "probes.use", "probes.enabled=true with no probe to ask")
-
-
-@dataclass
-class TopicConfig:
-    text: str | None = "Remote work is better for society than office work."
-    generate: bool = False  # let the topic agent write the motion instead
-    domain: str = "technology and society"
-    framework: str | None = None  # the analysis framework and its criteria (panel)
-    # read text / framework from a file instead; validate() inlines the file's
-    # contents, so config.yaml keeps the text the run actually used
-    text_file: str | None = None
-    framework_file: str | None = None
-    # batched topics: one motion per line of `file` (blank lines and # comments
-    # skipped); `index` picks this run's, e.g. `-m topic.index=0,1,2`
-    file: str | None = None
-    index: int = 0
-
-    def load_files(self) -> None:
-        for key in ("text", "framework"):
-            path = getattr(self, f"{key}_file")
-            if path is None:
-                continue
-            setattr(self, key, read_text(f"topic.{key}_file", path))
-            setattr(self, f"{key}_file", None)
-        if self.file is not None:
-            topics = read_topics(self.file)
-            _require(
-                0 <= self.index < len(topics),
-                "topic.index",
-                f"must be in [0, {len(topics)}) for the {len(topics)} topics of {self.file}, got {self.index}",
-            )
-            self.text, self.file = topics[self.index], None
-
-
-def read_topics(path: str) -> list[str]:
-    """The motions of a topics file: one per line, blank lines and # comments skipped."""
-    lines = [ln.strip() for ln in read_text("topic.file", path).splitlines()]
-    topics = [ln for ln in lines if ln and not ln.startswith("#")]
-    _require(bool(topics), "topic.file", f"{path} has no topics (one per line)")
-    return topics
-
-
-def read_text(key: str, path: str) -> str:
-    """A text file's stripped contents; a one-line error naming ``key`` if it cannot be read or is empty."""
-    try:
-        content = Path(path).expanduser().read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{key}: {path} is not UTF-8 text") from None
-    _require(bool(content), key, f"{path} is empty")
-    return content
-
-
-@dataclass
-class Config:
-    version: str = "1"
-    seed: int = 0
-    rounds: int = 3
-    runs_root: str = "research_runs"
-    topic: TopicConfig = field(default_factory=TopicConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    roles: dict[str, RoleOverride] = field(default_factory=dict)
-    llm: LLMConfig = field(default_factory=LLMConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
-    # the chosen format's options (``Format.options``), checked in validate()
-    format: Any = field(default_factory=lambda: {"name": "drift"})
-    memory: MemoryConfig = field(default_factory=MemoryConfig)
-    structured: StructuredConfig = field(default_factory=StructuredConfig)
-    retry: RetryConfig = field(default_factory=RetryConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    probes: ProbesConfig = field(default_factory=ProbesConfig)
-    progress: bool = True
-    experiment_name: str = "default"
-    replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
-    replicate: int = 0  # this cell's replicate; its seed was derived from it
-    resume: str | None = None  # a run folder: continue it (its own config wins)
-    run_name: str | None = None  # the run folder's name; a sweep sets it per cell
-    chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
-    # which control condition this run is (set by the experiment=control_* presets), or None
-    control: str | None = None
-
-    def check(self) -> None:
-        _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
-        _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
-        _require(self.replicates >= 1, "replicates", f"must be >= 1, got {self.replicates}")
-        _require(
-            self.control in (None, *CONTROLS),
-            "control",
-            f"must be null or one of {CONTROLS}, got {self.control!r}",
-        )
-        _require(
-            self.control != "no_critic" or self.critic.approve_all,
-            "control",
-            "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
-        )
-        _require(
-            0 <= self.replicate < self.replicates,
-            "replicate",
-            f"must be in [0, replicates={self.replicates}), got {self.replicate}",
-        )
-        _require(
-            bool(_SAFE_NAME.match(self.version)) and ".." not in self.version,
-            "version",
-            f"must be letters, digits, '.', '_' or '-' with no '..', got {self.version!r}",
-        )
-        _require(bool(self.runs_root), "runs_root", "must not be empty")
-        _require(
-            self.run_name is None or (bool(_SAFE_NAME.match(self.run_name)) and ".." not in self.run_name),
-            "run_name",
-            f"must be one safe folder name, got {self.run_name!r}",
-        )
-        _require(
-            self.topic.generate or bool(self.topic.text),
-            "topic.text",
-            "is empty; set it or topic.generate=true",
-        )
-        self.model.check()
-        for role, override in self.roles.items():
-            if override.spec is not None:
-                _require(":" in override.spec, f"roles.{role}.spec", "expected 'provider:name'")
-            if override.temperature is not None:
-                _require(0 <= override.temperature <= 2, f"roles.{role}.temperature", "in [0, 2]")
-            if override.max_tokens is not None:
-                _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
-        for part in (self.llm, self.critic, self.memory, self.structured, self.retry, self.search):
-            part.check()
-        self.probes.check()
-
-    def check_roles(self, known: tuple[str, ...]) -> None:
-        """Every role given a value must be one the format has."""
-        for role, override in self.roles.items():
-            if role in known or override == RoleOverride():
-                continue  # a preset may declare roles a smaller panel does not use
-            raise ConfigError(
-                f"roles.{role}: no such role in format {self.format.name!r}; its roles: {', '.join(known)}"
-            )
-
-    def role_model(self, role: str) -> tuple[ModelConfig, float, int]:
-        """The model config, temperature and max_tokens one role runs with."""
-        override = self.roles.get(role, RoleOverride())
-        base = {f.name: getattr(self.model, f.name) for f in fields(self.model)}
-        if override.spec is not None:
-            base["spec"] = override.spec
-        base["kwargs"] = {**self.model.kwargs, **override.kwargs}
-        base["timeout_s"] = self.retry.timeout_s
-        temperature = self.llm.temperature if override.temperature is None else override.temperature
-        max_tokens = self.llm.max_tokens if override.max_tokens is None else override.max_tokens
-        return ModelConfig(**base), temperature, max_tokens
-
-
-def _structured(schema: type, data: Any, prefix: str = "") -> Any:
-    """``data`` merged onto the dataclass ``schema``; OmegaConf errors become one line."""
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), data)
-        return OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        key = getattr(exc, "full_key", None) or "config"
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{prefix}{key}: {first}") from None
+from harness.schema import (
+    CONTROLS,
+    GRAMMAR_MODES,
+    LOOP_LOCK_POLICIES,
+    PLACEHOLDER_KEYS,
+    REDACTED,
+    SCHEMA_FAILURE_POLICIES,
+    SEARCH_TRANSPORTS,
+    STRUCTURED_MODES,
+    Config,
+    ConfigError,
+    CriticConfig,
+    LLMConfig,
+    MemoryConfig,
+    ModelConfig,
+    ProbesConfig,
+    ProbeSpec,
+    RetryConfig,
+    RoleOverride,
+    SearchConfig,
+    StructuredConfig,
+    TopicConfig,
+    is_secret,
+    read_text,
+    read_topics,
+    redact,
+)
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     """Type-check and range-check a composed config; raise a one-line ConfigError."""
-    from harness.formats import get_format  # late: formats import the agents, which import this
+    from harness.formats import validate as check  # late: `import harness.config` stays light
 
-    obj = _structured(Config, cfg)
-    assert isinstance(obj, Config)
-    raw_format = dict(obj.format or {})
-    fmt = get_format(str(raw_format.get("name", "drift")))
-    obj.format = _structured(fmt.options, raw_format, "format.")
-    obj.format.check()
-    obj.topic.load_files()
-    obj.check()
-    obj.check_roles(fmt.model_roles(obj))
-    check_chat(obj, fmt.seat_list(obj), fmt.name)
-    _require(
-        not obj.probes.enabled or fmt.name in PROBE_FORMATS,
-        "probes.enabled",
-        f"only format={' or '.join(PROBE_FORMATS)} runs probes, not {fmt.name}",
-    )
-    for role in fmt.model_roles(obj):
-        check_context(obj, role)
-    return obj
+    return check(cfg)
 
 
-HUMAN_FORMATS = ("grounded", "drift")  # formats whose seats a person can play
-PROBE_FORMATS = ("drift",)  # formats whose graph asks probes after a turn
-
-
-def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
-    """``chat=<seat>`` gives that seat to a person; a human seat needs a format that has them."""
-    if cfg.chat is not None:
-        names = [s.name for s in seats]
-        # a seat by its name, or by the side it argues: chat=against is the drift format's cons
-        seat = next((s for s in seats if cfg.chat in (s.name, s.side)), None)
-        if seat is None:
-            raise ConfigError(
-                f"chat: no seat {cfg.chat!r} in format {format_name!r}; its seats: {', '.join(names)}"
-            )
-        role = seat.role
-        cfg.roles[role] = RoleOverride(**{**vars(cfg.roles.get(role, RoleOverride())), "spec": "human:you"})
-    humans = [s.role for s in seats if (cfg.role_model(s.role)[0].spec.startswith("human:"))]
-    if humans and format_name not in HUMAN_FORMATS:
-        raise ConfigError(
-            f"roles.{humans[0]}.spec: a person can play a seat only in format={' or '.join(HUMAN_FORMATS)}, "
-            f"not {format_name}"
-        )
-
-
-PROMPT_ROOM = 256  # tokens a local model's context keeps for the prompt, at least
-
-
-def max_tokens_key(cfg: Config, role: str) -> str:
-    """The key that set ``role``'s reply budget: its own override, or the shared one."""
-    own = cfg.roles.get(role, RoleOverride()).max_tokens is not None
-    return f"roles.{role}.max_tokens" if own else "llm.max_tokens"
-
-
-def check_context(cfg: Config, role: str) -> None:
-    """A local model's reply budget must leave room for the prompt in its context."""
-    model, _, max_tokens = cfg.role_model(role)
-    if not model.spec.startswith("local:") or max_tokens <= model.n_ctx - PROMPT_ROOM:
-        return
-    raise ConfigError(
-        f"{max_tokens_key(cfg, role)}: {max_tokens} tokens cannot fit {model.spec}'s context of {model.n_ctx} "
-        f"with room for a prompt; use at most {model.n_ctx - PROMPT_ROOM} or raise model.n_ctx"
-    )
-
-
-# Key names that hold credentials, however a provider spells them: api_key,
-# aws_secret_access_key, client_secret, default_headers.Authorization,
-# access_token, password. "max_tokens" (a count) is not one.
-_SECRET_KEY = re.compile(
-    r"api_?key|secret|passw(or)?d|credential|authorization|private_?key|access_?key|(^|_)token$",
-    re.IGNORECASE,
-)
-
-
-REDACTED = "***REDACTED***"
-
-# Values local servers take where a key is required but never checked
-# (llama-cpp-python's, vLLM's, Ollama's OpenAI route): no secret, so kept, and
-# a resume needs nothing from the environment to reach the server again.
-PLACEHOLDER_KEYS = frozenset(
-    {"none", "null", "empty", "no-key", "nokey", "sk-no-key-required", "dummy", "local", "x"}
-)
-
-
-def is_secret(key: object, value: Any) -> bool:
-    return bool(value) and bool(_SECRET_KEY.search(str(key))) and str(value).lower() not in PLACEHOLDER_KEYS
-
-
-def redact(data: Any) -> Any:
-    """Copy of a plain config dict with secrets masked, for config.yaml."""
-    if isinstance(data, dict):
-        return {k: (REDACTED if is_secret(k, v) else redact(v)) for k, v in data.items()}
-    if isinstance(data, list):
-        return [redact(v) for v in data]
-    return data
+__all__ = [
+    "CONTROLS",
+    "Config",
+    "ConfigError",
+    "CriticConfig",
+    "GRAMMAR_MODES",
+    "LLMConfig",
+    "LOOP_LOCK_POLICIES",
+    "MemoryConfig",
+    "ModelConfig",
+    "PLACEHOLDER_KEYS",
+    "ProbeSpec",
+    "ProbesConfig",
+    "REDACTED",
+    "RetryConfig",
+    "RoleOverride",
+    "SCHEMA_FAILURE_POLICIES",
+    "SEARCH_TRANSPORTS",
+    "STRUCTURED_MODES",
+    "SearchConfig",
+    "StructuredConfig",
+    "TopicConfig",
+    "is_secret",
+    "read_text",
+    "read_topics",
+    "redact",
+    "validate",
+]

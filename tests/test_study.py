@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from analysis.findings import cell_summary, echoes_schema, md_table, smallest_p
-from analysis.study import Plan, main, parse, sweep_state
+from analysis.findings import cell_summary, echoes_schema, main, md_table, smallest_p
+from analysis.study import Plan, parse, sweep_state
 from analysis.tables import cell_of
 
 

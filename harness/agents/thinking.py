@@ -19,7 +19,7 @@ from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, ThinkingRecord, record_id
 
 if TYPE_CHECKING:
-    from harness.config import Config
+    from harness.schema import Config
 
 
 def debater_system(alias: str, persona: str, cfg: Config) -> str:

@@ -1,63 +1,7 @@
-"""Console output that can never fail a run.
+"""Console output that can never fail a run: the guarded streams of
+``harness.streams``, re-exported for the commands (they sit below the engine,
+whose progress bar writes through them too)."""
 
-The run folder is the product; the console is a courtesy. A pipe closed
-early (``| head``) or a terminal that went away turns the next write into
-``BrokenPipeError`` or ``EIO``, which used to end a healthy run as ``failed``.
-A guarded stream swallows that error, sends the rest of its output to
-``/dev/null`` (so the interpreter's last flush does not fail either), and
-lets the run finish.
-"""
+from harness.streams import GuardedStream, guarded, say
 
-from __future__ import annotations
-
-import os
-from typing import Any, TextIO
-
-
-class GuardedStream:
-    """``stream`` with every write and flush made harmless once it breaks."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self.broken = False
-
-    def write(self, text: str) -> int:
-        if not self.broken:
-            try:
-                return self._stream.write(text)
-            except (OSError, ValueError):  # ValueError: the stream was closed under us
-                self._give_up()
-        return len(text)
-
-    def flush(self) -> None:
-        if not self.broken:
-            try:
-                self._stream.flush()
-            except (OSError, ValueError):
-                self._give_up()
-
-    def _give_up(self) -> None:
-        self.broken = True
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, self._stream.fileno())
-            finally:
-                os.close(devnull)
-        except (OSError, ValueError, AttributeError):  # UnsupportedOperation is both
-            pass  # no descriptor of its own (a test's capture): nothing left to flush there
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def guarded(stream: TextIO) -> TextIO:
-    """``stream`` guarded (once: guarding a guarded stream returns it)."""
-    if isinstance(stream, GuardedStream):
-        return stream  # type: ignore[return-value]
-    return GuardedStream(stream)  # type: ignore[return-value]
-
-
-def say(text: str, stream: TextIO) -> None:
-    """One line to the console, never an error."""
-    print(text, file=guarded(stream))
+__all__ = ["GuardedStream", "guarded", "say"]

@@ -1,39 +1,13 @@
-"""Console progress: a bar over rounds showing the agent at work, and the
-one-line summary printed when a run ends. The bar goes to stderr, so stdout
-stays clean for the summary and the run folder path."""
+"""Console progress: a bar over rounds showing the agent at work (the
+engine's own, ``harness.engine.progress``), and the one-line summary printed
+when a run ends."""
 
 from __future__ import annotations
 
-import sys
-from types import TracebackType
-
-from tqdm import tqdm
-
-from harness.cli.console import guarded
+from harness.engine.progress import Progress
 from harness.store.records import RunManifest
 
-
-class Progress:
-    def __init__(self, rounds: int, *, enabled: bool = True) -> None:
-        self.bar = tqdm(
-            total=rounds, desc="rounds", unit="round", file=guarded(sys.stderr), disable=not enabled,
-            dynamic_ncols=True,
-        )  # fmt: skip
-
-    def step(self, round_: int, label: str) -> None:
-        self.bar.set_postfix_str(f"r{round_} {label}", refresh=False)
-
-    def round_done(self, completed: int) -> None:
-        if completed > self.bar.n:
-            self.bar.update(completed - self.bar.n)
-
-    def __enter__(self) -> Progress:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.bar.close()
+__all__ = ["Progress", "summary_line"]
 
 
 def summary_line(manifest: RunManifest, rounds: int) -> str:

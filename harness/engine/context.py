@@ -19,14 +19,14 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harness.config import Config
 from harness.models.base import ChatModel, Completion, Message, ModelRequest
 from harness.models.retry import call_with_retry, error_info
 from harness.models.structured import StructuredResult, generate_structured
+from harness.schema import Config
 from harness.store.memory import JsonlLog, RunMemory
 from harness.store.records import (
     ErrorInfo,
@@ -34,14 +34,37 @@ from harness.store.records import (
     EventRecord,
     PromptRecord,
     ReplyRecord,
+    SeatInfo,
     Usage,
     record_id,
 )
 
-if TYPE_CHECKING:
-    from harness.formats.base import Seat
-
 M = TypeVar("M", bound=BaseModel)
+
+Side = Literal["for", "against"]
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One place at the table.
+
+    ``name`` is the folder and the ``team`` of its records; ``alias`` is how
+    the other seats and the export call it; ``role`` is the model role that
+    answers for it (``roles.<role>.spec``); ``side`` is the side it argues,
+    if the format has sides.
+    """
+
+    name: str
+    alias: str
+    role: str
+    stance: str
+    logs: tuple[str, ...]
+    side: Side | None = None
+
+    def info(self) -> SeatInfo:
+        return SeatInfo(
+            name=self.name, alias=self.alias, role=self.role, stance=self.stance, logs=list(self.logs)
+        )
 
 
 class ModelCallError(RuntimeError):

@@ -15,15 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cli.progress import Progress
-from harness.config import Config, ConfigError, ModelConfig, max_tokens_key
+from harness.config import Config, ConfigError, ModelConfig
 from harness.engine.context import ModelCallError, RoleModel, RunContext
+from harness.engine.fingerprint import components
 from harness.engine.interrupt import RunStopped, StopOnSignal
-from harness.formats import Format, get_format
+from harness.engine.progress import Progress
+from harness.formats import Format, get_format, max_tokens_key
 from harness.models.base import ChatModel
 from harness.models.registry import build_model, check_model
 from harness.models.retry import error_info
-from harness.store.fingerprint import components, digest, write_fingerprint
+from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
 from harness.store.rundir import (

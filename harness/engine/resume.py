@@ -16,10 +16,11 @@ from omegaconf import OmegaConf
 
 from harness.config import REDACTED, Config, validate
 from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, new_manifest, preflight
+from harness.engine.fingerprint import components
 from harness.formats.base import Format
 from harness.models.base import ModelConfigError
 from harness.models.registry import build_model
-from harness.store.fingerprint import components, differences, read_fingerprint, write_fingerprint
+from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
 from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid

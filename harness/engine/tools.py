@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.config import Config
 from harness.engine.context import EventLog, ModelCallError
 from harness.models.retry import call_with_retry, error_info
+from harness.schema import Config
 from harness.search.citations import check_citations
 from harness.store.memory import JsonlLog
 from harness.store.records import Citation, Hit, SearchRecord, Usage

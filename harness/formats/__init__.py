@@ -1,9 +1,15 @@
 """Debate formats: each module defines one ``Format`` object (see
-``harness.formats.base``), and ``FORMATS`` maps a format's name to it."""
+``harness.formats.base``), and ``FORMATS`` maps a format's name to it.
+
+``validate`` turns a composed config into a ``Config``: the schema's own
+checks (``harness.schema``), then the chosen format's. ``harness.config.validate``
+is this function, for callers that know only the config."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from omegaconf import DictConfig
 
 from harness.formats.base import Format, FormatOptions, RunLogs, Seat
 from harness.formats.drift import DRIFT
@@ -11,6 +17,7 @@ from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
+from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
 from harness.store.records import RunLayout
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
@@ -18,8 +25,6 @@ FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE
 
 def get_format(name: str) -> Format:
     """The format called ``name``; a one-line ``ConfigError`` if there is none."""
-    from harness.config import ConfigError
-
     if name not in FORMATS:
         raise ConfigError(f"format.name: unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
     return FORMATS[name]
@@ -30,22 +35,95 @@ def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunL
     manifests kept one, as its format lays out its recorded config."""
     if manifest_layout is not None:
         return manifest_layout
-    from harness.config import validate
-
     return get_format(str((config.get("format") or {}).get("name", "drift"))).layout(validate(config))
+
+
+def validate(cfg: DictConfig | dict[str, Any]) -> Config:
+    """Type-check and range-check a composed config; raise a one-line ConfigError.
+
+    The schema checks its own keys (``harness.schema``); the chosen format's
+    options, roles, seats and reply budgets are checked here, above it."""
+    obj = _structured(Config, cfg)
+    assert isinstance(obj, Config)
+    raw_format = dict(obj.format or {})
+    fmt = get_format(str(raw_format.get("name", "drift")))
+    obj.format = _structured(fmt.options, raw_format, "format.")
+    obj.format.check()
+    obj.topic.load_files()
+    obj.check()
+    obj.check_roles(fmt.model_roles(obj))
+    check_chat(obj, fmt.seat_list(obj), fmt.name)
+    _require(
+        not obj.probes.enabled or fmt.name in PROBE_FORMATS,
+        "probes.enabled",
+        f"only format={' or '.join(PROBE_FORMATS)} runs probes, not {fmt.name}",
+    )
+    for role in fmt.model_roles(obj):
+        check_context(obj, role)
+    return obj
+
+
+HUMAN_FORMATS = ("grounded", "drift")  # formats whose seats a person can play
+PROBE_FORMATS = ("drift",)  # formats whose graph asks probes after a turn
+
+
+def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
+    """``chat=<seat>`` gives that seat to a person; a human seat needs a format that has them."""
+    if cfg.chat is not None:
+        names = [s.name for s in seats]
+        # a seat by its name, or by the side it argues: chat=against is the drift format's cons
+        seat = next((s for s in seats if cfg.chat in (s.name, s.side)), None)
+        if seat is None:
+            raise ConfigError(
+                f"chat: no seat {cfg.chat!r} in format {format_name!r}; its seats: {', '.join(names)}"
+            )
+        role = seat.role
+        cfg.roles[role] = RoleOverride(**{**vars(cfg.roles.get(role, RoleOverride())), "spec": "human:you"})
+    humans = [s.role for s in seats if (cfg.role_model(s.role)[0].spec.startswith("human:"))]
+    if humans and format_name not in HUMAN_FORMATS:
+        raise ConfigError(
+            f"roles.{humans[0]}.spec: a person can play a seat only in format={' or '.join(HUMAN_FORMATS)}, "
+            f"not {format_name}"
+        )
+
+
+PROMPT_ROOM = 256  # tokens a local model's context keeps for the prompt, at least
+
+
+def max_tokens_key(cfg: Config, role: str) -> str:
+    """The key that set ``role``'s reply budget: its own override, or the shared one."""
+    own = cfg.roles.get(role, RoleOverride()).max_tokens is not None
+    return f"roles.{role}.max_tokens" if own else "llm.max_tokens"
+
+
+def check_context(cfg: Config, role: str) -> None:
+    """A local model's reply budget must leave room for the prompt in its context."""
+    model, _, max_tokens = cfg.role_model(role)
+    if not model.spec.startswith("local:") or max_tokens <= model.n_ctx - PROMPT_ROOM:
+        return
+    raise ConfigError(
+        f"{max_tokens_key(cfg, role)}: {max_tokens} tokens cannot fit {model.spec}'s context of {model.n_ctx} "
+        f"with room for a prompt; use at most {model.n_ctx - PROMPT_ROOM} or raise model.n_ctx"
+    )
 
 
 __all__ = [
     "DRIFT",
     "FORMATS",
     "GROUNDED",
+    "HUMAN_FORMATS",
     "JUDGE_REFINE",
     "MODERATED",
     "PANEL",
+    "PROBE_FORMATS",
     "Format",
     "FormatOptions",
     "RunLogs",
     "Seat",
+    "check_chat",
+    "check_context",
+    "max_tokens_key",
     "get_format",
     "layout_of",
+    "validate",
 ]

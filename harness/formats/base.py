@@ -15,13 +15,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from harness.store.records import RunLayout, SeatInfo
+# Seat lives with the run context, which holds a run's seats; it is re-exported here
+from harness.engine.context import Seat
+from harness.store.records import RunLayout
 
 if TYPE_CHECKING:
-    from harness.config import Config
     from harness.engine.context import EventLog, RunContext
+    from harness.schema import Config
     from harness.store.records import Record, RunManifest
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
@@ -29,31 +31,6 @@ PROMPTS = "prompts"
 # Every format keeps each model reply where its prompt went (``ReplyRecord``):
 # one ``replies`` log per seat and one under ``public/``, added by ``layout``.
 REPLIES = "replies"
-
-Side = Literal["for", "against"]
-
-
-@dataclass(frozen=True)
-class Seat:
-    """One place at the table.
-
-    ``name`` is the folder and the ``team`` of its records; ``alias`` is how
-    the other seats and the export call it; ``role`` is the model role that
-    answers for it (``roles.<role>.spec``); ``side`` is the side it argues,
-    if the format has sides.
-    """
-
-    name: str
-    alias: str
-    role: str
-    stance: str
-    logs: tuple[str, ...]
-    side: Side | None = None
-
-    def info(self) -> SeatInfo:
-        return SeatInfo(
-            name=self.name, alias=self.alias, role=self.role, stance=self.stance, logs=list(self.logs)
-        )
 
 
 @dataclass

@@ -18,10 +18,10 @@ from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgen
 from harness.agents.human import HumanDebater, is_human
 from harness.agents.probe import ProbeAgent
 from harness.agents.transcript import window
-from harness.config import Config, ConfigError
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.probes import active_probes
+from harness.schema import Config, ConfigError
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
 
 # The side each team argues; a team's alias is its name in capitals.

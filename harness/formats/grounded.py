@@ -36,11 +36,11 @@ from harness.agents.arguer import ArguerAgent, write_budget
 from harness.agents.debate_synthesizer import DebateSynthesizerAgent
 from harness.agents.evidence_judge import EvidenceJudgeAgent
 from harness.agents.human import HumanArguer, is_human
-from harness.config import Config, ConfigError
 from harness.engine.context import EventLog, RunContext
 from harness.engine.tools import SearchTool
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.models.retry import call_with_retry
+from harness.schema import Config, ConfigError
 from harness.search.citations import bad_citations, check_citations, reasons
 from harness.store.records import (
     CitedTurnRecord,

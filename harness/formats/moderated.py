@@ -27,9 +27,9 @@ from langgraph.graph import END, START, StateGraph
 
 from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
 from harness.agents.verdict import CRITERIA
-from harness.config import Config, ConfigError
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.schema import Config, ConfigError
 from harness.store.records import (
     DraftRecord,
     FactCheckRecord,

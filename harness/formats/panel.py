@@ -29,9 +29,9 @@ from harness.agents import (
     SynthesizerAgent,
     TopicAgent,
 )
-from harness.config import Config, ConfigError
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.schema import Config, ConfigError
 from harness.store.records import DecisionRecord, PositionRecord, PromptRecord, Published, record_id
 
 MAX_ANALYSTS = 8

@@ -27,10 +27,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from harness.config import GRAMMAR_MODES
 from harness.models.base import Completion, ModelConfigError, ModelRequest
 from harness.models.llama_sampling import Candidates, LazyGrammarSampler, compiled_grammar, grammar_text
 from harness.models.prefix_cache import PrefixCache, prefix_length
+from harness.schema import GRAMMAR_MODES
 
 _LOADED: dict[tuple[str, int, int, int], Any] = {}
 _LOAD_LOCK = threading.Lock()

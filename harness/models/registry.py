@@ -6,8 +6,8 @@ with one line; ``build_model`` imports backends lazily.
 
 from __future__ import annotations
 
-from harness.config import ModelConfig
 from harness.models.base import ChatModel, ModelConfigError
+from harness.schema import ModelConfig
 
 
 def check_model(cfg: ModelConfig, key: str = "model.spec") -> None:

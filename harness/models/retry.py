@@ -19,7 +19,7 @@ from tenacity import (
     stop_after_attempt,
 )
 
-from harness.config import RetryConfig
+from harness.schema import RetryConfig
 from harness.store.records import ErrorInfo, ErrorKind
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from harness.probes.checkers import Asker, run_checker
 from harness.store.records import record_id
 
 if TYPE_CHECKING:
-    from harness.config import Config, ProbesConfig
+    from harness.schema import Config, ProbesConfig
 
 PROBE_ROLE = "probe"  # the role of every record a probe writes
 PROBE_LOG = "probes"  # each probed seat's private log: <seat>/probes.jsonl

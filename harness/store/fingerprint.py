@@ -3,7 +3,8 @@
 The fingerprint covers the resolved config (minus keys that may change, such
 as ``rounds`` to extend a run), the format's own module and its prompt code,
 each role's model spec and the sha256 of each local model file. ``fingerprint.json`` keeps the parts, so
-a mismatch can be reported key by key.
+a mismatch can be reported key by key. The engine gathers the parts
+(``harness.engine.fingerprint``); this module hashes, stores and compares them.
 """
 
 from __future__ import annotations
@@ -13,15 +14,10 @@ import hashlib
 import importlib.util
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harness.config import REDACTED, Config, redact
-from harness.probes.catalog import PROBE_MODULES
+from harness.schema import REDACTED, Config
 from harness.store.rundir import write_atomic
-
-if TYPE_CHECKING:
-    from harness.engine.context import RoleModel
-    from harness.formats.base import Format
 
 # Keys that may differ on resume without changing what the run computes.
 # ``chat`` names the seat a person plays; the seat's spec (human:you) is fingerprinted.
@@ -32,7 +28,7 @@ OPTIONAL_SECTIONS = ("search",)
 SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 
 
-def _sha(data: bytes) -> str:
+def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -42,34 +38,8 @@ def module_file(name: str) -> Path:
     return Path(spec.origin)
 
 
-def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[str, Any]:
-    config = redact(dataclasses.asdict(cfg))
-    for key in MUTABLE_KEYS:
-        config.pop(key, None)
-    for section in OPTIONAL_SECTIONS:
-        if section not in fmt.sections:
-            config.pop(section, None)
-    for key in SEARCH_TRANSPORT_KEYS:
-        config.get("search", {}).pop(key, None)
-    prompt_modules = list(fmt.prompt_modules)
-    if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
-        prompt_modules += PROBE_MODULES
-    else:  # a run that probes nothing fingerprints as it did before probes existed
-        config.pop("probes", None)
-    files: dict[str, str] = {}
-    for bound in roles.values():
-        files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
-    return {
-        "config": config,
-        "format": fmt.name,
-        "prompts": {name: _sha(module_file(name).read_bytes()) for name in sorted(prompt_modules)},
-        "models": {role: bound.spec for role, bound in sorted(roles.items())},
-        "model_files": files,
-    }
-
-
 def digest(parts: dict[str, Any]) -> str:
-    return _sha(json.dumps(parts, sort_keys=True, default=str).encode())
+    return sha256(json.dumps(parts, sort_keys=True, default=str).encode())
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:

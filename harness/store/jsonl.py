@@ -220,10 +220,24 @@ class OnDisk:
         self.head = 0
 
 
+def line_before(path: Path, offset: int) -> bytes | None:
+    """The complete line that ends exactly at byte ``offset`` (None at offset 0)."""
+    if offset == 0:
+        return None
+    chunk = 4096
+    with open(path, "rb") as fh:
+        while True:
+            start = max(0, offset - chunk)
+            fh.seek(start)
+            data = fh.read(offset - start)
+            cut = data.rfind(b"\n", 0, len(data) - 1)
+            if cut >= 0 or start == 0:
+                return data[cut + 1 :]
+            chunk *= 4
+
+
 def last_line(path: Path, offset: int) -> bytes:
     """The complete line that ends at byte ``offset`` (> 0)."""
-    from harness.store.snapshot import line_before  # late: the snapshot module imports the log's
-
     if (line := line_before(path, offset)) is None:
         raise ValueError(f"{path}: no line ends at byte {offset}")
     return line

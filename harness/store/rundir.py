@@ -23,7 +23,7 @@ from typing import Any, TypeGuard
 
 import yaml
 
-from harness.config import Config, redact
+from harness.schema import Config, redact
 from harness.store.records import RunManifest
 
 PACKAGES = (

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from harness.store.jsonl import line_before
 from harness.store.memory import RunMemory, line_hash
 from harness.store.records import LogPosition, RunCounts, Snapshot
 from harness.store.rundir import write_atomic
@@ -34,22 +35,6 @@ def list_snapshots(run_dir: Path) -> list[Path]:
 
 def read_snapshot(path: Path) -> Snapshot:
     return Snapshot.model_validate_json(path.read_text())
-
-
-def line_before(path: Path, offset: int) -> bytes | None:
-    """The complete line that ends exactly at byte ``offset`` (None at offset 0)."""
-    if offset == 0:
-        return None
-    chunk = 4096
-    with open(path, "rb") as fh:
-        while True:
-            start = max(0, offset - chunk)
-            fh.seek(start)
-            data = fh.read(offset - start)
-            cut = data.rfind(b"\n", 0, len(data) - 1)
-            if cut >= 0 or start == 0:
-                return data[cut + 1 :]
-            chunk *= 4
 
 
 def check_position(run_dir: Path, name: str, pos: LogPosition) -> str | None:
