@@ -69,6 +69,13 @@ class ModelConfig:
     bad_citation_rate: float = 0.0  # a scripted arguer's share of citations that fail the check
     # per-call timeout for remote providers; Config.role_model copies it from retry.timeout_s
     timeout_s: float | None = None
+    # remote providers: one adaptive limiter per endpoint, shared by every call of the
+    # process (harness.models.limiter): calls in flight start at `concurrency` and move
+    # (AIMD) up to `max_concurrency`; rpm/tpm: the provider's limits, if known
+    concurrency: int = 8
+    max_concurrency: int = 64
+    rpm: int | None = None
+    tpm: int | None = None
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
@@ -100,6 +107,14 @@ class ModelConfig:
         ):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
+        for name in ("concurrency", "max_concurrency", "rpm", "tpm"):
+            value = getattr(self, name)
+            _require(value is None or value >= 1, f"{key}.{name}", f"must be >= 1, got {value}")
+        _require(
+            self.concurrency <= self.max_concurrency,
+            f"{key}.concurrency",
+            f"must be <= {key}.max_concurrency ({self.max_concurrency}), got {self.concurrency}",
+        )
         _require(
             self.judge_winner in ("pro", "con", "for", "against", "random"),
             f"{key}.judge_winner",

@@ -13,6 +13,7 @@ from harness.formats.base import Format
 from harness.probes.catalog import PROBE_MODULES
 from harness.schema import Config, redact
 from harness.store.fingerprint import (
+    MODEL_TRANSPORT_KEYS,
     MUTABLE_KEYS,
     OPTIONAL_SECTIONS,
     SEARCH_TRANSPORT_KEYS,
@@ -30,6 +31,8 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
             config.pop(section, None)
     for key in SEARCH_TRANSPORT_KEYS:
         config.get("search", {}).pop(key, None)
+    for key in MODEL_TRANSPORT_KEYS:
+        config.get("model", {}).pop(key, None)
     prompt_modules = list(fmt.prompt_modules)
     if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
         prompt_modules += PROBE_MODULES

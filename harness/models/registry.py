@@ -65,7 +65,14 @@ def build_model(cfg: ModelConfig) -> ChatModel:
     from harness.models.remote import LangChainModel
 
     return LangChainModel(
-        cfg.spec, kwargs=cfg.kwargs, structured_mode=cfg.structured_mode, timeout_s=cfg.timeout_s
+        cfg.spec,
+        kwargs=cfg.kwargs,
+        structured_mode=cfg.structured_mode,
+        timeout_s=cfg.timeout_s,
+        concurrency=cfg.concurrency,
+        max_concurrency=cfg.max_concurrency,
+        rpm=cfg.rpm,
+        tpm=cfg.tpm,
     )
 
 

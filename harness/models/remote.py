@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from harness.models.base import Completion, ModelConfigError, ModelRequest, StructuredMode
+from harness.models.limiter import Limiter, estimate_tokens, key_for, limiter_for
 
 # The environment variable each hosted provider reads its key from.
 API_KEY_ENV = {
@@ -108,6 +109,10 @@ class LangChainModel:
         kwargs: dict[str, Any],
         structured_mode: str = "auto",
         timeout_s: float | None = None,
+        concurrency: float = 8,
+        max_concurrency: float = 64,
+        rpm: int | None = None,
+        tpm: int | None = None,
     ):
         self.spec = spec
         self.provider, self.name = spec.split(":", 1)
@@ -116,6 +121,12 @@ class LangChainModel:
         self.mode = pick_mode(self.provider, self.kwargs, structured_mode)
         self.client_kwargs = client_kwargs(self.provider, self.kwargs, timeout_s)
         self._chats: dict[tuple[float, int], Any] = {}
+        # one limiter per endpoint, shared with every other model of the process
+        api_key = _api_key(self.provider, self.kwargs)
+        endpoint = key_for(self.provider, self.kwargs.get("base_url"), api_key, self.name)
+        self.limiter: Limiter = limiter_for(
+            endpoint, initial=concurrency, maximum=max_concurrency, rpm=rpm, tpm=tpm
+        )
 
     def model_files(self) -> dict[str, str]:
         return {}
@@ -167,12 +178,15 @@ class LangChainModel:
         chat = self._chat(request.temperature, request.max_tokens)
         started = time.perf_counter()
         try:
-            reply = chat.invoke(
-                request.messages,
-                **self._format_kwargs(request),
-                **self._compat_kwargs(request),
-                **self._seed_kwargs(request),
-            )
+            # the slot reports this attempt's outcome (429, 5xx, success) to the limiter
+            with self.limiter.slot(tokens=estimate_tokens(request.messages, request.max_tokens)):
+                started = time.perf_counter()  # the provider's time, not the wait for a slot
+                reply = chat.invoke(
+                    request.messages,
+                    **self._format_kwargs(request),
+                    **self._compat_kwargs(request),
+                    **self._seed_kwargs(request),
+                )
         except Exception as exc:
             cut = _length_cut(exc)
             if cut is None:
@@ -188,6 +202,15 @@ class LangChainModel:
             output_tokens=int(output_tokens),
             latency_s=time.perf_counter() - started,
         )
+
+
+def _api_key(provider: str, kwargs: dict[str, Any]) -> str | None:
+    """The key this model sends (``kwargs.api_key`` over the environment), for the limiter's key hash."""
+    key = kwargs.get("api_key")
+    if key is None:
+        return os.environ.get(API_KEY_ENV.get(provider, ""), None)
+    reveal = getattr(key, "get_secret_value", None)
+    return str(reveal() if callable(reveal) else key)
 
 
 def _length_cut(exc: BaseException) -> tuple[str, int, int] | None:

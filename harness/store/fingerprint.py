@@ -26,6 +26,8 @@ MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name", 
 OPTIONAL_SECTIONS = ("search",)
 # How a search reaches its collection, not what it finds: free to change on resume.
 SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
+# How fast calls reach a provider, not what they ask: free to change on resume.
+MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
 
 
 def sha256(data: bytes) -> str:
