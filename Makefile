@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --no-cache-dir 'llama-cpp-python==0.3.36'
-	$(PY) -m pip install -e '.[$(EXTRAS)]'
+	@# compat: the checkout on sys.path, so Hydra's plugin scan finds hydra_plugins/ (the in-process launcher)
+	$(PY) -m pip install -e '.[$(EXTRAS)]' --config-settings editable_mode=compat
 	touch $@
 
 setup: $(VENV)/.installed ## Create .venv and install everything (llama.cpp builds from source)

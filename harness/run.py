@@ -34,6 +34,7 @@ from harness.resume import main as resume_main
 from harness.resume import report
 from harness.store.rundir import DiskFullError
 from harness.sweep.cell import is_sweep_job, run_cell
+from harness.sweep.launcher import launcher_overrides
 
 
 def topic_range(path: str | None) -> str:
@@ -76,6 +77,10 @@ hydra_main = hydra.main(config_path=str(conf_dir()), config_name="config", versi
 
 def cli() -> None:
     sys.argv[1:] = quote_text_values(sys.argv[1:])
+    try:
+        sys.argv[1:] = launcher_overrides(sys.argv[1:])  # sweep.concurrency=N: cells as threads
+    except ConfigError as exc:
+        fail(str(exc), 2)
     check_group_choices(sys.argv[1:])
     sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
     held = HeldStderr(guarded(sys.stderr))

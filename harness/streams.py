@@ -14,6 +14,7 @@ A leaf module: the engine's progress bar and the commands' console
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, TextIO
 
 
@@ -55,8 +56,10 @@ class GuardedStream:
 
 
 def guarded(stream: TextIO) -> TextIO:
-    """``stream`` guarded (once: guarding a guarded stream returns it)."""
-    if isinstance(stream, GuardedStream):
+    """``stream`` guarded (once: guarding a guarded stream returns it). A routed
+    stream stays as it is: a command run as a sweep cell must not wrap the
+    stream every cell thread shares (each route leads to a guarded console or a log)."""
+    if isinstance(stream, (GuardedStream, RoutedStream)):
         return stream  # type: ignore[return-value]
     return GuardedStream(stream)  # type: ignore[return-value]
 
@@ -64,3 +67,30 @@ def guarded(stream: TextIO) -> TextIO:
 def say(text: str, stream: TextIO) -> None:
     """One line to the console, never an error."""
     print(text, file=guarded(stream))
+
+
+class RoutedStream:
+    """One of the process's standard streams, shared by threads that each write
+    somewhere else: a thread that called ``route`` writes to its own target (a
+    sweep cell's log), every other thread to ``default``. ``redirect_stdout``
+    swaps the stream for the whole process, so many cells in one process need this."""
+
+    def __init__(self, default: TextIO) -> None:
+        self.default = default
+        self._local = threading.local()
+
+    def route(self, target: TextIO | None) -> None:
+        """Send this thread's writes to ``target`` (None: back to the default)."""
+        self._local.target = target
+
+    def _target(self) -> TextIO:
+        return getattr(self._local, "target", None) or self.default
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._target(), name)

@@ -21,13 +21,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "harness", "analysis", "conf")
+SOURCES = ("pyproject.toml", "README.md", "harness", "analysis", "conf", "hydra_plugins")
 
 
 def source_packages() -> set[str]:
     """Every folder that holds a shipped file, as setuptools names it (conf/ is harness.conf)."""
     found = set()
-    for top, name in (("harness", "harness"), ("analysis", "analysis"), ("conf", "harness.conf")):
+    tops = (("harness", "harness"), ("analysis", "analysis"), ("conf", "harness.conf"))
+    tops += (("hydra_plugins/drift_harness_launcher", "hydra_plugins.drift_harness_launcher"),)
+    for top, name in tops:
         for folder in [REPO / top, *(REPO / top).rglob("*")]:
             if (
                 folder.is_dir()
@@ -113,6 +115,13 @@ def test_console_scripts_run_resume_verify_export_from_anywhere(venv: Path, tmp_
     assert check([bin_ / "drift-verify", run_dir], cwd).strip().splitlines()[-1].startswith("OK: 0")
     check([bin_ / "drift-export", run_dir, "--out", tmp_path / "report.md"], cwd)
     assert "Remote work" in (tmp_path / "report.md").read_text()
+    # the in-process launcher is found by Hydra's plugin scan of the installed hydra_plugins
+    swept = check(
+        [bin_ / "drift-run", "-m", "model=scripted", "rounds=1", "llm.temperature=0.2,0.9",
+         "sweep.concurrency=2", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false"],
+        cwd,
+    )  # fmt: skip
+    assert "2 cells: 2 completed" in swept
     assert list(cwd.iterdir()) == []  # Hydra wrote nothing of its own into the working folder
 
 

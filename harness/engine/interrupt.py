@@ -15,15 +15,35 @@ STOP_SIGNALS = tuple(
 )
 
 
+# A stop asked of every run in the process: many sweep cells run as threads
+# of one process (harness.sweep.launcher), and only the main thread gets signals.
+_EVERY_RUN: list[str] = []
+
+
+def request_stop(reason: str) -> None:
+    """Ask every run of the process to stop after its node in flight."""
+    if not _EVERY_RUN:
+        _EVERY_RUN.append(reason)
+
+
+def clear_stop() -> None:
+    _EVERY_RUN.clear()
+
+
 class StopOnSignal:
     def __init__(self) -> None:
-        self.requested: str | None = None
+        self._requested: str | None = None
         self._previous: dict[int, Any] = {}
 
+    @property
+    def requested(self) -> str | None:
+        """Why this run should stop: its own signal, or a stop of every run."""
+        return self._requested or (_EVERY_RUN[0] if _EVERY_RUN else None)
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested is not None:
+        if self._requested is not None:
             raise KeyboardInterrupt  # second signal: abandon the call in flight
-        self.requested = signal.Signals(signum).name
+        self._requested = signal.Signals(signum).name
 
     def __enter__(self) -> StopOnSignal:
         if threading.current_thread() is threading.main_thread():

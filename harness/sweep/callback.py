@@ -80,7 +80,9 @@ def concurrent_workers(launcher: DictConfig, cells: int) -> int:
         # a local Ray cluster started here: as many cells at once as cores / num_cpus per task
         per_task = float(launcher.ray.remote.get("num_cpus", 1) or 1)
         return max(1, min(cells, int((os.cpu_count() or 1) // per_task)))
-    return 1  # basic: one at a time; Slurm, a Ray cluster: each job has its own CPUs
+    # basic: one at a time; in-process: embedded-model cells take turns (API cells
+    # need no cores); Slurm, a Ray cluster: each job has its own CPUs
+    return 1
 
 
 def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:

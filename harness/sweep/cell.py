@@ -19,17 +19,21 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from harness.store.records import utcnow
+from harness.streams import RoutedStream
 from harness.sweep.index import (
     CELL_LOG,
     CELLS_DIR,
@@ -45,6 +49,7 @@ from harness.sweep.index import (
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
 _EXIT_STATUS = {0: "completed", 130: "interrupted"}
 _PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
+_PLAN_LOCK = threading.Lock()
 
 
 def is_sweep_job() -> bool:
@@ -59,10 +64,11 @@ def _planned(sweep_dir: Path) -> list[Cell]:
     rewritten (a few times a sweep): parsing it for every cell would grow with the cells."""
     stat = (sweep_dir / INDEX_JSON).stat()
     key = (str(sweep_dir.resolve()), stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    if key not in _PLAN:
-        _PLAN.clear()
-        _PLAN[key] = read_index(sweep_dir).cells
-    return _PLAN[key]
+    with _PLAN_LOCK:  # cells as threads of one process share the cache
+        if key not in _PLAN:
+            _PLAN.clear()
+            _PLAN[key] = read_index(sweep_dir).cells
+        return _PLAN[key]
 
 
 def find_cell(sweep_dir: Path, num: int, overrides: list[str]) -> Cell:
@@ -95,11 +101,29 @@ def cell_output(sweep_dir: Path, name: str) -> Iterator[Path]:
     run_dir, pending = sweep_dir / name, sweep_dir / CELLS_DIR / f"{name}.log"
     _adopt_log(pending, run_dir)
     path = run_dir / CELL_LOG if run_dir.is_dir() else pending
-    with open(path, "a", encoding="utf-8", buffering=1) as log, redirect_stdout(log), redirect_stderr(log):
+    with open(path, "a", encoding="utf-8", buffering=1) as log, redirected(log):
         workers = os.environ.get("DRIFT_WORKERS", "1")
         print(f"=== cell {name} at {utcnow().isoformat()} (pid {os.getpid()}, DRIFT_WORKERS={workers}) ===")
         yield path
     _adopt_log(pending, run_dir)
+
+
+@contextmanager
+def redirected(log: TextIO) -> Iterator[None]:
+    """This cell's output to ``log``: only this thread's when the streams are
+    routed (cells as threads of one process), else the whole process's."""
+    out, err = sys.stdout, sys.stderr
+    if isinstance(out, RoutedStream) and isinstance(err, RoutedStream):
+        out.route(log)
+        err.route(log)
+        try:
+            yield
+        finally:
+            out.route(None)
+            err.route(None)
+    else:
+        with redirect_stdout(log), redirect_stderr(log):
+            yield
 
 
 def _adopt_log(pending: Path, run_dir: Path) -> None:
@@ -152,11 +176,26 @@ def _last_error(log: Path, offset: int) -> str | None:
     return errors[-1] if errors else None
 
 
-def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None]) -> None:
+@dataclass(frozen=True)
+class SweepJob:
+    """Which job of which sweep: from Hydra's per-job config in a process of
+    its own, or handed over by the in-process launcher (whose threads share one)."""
+
+    sweep_dir: Path
+    num: int
+    overrides: list[str]
+
+    @classmethod
+    def current(cls) -> SweepJob:
+        hydra = HydraConfig.get()
+        return cls(Path(hydra.sweep.dir), int(hydra.job.num), list(hydra.overrides.task))
+
+
+def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: SweepJob | None = None) -> None:
     """Run (or skip, or resume) this job's cell; record how it ended; never exit."""
-    hydra = HydraConfig.get()
-    sweep_dir = Path(hydra.sweep.dir)
-    cell = find_cell(sweep_dir, int(hydra.job.num), list(hydra.overrides.task))
+    job = job or SweepJob.current()
+    sweep_dir = job.sweep_dir
+    cell = find_cell(sweep_dir, job.num, job.overrides)
     run_dir = sweep_dir / cell.name
     manifest = _manifest(run_dir)
     if manifest is not None and manifest.status == "completed":

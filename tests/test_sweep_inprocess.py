@@ -1,0 +1,118 @@
+"""Cells of a sweep as threads of one process (``sweep.concurrency=N``).
+
+One sweep through the real command line: every cell completes into the same
+index, status and run folders as under the process launchers, each cell's
+output lands in its own log, and a driver SIGKILLed with cells in flight
+resumes (``python -m harness.sweep resume``) to every cell completed, with
+every run verifying clean and no model call made twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from harness.config import ConfigError
+from harness.store.integrity import verify
+from harness.store.rundir import read_manifest
+from harness.sweep.index import read_index
+from harness.sweep.launcher import check_concurrency, launcher_overrides, uses_local_model
+
+CELLS = ["llm.temperature=0.2,0.6,1.0", "replicates=2"]  # 6 cells
+ARGS = ["model=scripted", "model.latency_s=0.05", "rounds=3", "progress=false", *CELLS]
+
+
+def sweep(sweep_dir: Path, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "harness.run", "-m", *ARGS, *extra, f"hydra.sweep.dir={sweep_dir}"]
+    return subprocess.Popen(
+        cmd, cwd=sweep_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def cell_starts(sweep_dir: Path) -> int:
+    lines = (
+        (sweep_dir / "cells.jsonl").read_text().splitlines() if (sweep_dir / "cells.jsonl").exists() else []
+    )
+    return sum(json.loads(line)["status"] == "running" for line in lines)
+
+
+def replies(run_dir: Path) -> list[str]:
+    return [json.loads(x)["id"] for p in run_dir.rglob("replies.jsonl") for x in p.read_text().splitlines()]
+
+
+def test_cells_in_flight_in_one_process_survive_a_kill_and_resume(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    driver = sweep(sweep_dir, "sweep.concurrency=4")
+    deadline = time.monotonic() + 120
+    while cell_starts(sweep_dir) < 5 and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(driver.pid, signal.SIGKILL)  # four cells in flight, or finishing: the driver dies mid-sweep
+    driver.communicate(timeout=60)
+    index = read_index(sweep_dir)
+    assert index.launcher.endswith("InProcessLauncher") and len(index.cells) == 6
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    index = read_index(sweep_dir)
+    assert [c.status for c in index.cells] == ["completed"] * 6
+    for cell in index.cells:
+        run_dir = sweep_dir / cell.name
+        assert verify(run_dir)[0] == [], cell.name
+        manifest = read_manifest(run_dir)
+        assert manifest.counts.rounds_completed == 3
+        kept = replies(run_dir)
+        assert len(kept) == len(set(kept)) == manifest.counts.model_calls  # each call kept once
+        log = (run_dir / "cell.log").read_text()
+        headers = [line for line in log.splitlines() if line.startswith("=== cell ")]
+        assert headers and all(f"=== cell {cell.name} " in h for h in headers)  # no other cell's output
+    status = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert status.returncode == 0 and "6 completed" in status.stdout
+
+
+def test_sweep_concurrency_picks_the_launcher_and_is_checked_first() -> None:
+    assert launcher_overrides(["-m", "rounds=2", "sweep.concurrency=64"]) == [
+        "-m", "rounds=2", "hydra/launcher=inprocess", "hydra.launcher.concurrency=64",
+    ]  # fmt: skip
+    assert launcher_overrides(["rounds=2"]) == ["rounds=2"]
+    for bad in ("0", "-3", "many", "1e9"):
+        with pytest.raises(ConfigError, match=r"^sweep\.concurrency: must be a whole number from 1 to \d+"):
+            launcher_overrides(["-m", f"sweep.concurrency={bad}"])
+    with pytest.raises(ConfigError, match=r"^sweep\.concurrency: .*add -m$"):
+        launcher_overrides(["sweep.concurrency=8"])
+    assert check_concurrency(1) == 1
+
+
+def test_a_bad_concurrency_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.run", "-m", "model=scripted", "sweep.concurrency=0",
+         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: sweep.concurrency: must be a whole number from 1 to 4096, got '0'"
+    ]
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_embedded_model_cells_take_turns() -> None:
+    """A cell with any role on llama.cpp runs alone (it wants every core); API cells do not."""
+    assert uses_local_model(OmegaConf.create({"model": {"spec": "local:smollm2"}, "roles": {}}))
+    api = {"model": {"spec": "openai:gpt-4o-mini"}, "roles": {"critic": {"spec": None}}}
+    assert not uses_local_model(OmegaConf.create(api))
+    api["roles"]["critic"]["spec"] = "local:gemma3-270m"
+    assert uses_local_model(OmegaConf.create(api))
