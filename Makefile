@@ -29,13 +29,20 @@ run: setup ## Run the default experiment (drift format, SmolLM2, 3 rounds)
 debug: setup ## A debate on the scripted model that finishes in seconds
 	$(PY) -m harness.run experiment=debug
 
-test: setup lint ## Lint, type-check and run every test (slow ones included)
-	$(PY) -m pytest
+test: setup lint ## What CI runs: lint, types and every test on 2 workers but the `full` ones (times: docs/testing.md)
+	$(PY) -m pytest -n 2 -m "not full" --durations=30
 
-test-fast: setup ## Run the tests that use the scripted model only
-	$(PY) -m pytest -m "not slow"
+check: setup ## The fast tier, under 2 min: scripted model, in-process only (no processes, servers, MiniLM, browser)
+	$(PY) -m pytest -n 2 -q -m "not slow and not heavy and not network_loopback and not browser and not full"
 
-lint: setup ## ruff (lint + format check) and mypy
+test-all: setup ## Everything, `full` and the Ray launcher included (installs the [ray] extra first)
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS),ray]' --config-settings editable_mode=compat
+	$(PY) -m pytest -n 2 --durations=30
+
+test-fast: setup ## Every test that runs no real local model (in-process and subprocess alike)
+	$(PY) -m pytest -n 2 -m "not slow"
+
+lint: setup ## ruff (lint + format check), mypy and the import layers (lint-imports)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy harness analysis
@@ -71,7 +78,7 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 	    smollm2_throughput.py) args="--rounds 1";; \
 	    store_build.py) args="--runs 200";; \
 	    llama_threads.py) args="--repeats 1 --tokens 64";; \
-	    fault_soak.py) args="--cycles 6";; \
+	    fault_soak.py) args="--format all --cycles 2";; \
 	    search_latency.py) args="--spawn-calls 3";; \
 	    *) args=;; \
 	  esac; \
@@ -82,4 +89,4 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test test-fast lint format study view bench clean
+.PHONY: help setup run debug test check test-all test-fast lint format study view bench clean

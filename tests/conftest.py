@@ -21,6 +21,47 @@ from harness.models import build_model
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 REPO = CONF_DIR.parent
 
+# Modules whose tests spawn processes (the CLI, kills and resumes, servers, sweeps),
+# load MiniLM, run the notebook or build the wheel: `make check` leaves them out
+# (marker `heavy`) to stay within two minutes; `make test` runs them.
+HEAVY_MODULES = frozenset(
+    {
+        "test_analysis_cli",
+        "test_analysis_embed_cache",
+        "test_analysis_grounding",
+        "test_analysis_notebook",
+        "test_analysis_panel",
+        "test_benchmarks",
+        "test_chat",
+        "test_cli",
+        "test_compare",
+        "test_console_and_disk",
+        "test_docs_commands",
+        "test_durable_faults",
+        "test_durable_smollm2",
+        "test_fault_proxy",
+        "test_grounded",
+        "test_local_model",
+        "test_moderated",
+        "test_real_models",
+        "test_rundir",
+        "test_search",
+        "test_study",
+        "test_sweep",
+        "test_sweep_inprocess",
+        "test_topics_batch",
+        "test_tracing",
+        "test_view_browser",
+        "test_wheel_install",
+    }
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__ in HEAVY_MODULES:
+            item.add_marker(pytest.mark.heavy)
+
 
 def compose_cfg(overrides: list[str]) -> DictConfig:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
