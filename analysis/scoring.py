@@ -145,7 +145,10 @@ def early_late(
     frame = frame.assign(phase=phase)
     rows = []
     for (cell, label, team), group in frame[frame.phase.notna()].groupby(["cell", "cell_label", "team"]):
-        per_run = group.groupby(["run_id", "phase"])[value].mean().unstack("phase").dropna()
+        per_run = group.groupby(["run_id", "phase"])[value].mean().unstack("phase")
+        if not {"early", "late"} <= set(per_run.columns):
+            continue  # a side that spoke in one phase only (a moderated debate's closing side)
+        per_run = per_run.dropna()
         if len(per_run) >= 2:
             test, result = "paired t over runs", stats.ttest_rel(per_run["late"], per_run["early"])
         else:

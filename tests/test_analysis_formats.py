@@ -86,3 +86,16 @@ def test_four_formats_analyse_as_one_root(run, tmp_path):
     sig = compute_signals(t, progress=False).turns
     assert len(sig) == len(t.turns) and sig.sem_anchor_sim.notna().all()
     assert not any(math.isnan(x) for x in sig.n_words)
+
+
+def test_early_late_leaves_out_a_side_that_spoke_in_one_phase_only(run):
+    """A moderated side can speak only early or only late (one speech a round):
+    it has no early-late difference, and the table leaves it out instead of failing."""
+    from analysis import early_late, score
+
+    run_dir = run("format=moderated", "model.factcheck_fail_rate=0.0", "format.exchanges=1").run_dir
+    t = load_runs(run_dir.parent, cache=False)
+    scores = score(compute_signals(t, progress=False).turns)
+    table = early_late(scores, t.runs)  # raised KeyError: 'early' before
+    assert set(table.team) < set(scores.team)  # a side is left out, not the table
+    assert table.early_mean.notna().all() and table.late_mean.notna().all()
