@@ -72,7 +72,7 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 	      [ "$(LONG)" = 0 ] && { echo "== $$f skipped (LONG=0)"; continue; };; \
 	  esac; \
 	  case $$(basename $$f) in \
-	    sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py) args=--quick;; \
+	    sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py|api_sweep.py) args=--quick;; \
 	    detector_validity.py) args="--quick --tune-seeds 1 --held-seeds 1";; \
 	    sweep_launchers.py) args="scripted --rounds 30";; \
 	    smollm2_throughput.py) args="--rounds 1";; \

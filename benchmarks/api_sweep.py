@@ -1,0 +1,348 @@
+"""Sweeps of drift debates against a hosted API, simulated on loopback: what
+the launchers cost when every cell waits on the provider.
+
+A ``ProviderSim`` (tests/provider_sim.py: OpenAI's wire format, the scripted
+model's words, per-key RPM/TPM over a sliding window, a billing ledger)
+answers each call after ``--latency`` seconds (0.5). Each sweep is the real
+``python -m harness.run -m ...`` command, ``model=openai model.spec=openai:sim``
+pointed at the simulator, cells ``llm.temperature`` (4 values) x
+``replicates=N/4``, ``rounds=R``, each sweep under its own API key (so the
+simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
+
+1. Unlimited: the simulator without limits. The command's wall time divided
+   by the longest cell's ``wall_s`` in that sweep (from the cells'
+   ``manifest.json``), for the process launcher (``hydra/launcher=joblib
+   hydra.launcher.n_jobs=N``) and the in-process launcher
+   (``sweep.concurrency=N model.concurrency=N model.max_concurrency=N``).
+   Beside it, the same wall divided by a 1-cell in-process sweep's cell
+   (timed separately: a cell alone, no contention). Goal <= 1.15 (inspect_ai
+   measured 1.20 on the same shape). Also printed: when the first cell
+   started, how far the last start lagged the first, and the exit's lag.
+2. At the provider's limit: the in-process sweep again, the simulator's RPM
+   and TPM each set to a third of the demand the unlimited in-process sweep
+   made (its calls, and tokens charged on admission, over its longest cell),
+   over a SHORT sliding window (``--window``, 2 s; a 60 s window would not
+   bind before these sweeps end) with the limit scaled to it, and
+   ``model.rpm`` / ``model.tpm`` set to the same rate per minute. Prints wall
+   divided by the limit's own minimum (calls / RPM rate or charged tokens /
+   TPM rate, whichever is larger; a sliding window also admits its first
+   window's worth at once, so the true floor is a little lower, printed
+   too), failed cells (``sweep.json``) and the 429s the simulator answered.
+   Goal <= 1.15 with 0 failed cells.
+3. Memory: the driver's peak RSS (psutil, polled every 0.2 s) above a base,
+   divided by the cells in flight, in-process; the base is the peak RSS of
+   the 1-cell in-process sweep's driver. For the process launcher, the peak
+   of the summed RSS of the driver and every worker, per cell (summed RSS
+   counts shared library pages once in every process). Goal <= 1 MB a cell in-process
+   (the process launcher holds about 110 MB a cell).
+4. Ledger: per sweep, the harness's tokens (``counts.input_tokens`` +
+   ``output_tokens`` over every cell's manifest) against what the simulator
+   billed that sweep's key: "equal" or "differ".
+
+    python benchmarks/api_sweep.py               # 64 cells x 5 rounds (the issue's figure)
+    python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, < 3 min on 2 cores
+    python benchmarks/api_sweep.py --cells 32 --rounds 3 --window 5 --skip-process
+
+The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from provider_sim import Decision, ProviderSim  # noqa: E402
+
+from harness.sweep.index import EVENTS_JSONL, read_index  # noqa: E402
+
+TEMPERATURES = ["0.2", "0.5", "0.8", "1.0"]
+POLL_S = 0.2
+MB = 1024 * 1024
+
+
+class ChargedSim(ProviderSim):
+    """The simulator, also adding up what each admitted request was charged against TPM
+    (prompt words + max_tokens, on admission), per key: the TPM limit's own count."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.charged: dict[str, int] = {}
+        self._charged_lock = threading.Lock()
+
+    def admit(self, key: str, cost: int) -> Decision:
+        decision = super().admit(key, cost)
+        if decision.status != 429:
+            with self._charged_lock:
+                self.charged[key] = self.charged.get(key, 0) + cost
+        return decision
+
+
+@dataclass
+class Sweep:
+    """One sweep's figures, read before its folder is removed."""
+
+    label: str
+    cells: int
+    wall_s: float
+    driver_peak: int  # bytes
+    tree_peak: int  # bytes, driver + every descendant
+    failed: int = 0
+    longest_cell_s: float = 0.0
+    ledger_tokens: int = 0
+    first_start_s: float = 0.0  # command start to the first cell's start
+    start_spread_s: float = 0.0  # first cell start to last cell start
+    tail_s: float = 0.0  # last cell end to the command's exit
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def grid(cells: int) -> list[str]:
+    """Overrides making ``cells`` cells: 4 temperatures x cells/4 replicates (1 cell: one of each)."""
+    if cells == 1:
+        return ["llm.temperature=0.7", "replicates=1"]
+    return ["llm.temperature=" + ",".join(TEMPERATURES), f"replicates={cells // len(TEMPERATURES)}"]
+
+
+def environment(key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "DRIFT_WORKERS"}  # the callback sets it
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        env.pop(proxy, None)  # loopback only
+    return {**env, "OPENAI_API_KEY": key, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1"}
+
+
+def command(sim: ProviderSim, sweep_dir: Path, cells: int, rounds: int, extra: list[str]) -> list[str]:
+    return [
+        sys.executable, "-m", "harness.run", "-m", f"hydra.sweep.dir={sweep_dir}",
+        f"runs_root={sweep_dir.parent}", "model=openai", "model.spec=openai:sim",
+        f"model.kwargs.base_url={sim.base_url}", f"rounds={rounds}", "progress=false",
+        *grid(cells), *extra,
+    ]  # fmt: skip
+
+
+def tree_rss(proc: psutil.Process) -> tuple[int, int]:
+    """(driver RSS, driver + descendants RSS) in bytes; a process gone meanwhile counts 0."""
+    try:
+        driver = proc.memory_info().rss
+        kids = proc.children(recursive=True)
+    except psutil.Error:
+        return 0, 0
+    total = driver
+    for kid in kids:
+        with contextlib.suppress(psutil.Error):
+            total += kid.memory_info().rss
+    return driver, total
+
+
+def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> tuple[float, int, int, int]:
+    """Run ``cmd``, polling its RSS; kill its process group past ``timeout_s``.
+    Returns (wall s, exit code, peak driver RSS, peak tree RSS)."""
+    with log.open("w") as err:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+        )
+        ps = psutil.Process(proc.pid)
+        peak_driver = peak_tree = 0
+        while proc.poll() is None:
+            if time.perf_counter() - started > timeout_s:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            driver, tree = tree_rss(ps)
+            peak_driver, peak_tree = max(peak_driver, driver), max(peak_tree, tree)
+            time.sleep(POLL_S)
+        wall = time.perf_counter() - started
+    return wall, proc.returncode, peak_driver, peak_tree
+
+
+def read_sweep(sweep: Sweep, sweep_dir: Path, began: float) -> None:
+    """Fill ``sweep`` from the index, the manifests and the cell log."""
+    index = read_index(sweep_dir)
+    for cell in index.cells:
+        sweep.statuses[cell.status] = sweep.statuses.get(cell.status, 0) + 1
+    sweep.failed = sum(c.status != "completed" for c in index.cells)
+    for path in sweep_dir.glob("*/manifest.json"):
+        manifest = json.loads(path.read_text())
+        counts = manifest.get("counts", {})
+        sweep.ledger_tokens += counts.get("input_tokens", 0) + counts.get("output_tokens", 0)
+        sweep.longest_cell_s = max(sweep.longest_cell_s, float(manifest.get("wall_s", 0.0)))
+    log = sweep_dir / EVENTS_JSONL
+    lines = log.read_text().splitlines() if log.is_file() else []
+    events = [json.loads(line) for line in lines if line.strip()]
+    starts = sorted(
+        datetime.fromisoformat(e["started_at"]).timestamp() for e in events if e["status"] == "running"
+    )
+    ends = [datetime.fromisoformat(e["ended_at"]).timestamp() for e in events if e.get("ended_at")]
+    if starts and ends:
+        sweep.first_start_s = starts[0] - began
+        sweep.start_spread_s = starts[-1] - starts[0]
+        sweep.tail_s = began + sweep.wall_s - max(ends)
+
+
+def run_sweep(
+    sim: ProviderSim, label: str, cells: int, rounds: int, extra: list[str], timeout_s: float
+) -> Sweep:
+    """One sweep under the API key ``sk-<label>``, in a temp folder removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"api-sweep-{label}-"))
+    try:
+        sweep_dir = tmp / "sweep"
+        cmd = command(sim, sweep_dir, cells, rounds, extra)
+        began = time.time()
+        wall, code, driver, tree = watch(cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s)
+        sweep = Sweep(label, cells, wall, driver, tree)
+        if code != 0:
+            tail = (tmp / "stderr.txt").read_text()[-1500:]
+            print(f"  {label}: exit {code} after {wall:.0f} s (timeout {timeout_s:.0f} s)\n{tail}")
+        if (sweep_dir / "sweep.json").is_file():
+            read_sweep(sweep, sweep_dir, began)
+        else:
+            sweep.failed = cells
+        return sweep
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ledger_line(sim: ProviderSim, sweep: Sweep) -> str:
+    billed = sim.billing(f"sk-{sweep.label}").total_tokens
+    verdict = "equal" if billed == sweep.ledger_tokens else "differ"
+    return f"ledger {sweep.ledger_tokens} tokens, simulator billed {billed}: {verdict}"
+
+
+def starts_line(sweep: Sweep) -> str:
+    return (
+        f"first cell started {sweep.first_start_s:.1f} s after the command, the last "
+        f"{sweep.start_spread_s:.1f} s after the first; exit {sweep.tail_s:.1f} s after the last "
+        f"cell ended; cells {sweep.statuses}"
+    )
+
+
+def timing_line(sweep: Sweep, alone_s: float) -> str:
+    return (
+        f"wall {sweep.wall_s:6.1f} s, longest cell {sweep.longest_cell_s:5.1f} s -> "
+        f"wall/longest {sweep.wall_s / max(sweep.longest_cell_s, 1e-9):.2f} "
+        f"(wall/one cell alone {sweep.wall_s / max(alone_s, 1e-9):.2f}); goal <= 1.15 "
+        f"(inspect_ai 1.20)\n      {starts_line(sweep)}"
+    )
+
+
+def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tuple[Sweep, dict[str, float]]:
+    """Phase 1 (and the memory figures): returns the in-process sweep and its demand rates."""
+    inproc = ["sweep.concurrency=" + str(n), f"model.concurrency={n}", f"model.max_concurrency={n}"]
+    with ChargedSim(rpm=10**9, tpm=10**12, latency_s=args.latency) as sim:
+        one = run_sweep(sim, "one", 1, r, ["sweep.concurrency=1"], timeout_s)
+        print(
+            f"1-cell in-process sweep: wall {one.wall_s:.1f} s, its cell {one.longest_cell_s:.1f} s, "
+            f"driver peak RSS {one.driver_peak / MB:.0f} MB (the base); {ledger_line(sim, one)}",
+            flush=True,
+        )
+        print(f"1. unlimited, {n} cells x {r} rounds")
+        swept = run_sweep(sim, "inprocess", n, r, inproc, timeout_s)
+        print(f"  in-process (sweep.concurrency={n}): {timing_line(swept, one.longest_cell_s)}")
+        print(f"      {ledger_line(sim, swept)}", flush=True)
+        key = "sk-inprocess"
+        demand = {
+            "calls": sim.billing(key).billed_requests,
+            "charged": sim.charged.get(key, 0),
+            "over_s": max(swept.longest_cell_s, 1e-9),
+        }
+        joblib = None
+        if not args.skip_process:
+            launcher = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n}"]
+            joblib = run_sweep(sim, "joblib", n, r, launcher, timeout_s)
+            print(f"  process (joblib n_jobs={n}):    {timing_line(joblib, one.longest_cell_s)}")
+            print(f"      {ledger_line(sim, joblib)}", flush=True)
+    memory(one, swept, joblib, n)
+    return swept, demand
+
+
+def memory(one: Sweep, swept: Sweep, joblib: Sweep | None, n: int) -> None:
+    above = (swept.driver_peak - one.driver_peak) / MB
+    print(
+        f"3. memory: in-process driver peak {swept.driver_peak / MB:.0f} MB, "
+        f"{above:.0f} MB above the 1-cell base -> {above / n:.2f} MB a cell (goal <= 1)"
+    )
+    if joblib is not None:
+        print(
+            f"   process launcher: driver + workers peak {joblib.tree_peak / MB:.0f} MB "
+            f"-> {joblib.tree_peak / MB / n:.0f} MB a cell (summed RSS; ~110 MB expected)",
+            flush=True,
+        )
+
+
+def limited(args: argparse.Namespace, n: int, r: int, demand: dict[str, float], timeout_s: float) -> None:
+    """Phase 2: RPM and TPM at ``1/args.share`` of the unlimited demand, over ``args.window`` s."""
+    rate_calls = demand["calls"] / demand["over_s"] / args.share  # per second
+    rate_tokens = demand["charged"] / demand["over_s"] / args.share
+    w = args.window
+    rpm_w, tpm_w = max(1, round(rate_calls * w)), max(1, round(rate_tokens * w))
+    rate_calls, rate_tokens = rpm_w / w, tpm_w / w  # what the simulator enforces, after rounding
+    harness = [f"model.rpm={round(rate_calls * 60)}", f"model.tpm={round(rate_tokens * 60)}"]
+    inproc = ["sweep.concurrency=" + str(n), f"model.concurrency={n}", f"model.max_concurrency={n}"]
+    print(
+        f"2. at the limit: simulator {rpm_w} requests and {tpm_w} tokens per {w:g} s sliding window "
+        f"(1/{args.share:g} of the unlimited demand), {' '.join(harness)}"
+    )
+    with ChargedSim(rpm=rpm_w, tpm=tpm_w, window_s=w, latency_s=args.latency) as sim:
+        swept = run_sweep(sim, "limited", n, r, [*inproc, *harness], timeout_s)
+        bill, charged = sim.billing("sk-limited"), sim.charged.get("sk-limited", 0)
+        calls_s, tokens_s = bill.billed_requests / rate_calls, charged / rate_tokens
+        floor = max(calls_s, tokens_s)
+        window_floor = max((bill.billed_requests - rpm_w) / rate_calls, (charged - tpm_w) / rate_tokens)
+        print(
+            f"  {bill.billed_requests} calls / {rate_calls:.1f} per s = {calls_s:.1f} s; "
+            f"{charged} tokens charged / {rate_tokens:.0f} per s = {tokens_s:.1f} s "
+            f"(less the first window's burst: {max(window_floor, 0):.1f} s)"
+        )
+        print(
+            f"  wall {swept.wall_s:.1f} s -> wall/limit's minimum {swept.wall_s / max(floor, 1e-9):.2f} "
+            f"(goal <= 1.15); failed cells {swept.failed} of {n} (goal 0); 429s {bill.rate_limited}"
+        )
+        print(f"      {starts_line(swept)}")
+        print(f"      {ledger_line(sim, swept)}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="12 cells x 2 rounds")
+    parser.add_argument("--cells", type=int, default=64, help="cells per sweep, a multiple of 4 (64)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds per cell (5)")
+    parser.add_argument("--latency", type=float, default=0.5, help="simulator seconds per call (0.5)")
+    parser.add_argument("--window", type=float, default=2.0, help="limited: sliding window, s (2)")
+    parser.add_argument("--share", type=float, default=3.0, help="limited: demand / limit (3)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per sweep (900)")
+    parser.add_argument("--skip-process", action="store_true", help="no joblib sweep")
+    args = parser.parse_args()
+    n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
+    timeout_s = min(args.timeout, 150.0) if args.quick else args.timeout
+    print(
+        f"{n} cells x {r} rounds, latency {args.latency:g} s, {os.cpu_count()} cores, "
+        f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        flush=True,
+    )
+    began = time.perf_counter()
+    swept, demand = unlimited(args, n, r, timeout_s)
+    if swept.failed == 0:
+        limited(args, n, r, demand, timeout_s)
+    else:
+        print("2. at the limit: skipped, the unlimited in-process sweep had failed cells")
+    print(f"total {time.perf_counter() - began:.0f} s, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()
