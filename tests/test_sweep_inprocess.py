@@ -116,3 +116,72 @@ def test_embedded_model_cells_take_turns() -> None:
     assert not uses_local_model(OmegaConf.create(api))
     api["roles"]["critic"]["spec"] = "local:gemma3-270m"
     assert uses_local_model(OmegaConf.create(api))
+
+
+def test_the_sweeper_composes_one_job_up_front_not_every_one() -> None:
+    """At 1,000 cells, composing every job before the launch kept the first cell
+    waiting minutes; each cell composes its own config when it starts."""
+    from harness.sweep.launcher import FirstJobValidation
+
+    class Loader:
+        calls: list[list[str]] = []
+
+        def load_sweep_config(self, master_config, sweep_overrides):  # type: ignore[no-untyped-def]
+            self.calls.append(sweep_overrides)
+            return OmegaConf.create({"composed": sweep_overrides})
+
+        def other(self) -> str:
+            return "passed through"
+
+    inner, master = Loader(), OmegaConf.create({})
+    lazy = FirstJobValidation(inner)
+    for n in range(1000):
+        lazy.load_sweep_config(master, [f"seed={n}"])
+    assert inner.calls == [["seed=0"]] and lazy.other() == "passed through"
+
+
+def test_a_cell_whose_config_does_not_compose_fails_alone(tmp_path: Path) -> None:
+    from harness.sweep.cell import SweepJob
+    from harness.sweep.index import SweepIndex, plan_cells, read_index, write_index
+    from harness.sweep.launcher import fail_cell
+
+    cells = plan_cells(["llm.temperature=0.2,0.9"])
+    write_index(
+        tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=cells)
+    )
+    fail_cell(SweepJob(tmp_path, 1, cells[1].overrides), ValueError("Could not override 'llm.nokey'"))
+    record = json.loads((tmp_path / "cells" / f"{cells[1].name}.json").read_text())
+    assert (record["status"], record["exit_code"]) == ("failed", 2)
+    assert "Could not override 'llm.nokey'" in record["error"]
+    assert read_index(tmp_path).cells[0].status == "pending"
+
+
+def test_a_copied_cell_config_equals_what_hydra_composes(tmp_path: Path) -> None:
+    """``CellConfigs`` composes once per shape of cell and copies with values set:
+    every cell's config must equal Hydra's own composition of its overrides."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from harness.paths import conf_dir
+    from harness.sweep.launcher import CellConfigs
+
+    grid = [
+        [f"model={model}", f"llm.temperature={t}", f"replicate={r}", "topic.text='a b: c'", f"rounds={n}"]
+        for model in ("scripted", "openai")
+        for t in (0.2, 1.0)
+        for r in (0, 3)
+        for n in (2, 5)
+    ]
+    grid += [
+        ["critic=strict", "+llm.extra=1"],
+        ["model=openai", "model.kwargs.base_url=http://127.0.0.1:9/v1"],
+    ]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        master = compose(config_name="config", overrides=["critic=lenient"], return_hydra_config=True)
+        configs = CellConfigs(loader, master)
+        for overrides in grid:
+            want = OmegaConf.to_container(loader.load_sweep_config(master, overrides))
+            del want["hydra"]
+            assert OmegaConf.to_container(configs.compose(overrides)) == want, overrides
+    assert len(configs.shapes) == 3  # the grid's two model choices, and one more shape; '+' composes in full

@@ -5,12 +5,14 @@ cell (joblib) pays seconds of imports and about 110 MB for each cell in
 flight; here the cells are threads of the driver, sharing its imports, its
 compiled schemas and one rate limiter per endpoint (``harness.models.limiter``).
 
-Each job's config is composed in its own thread when the job starts (not all
-up front), under a lock: Hydra's config loader is not known to be
-thread-safe, and composing takes a fraction of a second. The cell then runs
-exactly as under any launcher (``harness.sweep.cell.run_cell``: skip,
-resume or run; its output routed to its own log), given its job explicitly
-because Hydra's per-job config is a process-wide singleton.
+Each cell's config is made when the cell starts, not all up front: Hydra's
+sweeper composes only the first job to validate the command line
+(``FirstJobValidation``), and a cell composes by Hydra once per shape of cell
+and otherwise copies that config with its own values set (``CellConfigs``).
+The cell then runs exactly as under any launcher
+(``harness.sweep.cell.run_cell``: skip, resume or run; its output routed to
+its own log), given its job explicitly because Hydra's per-job config is a
+process-wide singleton.
 
 Cells on an embedded model (``local:*``) take turns: a llama.cpp model wants
 every core, so they run one at a time, while API cells go on around them.
@@ -22,6 +24,7 @@ then exits 130, as the other launchers do.
 
 from __future__ import annotations
 
+import copy
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -30,18 +33,20 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.cli.errors import release_stderr
 from harness.engine.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.streams import RoutedStream
-from harness.sweep.cell import SweepJob, run_cell
+from harness.sweep.cell import SweepJob, find_cell, run_cell
+from harness.sweep.index import CellRecord, write_cell_record
 
 MAX_CONCURRENCY = 4096  # threads, not processes; past this a machine runs out of descriptors first
-_COMPOSE = threading.Lock()
 _LOCAL_MODEL = threading.Lock()
 
 
@@ -65,18 +70,96 @@ def uses_local_model(cfg: DictConfig) -> bool:
     return any(str(spec).startswith("local:") for spec in specs if spec)
 
 
+class FirstJobValidation:
+    """Hydra's sweeper composes every job before the launch to find a bad override
+    early (``validate_batch_is_legal``): at 1,000 cells, minutes before the first
+    cell starts. Through this loader it composes the first job only. Every cell
+    composes its own config when it starts, and one that does not compose fails
+    alone, in its record, as a cell rejected by validation does."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.validated = False
+
+    def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        if self.validated:
+            return master_config  # the sweeper discards what it composes
+        self.validated = True
+        return self.loader.load_sweep_config(master_config, sweep_overrides)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+class CellConfigs:
+    """Each cell's config, composed by Hydra once per shape of cell and then
+    copied with the cell's own values set.
+
+    Composing takes a tenth of a second or more, under one lock (Hydra's loader
+    is not known to be thread-safe), so composing every cell staggers the
+    starts of 64 cells over seconds. Cells of a sweep differ in values
+    (``llm.temperature=0.7``, ``replicate=3``); a cell whose group choices and
+    value keys match one already composed gets a copy of it with its values
+    set, as Hydra would set them. Anything else (a group, ``+``/``~``, a dict
+    or list value) is composed in full.
+    """
+
+    def __init__(self, loader: Any, master: DictConfig) -> None:
+        self.loader, self.master = loader, master
+        self.parser = OverridesParser.create()
+        self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], DictConfig] = {}
+        self.lock = threading.Lock()
+
+    def compose(self, overrides: list[str]) -> DictConfig:
+        with self.lock:
+            shape, values = self._split(overrides)
+            if shape is not None and shape in self.shapes:
+                cfg = copy.deepcopy(self.shapes[shape])
+                for key, value in values:
+                    OmegaConf.update(cfg, key, value, merge=False)
+                return cfg
+            cfg = self.loader.load_sweep_config(self.master, overrides)
+            with open_dict(cfg):
+                del cfg["hydra"]  # the task's config, as run_job hands it over
+            if shape is not None:
+                self.shapes[shape] = copy.deepcopy(cfg)
+            return cfg
+
+    def _split(self, overrides: list[str]) -> tuple[Any, list[tuple[str, Any]]]:
+        """(the cell's shape, its values), or (None, []) when only Hydra may compose it."""
+        groups, values = [], []
+        for override in self.parser.parse_overrides(overrides):
+            key, value = override.key_or_group, override.value()
+            if override.type != OverrideType.CHANGE or override.package or key.startswith("hydra"):
+                return None, []
+            if "." in key or (key in self.master and not OmegaConf.is_config(self.master[key])):
+                if isinstance(value, (dict, list)):
+                    return None, []
+                values.append((key, value))
+            else:
+                groups.append(override.input_line)
+        return (tuple(groups), tuple(k for k, _ in values)), values
+
+
 class InProcessLauncher(Launcher):
     """Hydra's launcher for cells as threads (see the module docstring)."""
 
     def __init__(self, concurrency: int = 8) -> None:
         self.concurrency = check_concurrency(concurrency)
         self.config: DictConfig | None = None
+        self.loader: Any = None
+        self.configs: CellConfigs | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
         self.stopped = threading.Event()
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
-        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+        self.config, self.task_function = config, task_function
+        self.loader = hydra_context.config_loader
+        # the sweeper shares this context: its up-front validation composes one job, not all
+        hydra_context.config_loader = FirstJobValidation(self.loader)  # type: ignore[assignment]
+        self.hydra_context = hydra_context
+        self.configs = CellConfigs(self.loader, config)
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
@@ -96,11 +179,12 @@ class InProcessLauncher(Launcher):
         ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
         if self.stopped.is_set():  # stopping: a cell not started stays pending
             return ret
-        assert self.hydra_context is not None and self.config is not None
-        with _COMPOSE:
-            job_cfg = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
-        with open_dict(job_cfg):
-            del job_cfg["hydra"]  # the task's config, as run_job hands it over
+        assert self.configs is not None
+        try:
+            job_cfg = self.configs.compose(overrides)
+        except Exception as exc:  # a value Hydra cannot compose: this cell fails, not the sweep
+            fail_cell(SweepJob(sweep_dir, num, overrides), exc)
+            return ret
         ret.cfg = job_cfg
         with _LOCAL_MODEL if uses_local_model(job_cfg) else nullcontext():
             try:
@@ -117,6 +201,17 @@ class InProcessLauncher(Launcher):
 
     def __repr__(self) -> str:
         return f"InProcessLauncher(concurrency={self.concurrency})"
+
+
+def fail_cell(job: SweepJob, exc: Exception) -> None:
+    """Record a cell whose config did not compose as failed, in one line."""
+    from harness.cli.errors import one_line
+
+    cell = find_cell(job.sweep_dir, job.num, job.overrides)
+    error = one_line(str(exc)) or type(exc).__name__
+    write_cell_record(
+        job.sweep_dir, cell.name, CellRecord(status="failed", action="run", exit_code=2, error=error)
+    )
 
 
 @contextmanager
