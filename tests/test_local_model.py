@@ -269,6 +269,7 @@ def transcript(run_dir: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.full  # 408 s in CI: make test-all (benchmarks/structured_decoding.py also compares them)
 @pytest.mark.timeout(3600)  # two 3-round debates: minutes idle, far more on shared cores
 def test_lazy_grammar_writes_the_full_grammar_transcript_at_temperature_0(run) -> None:
     full = run(*BASE, "rounds=3", "model.grammar_mode=full")
@@ -281,6 +282,7 @@ def test_lazy_grammar_writes_the_full_grammar_transcript_at_temperature_0(run) -
 
 
 @pytest.mark.slow
+@pytest.mark.full  # 142 s in CI: make test-all
 @pytest.mark.timeout(3600)
 def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) -> None:
     args = [*BASE, "rounds=2", "llm.max_tokens=64", "model.prefix_cache=true", "model.grammar_mode=lazy"]
