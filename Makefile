@@ -29,10 +29,10 @@ run: setup ## Run the default experiment (drift format, SmolLM2, 3 rounds)
 debug: setup ## A debate on the scripted model that finishes in seconds
 	$(PY) -m harness.run experiment=debug
 
-test: setup lint ## What CI runs: lint, types and every test on 2 workers but the `full` ones (times: docs/testing.md)
+test: setup lint ## What CI runs: lint, types, every test but `full` on 2 workers (fresh clone, build included: 20 min)
 	$(PY) -m pytest -n 2 -m "not full" --durations=30
 
-check: setup ## The fast tier, under 2 min: scripted model, in-process only (no processes, servers, MiniLM, browser)
+check: setup ## The fast tier, 118 s: scripted model, in-process only (no processes, servers, MiniLM, browser)
 	$(PY) -m pytest -n 2 -q -m "not slow and not heavy and not network_loopback and not browser and not full"
 
 test-all: setup ## Everything, `full` and the Ray launcher included (installs the [ray] extra first)
