@@ -185,3 +185,33 @@ def test_a_copied_cell_config_equals_what_hydra_composes(tmp_path: Path) -> None
             del want["hydra"]
             assert OmegaConf.to_container(configs.compose(overrides)) == want, overrides
     assert len(configs.shapes) == 3  # the grid's two model choices, and one more shape; '+' composes in full
+
+
+@pytest.mark.network_loopback
+def test_the_shared_limiter_keeps_its_changes_in_the_sweep_folder(tmp_path: Path) -> None:
+    """Two API cells in flight against a provider whose RPM binds: the limiter
+    they share cuts its limit on the 429s, and each change lands in the sweep's
+    ``limits.jsonl``, which ``harness.sweep status`` reads back."""
+    from provider_sim import ProviderSim
+
+    sweep_dir = tmp_path / "sweep"
+    env = {**os.environ, "OPENAI_API_KEY": "sk-sweep"}
+    with ProviderSim(rpm=2, window_s=1.0) as sim:
+        out = subprocess.run(
+            [sys.executable, "-m", "harness.run", "-m", "model=openai", "model.spec=openai:sim-model",
+             f"model.kwargs.base_url={sim.base_url}", "rounds=1", "llm.temperature=0.2,0.9",
+             "retry.max_attempts=8", "retry.initial_s=0.05", "retry.max_s=0.2", "progress=false",
+             "sweep.concurrency=2", f"hydra.sweep.dir={sweep_dir}"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        rate_limited = sim.billing("sk-sweep").rate_limited
+    assert out.returncode == 0, out.stderr[-2000:]
+    changes = [json.loads(line) for line in (sweep_dir / "limits.jsonl").read_text().splitlines()]
+    assert rate_limited > 0 and any(c["reason"] == "429" and c["new"] < c["old"] for c in changes)
+    assert "sk-sweep" not in (sweep_dir / "limits.jsonl").read_text()  # a hash of the key, never the key
+    status = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    (line,) = [x for x in status.stdout.splitlines() if x.startswith("limiter ")]
+    assert "cut(s) on 429" in line and "2 completed" in status.stdout

@@ -32,7 +32,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -44,6 +44,7 @@ INDEX_PARQUET = "sweep.parquet"
 CELLS_DIR = "cells"
 CELL_LOG = "cell.log"
 EVENTS_JSONL = "cells.jsonl"  # the cell log: one line per cell status write, append-only
+LIMITS_JSONL = "limits.jsonl"  # every change of a shared rate limiter's limit (in-process launcher)
 COMPACTIONS = 10  # sweep.json is rewritten after every 1/COMPACTIONS of the cells' events
 # Set by ``harness.sweep resume`` for the multirun it relaunches into an existing sweep folder.
 RESUME_ENV = "DRIFT_SWEEP_RESUME"
@@ -461,9 +462,28 @@ def resume(sweep_dir: Path) -> int:
     return subprocess.call(relaunch_command(sweep_dir, index), env=env)
 
 
+def limiter_lines(sweep_dir: Path) -> list[str]:
+    """One line per shared limiter of the sweep, from ``limits.jsonl``: its limit
+    now, how often a 429 cut it, and how often a Retry-After held every caller."""
+    path = sweep_dir / LIMITS_JSONL
+    changes = (
+        [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    )
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for change in changes:
+        by_key.setdefault(change["key"], []).append(change)
+    return [
+        f"limiter {key}: limit {kept[-1]['new']:g} now, {sum(c['reason'] == '429' for c in kept)} cut(s) on 429, "
+        f"{sum(c['reason'].startswith('retry-after') for c in kept)} Retry-After hold(s), {len(kept)} change(s)"
+        for key, kept in by_key.items()
+    ]
+
+
 def status(sweep_dir: Path) -> int:
     index = current_index(sweep_dir)
     print(status_table(index))
+    for line in limiter_lines(sweep_dir):
+        print(line)
     return 0 if all(c.status == "completed" for c in index.cells) else 1
 
 

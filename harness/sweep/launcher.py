@@ -42,9 +42,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.cli.errors import release_stderr
 from harness.engine.interrupt import STOP_SIGNALS, clear_stop, request_stop
+from harness.models.limiter import JsonlSink, set_sink
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
-from harness.sweep.index import CellRecord, write_cell_record
+from harness.sweep.index import LIMITS_JSONL, CellRecord, write_cell_record
 
 MAX_CONCURRENCY = 4096  # threads, not processes; past this a machine runs out of descriptors first
 _LOCAL_MODEL = threading.Lock()
@@ -166,7 +167,7 @@ class InProcessLauncher(Launcher):
         release_stderr()  # what Hydra said before the first cell, held by harness.run.cli
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
-        with routed_streams(), stop_on_signal(self.stopped):
+        with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir):
             workers = max(1, min(self.concurrency, len(jobs)))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell") as pool:
                 returns = list(pool.map(lambda job: self._run(sweep_dir, *job), jobs))
@@ -212,6 +213,16 @@ def fail_cell(job: SweepJob, exc: Exception) -> None:
     write_cell_record(
         job.sweep_dir, cell.name, CellRecord(status="failed", action="run", exit_code=2, error=error)
     )
+
+
+@contextmanager
+def limits_kept_in(sweep_dir: Path) -> Iterator[None]:
+    """Every change of a shared limiter's limit, appended to the sweep's ``limits.jsonl``."""
+    set_sink(JsonlSink(sweep_dir / LIMITS_JSONL))
+    try:
+        yield
+    finally:
+        set_sink(None)
 
 
 @contextmanager
