@@ -50,7 +50,6 @@ import contextlib
 import json
 import math
 import random
-import select
 import socket
 import threading
 import time
@@ -61,6 +60,8 @@ from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from fault_proxy import _client_gone  # the fault proxy's EOF check, shared
 
 from harness.models.base import ModelRequest
 from harness.models.scripted import ScriptedModel
@@ -499,15 +500,6 @@ class ProviderSim:
                 bill.completion_tokens += call.completion_tokens
                 bill.unseen += unseen
             return n
-
-
-def _client_gone(sock: socket.socket) -> bool:
-    """True if the client closed its side: readable with nothing to read (EOF)."""
-    try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
 
 
 def _handler_for(sim: ProviderSim) -> type[BaseHTTPRequestHandler]:
