@@ -1,7 +1,7 @@
 # drift-harness — `make help` lists the targets.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= dev,local,server,analysis,sweep,grounded
+EXTRAS ?= dev,local,server,analysis,sweep,grounded,otel
 
 .DEFAULT_GOAL := help
 
@@ -72,11 +72,11 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 	      [ "$(LONG)" = 0 ] && { echo "== $$f skipped (LONG=0)"; continue; };; \
 	  esac; \
 	  case $$(basename $$f) in \
-	    sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py|api_sweep.py) args=--quick;; \
+	    sweep_scale.py|structured_decoding.py|analysis_signals.py|analysis_load.py|api_sweep.py|panel_fanout.py) args=--quick;; \
 	    detector_validity.py) args="--quick --tune-seeds 1 --held-seeds 1";; \
 	    sweep_launchers.py) args="scripted --rounds 30";; \
 	    smollm2_throughput.py) args="--rounds 1";; \
-	    store_build.py) args="--runs 200";; \
+	    store_build.py|store_search.py) args="--runs 200";; \
 	    llama_threads.py) args="--repeats 1 --tokens 64";; \
 	    fault_soak.py) args="--format all --cycles 2";; \
 	    search_latency.py) args="--spawn-calls 3";; \

@@ -48,12 +48,18 @@ def _analyze(argv: list[str]) -> int:
     from analysis.pipeline import analyze
 
     result = analyze(
-        args.path, embedder=args.embedder, out_dir=args.out, figures=not args.no_figures,
-        progress=not args.no_progress, cache=not args.no_cache,
-    )  # fmt: skip
+        args.path,
+        embedder=args.embedder,
+        out_dir=args.out,
+        figures=not args.no_figures,
+        progress=not args.no_progress,
+        cache=not args.no_cache,
+    )
     t = result.tables
-    print(f"{len(t.runs)} runs ({t.cache_hits} from cache), {len(t.turns)} turns, {len(t.drafts)} drafts, "
-          f"{len(result.change_points)} change points")  # fmt: skip
+    print(
+        f"{len(t.runs)} runs ({t.cache_hits} from cache), {len(t.turns)} turns, {len(t.drafts)} drafts, "
+        f"{len(result.change_points)} change points"
+    )
     if not result.grounding_summary.empty:
         from analysis.grounding import grounding_table
 
@@ -61,8 +67,10 @@ def _analyze(argv: list[str]) -> int:
         print(grounding_table(result.grounding_summary))
     if not result.probe_stability.empty:
         rates = result.probe_stability.groupby("round").pass_rate.mean()
-        print(f"probes ({len(result.probes)} records), mean pass rate by round: "
-              + ", ".join(f"r{r} {v:.2f}" for r, v in rates.items()))  # fmt: skip
+        print(
+            f"probes ({len(result.probes)} records), mean pass rate by round: "
+            + ", ".join(f"r{r} {v:.2f}" for r, v in rates.items())
+        )
     print(result.files[0].parent)
     return 0
 
@@ -77,9 +85,10 @@ def _judge(argv: list[str]) -> int:
     )
     parser.add_argument("--rubric", type=Path, default=None, help='JSON {"item": "what 5 means", ...}')
     parser.add_argument(
-        "--stance", action="store_true",
+        "--stance",
+        action="store_true",
         help="judge each turn's side on the motion instead: stance.parquet and stance_flips.parquet",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     from analysis.judge import judge_turns

@@ -56,9 +56,12 @@ def _write(folder: Path, stamps: dict[str, object], frames: Frames) -> None:
 
 
 def cached_rows(
-    folder: Path | None, names: tuple[str, ...], stamps: Mapping[str, object],
-    build: Callable[[str], Frames], prepare: Callable[[list[str]], None] | None = None,
-) -> tuple[Frames, int]:  # fmt: skip
+    folder: Path | None,
+    names: tuple[str, ...],
+    stamps: Mapping[str, object],
+    build: Callable[[str], Frames],
+    prepare: Callable[[list[str]], None] | None = None,
+) -> tuple[Frames, int]:
     """Frames for every run in ``stamps`` (in that order), and how many came from
     the cache. ``build(run_id)`` makes one run's frames on a miss; ``prepare``,
     if given, first sees every run that will be built (to batch their work).
@@ -171,7 +174,8 @@ class VectorStore:
             if count > self.max_rows:
                 db.execute(
                     "DELETE FROM vectors WHERE (model, key) IN"
-                    " (SELECT model, key FROM vectors ORDER BY used LIMIT ?)", (count - self.max_rows,),
-                )  # fmt: skip
+                    " (SELECT model, key FROM vectors ORDER BY used LIMIT ?)",
+                    (count - self.max_rows,),
+                )
 
         self._run(op, None)

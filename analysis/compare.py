@@ -39,9 +39,12 @@ from analysis.tables import REPLICATE_KEYS
 
 # The config keys a control preset changes; absent on older runs (read as unset).
 CONTROL_KEYS = (
-    "cfg.control", "cfg.experiment_name", "cfg.format.teams", "cfg.critic.approve_all",
+    "cfg.control",
+    "cfg.experiment_name",
+    "cfg.format.teams",
+    "cfg.critic.approve_all",
     "cfg.format.cooperative",
-)  # fmt: skip
+)
 RESAMPLES = 2000  # bootstrap resamples, and Monte Carlo relabellings when not exact
 MAX_EXACT = 20_000  # the permutation test enumerates up to this many relabellings
 LEVEL = 0.95
@@ -65,8 +68,9 @@ def cells_frame(runs: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for row in runs.to_dict("records"):
         base = json.dumps([[k, row[k]] for k in keys if not _unset(row[k])], default=str)
-        rows.append({"cell": row["cell"], "cell_label": row["cell_label"], "base": base,
-                     "control": _control_of(row)})  # fmt: skip
+        rows.append(
+            {"cell": row["cell"], "cell_label": row["cell_label"], "base": base, "control": _control_of(row)}
+        )
     return pd.DataFrame(rows, columns=["cell", "cell_label", "base", "control"]).drop_duplicates("cell")
 
 
@@ -171,19 +175,32 @@ def per_round(frame: pd.DataFrame, cell_a: str, cell_b: str, value: str = "drift
     for round_, group in by_run.groupby("round"):
         a, b = (group[group.cell == c][value].to_numpy(dtype=float) for c in (cell_a, cell_b))
         diff, low, high, _ = welch(a, b)
-        rows.append({"round": int(round_), "n_a": len(a), "n_b": len(b),
-                     "mean_a": float(a.mean()) if len(a) else math.nan,
-                     "mean_b": float(b.mean()) if len(b) else math.nan,
-                     "diff": diff, "ci_low": low, "ci_high": high})  # fmt: skip
+        rows.append(
+            {
+                "round": int(round_),
+                "n_a": len(a),
+                "n_b": len(b),
+                "mean_a": float(a.mean()) if len(a) else math.nan,
+                "mean_b": float(b.mean()) if len(b) else math.nan,
+                "diff": diff,
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
     return pd.DataFrame(
         rows, columns=["round", "n_a", "n_b", "mean_a", "mean_b", "diff", "ci_low", "ci_high"]
     )
 
 
 def compare_cells(
-    scores: pd.DataFrame, runs: pd.DataFrame, cell_a: str, cell_b: str, *, resamples: int = RESAMPLES,
+    scores: pd.DataFrame,
+    runs: pd.DataFrame,
+    cell_a: str,
+    cell_b: str,
+    *,
+    resamples: int = RESAMPLES,
     seed: int = 0,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Cell b against cell a, on the teams both have (see the module docstring).
     Scalars: ``n_a n_b mean_a mean_b diff ci_low ci_high p_value`` (final drift
     index, Welch), ``run_mean_a run_mean_b cohens_d d_ci_low d_ci_high perm_p
@@ -200,14 +217,24 @@ def compare_cells(
     d_low, d_high = bootstrap_d(ma, mb, resamples, seed)
     perm_p, method = permutation_p(ma, mb, resamples, seed)
     return {
-        "n_a": len(a), "n_b": len(b), "mean_a": float(a.mean()) if len(a) else math.nan,
-        "mean_b": float(b.mean()) if len(b) else math.nan, "diff": diff, "ci_low": low, "ci_high": high,
-        "p_value": p, "teams": teams,
+        "n_a": len(a),
+        "n_b": len(b),
+        "mean_a": float(a.mean()) if len(a) else math.nan,
+        "mean_b": float(b.mean()) if len(b) else math.nan,
+        "diff": diff,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+        "teams": teams,
         "run_mean_a": float(ma.mean()) if len(ma) else math.nan,
         "run_mean_b": float(mb.mean()) if len(mb) else math.nan,
-        "cohens_d": cohens_d(ma, mb), "d_ci_low": d_low, "d_ci_high": d_high,
-        "perm_p": perm_p, "perm_method": method, "per_round": per_round(frame, cell_a, cell_b),
-    }  # fmt: skip
+        "cohens_d": cohens_d(ma, mb),
+        "d_ci_low": d_low,
+        "d_ci_high": d_high,
+        "perm_p": perm_p,
+        "perm_method": method,
+        "per_round": per_round(frame, cell_a, cell_b),
+    }
 
 
 def compare_controls(scores: pd.DataFrame, runs: pd.DataFrame, **options: Any) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from analysis.cache import VectorStore, cached_rows
 from analysis.embed import DEFAULT_EMBEDDER, CachedEmbedder
+from analysis.grounding import FACTCHECK_SIGNALS, factcheck_signals
 from analysis.load import Tables
 from analysis.registry import signal_names
 from analysis.signals import embed_pool, run_signals, team_rank
@@ -49,17 +50,22 @@ def process_signals(tables: Tables) -> pd.DataFrame:
     )
     by_critic, by_checker = checker.eq("critic"), checker.eq("fact_checker")
     g = d.assign(
-        critiqued=by_critic, rejected=by_critic & d.approved.eq(False),
-        checked=by_checker, failed=by_checker & d.approved.eq(False),
-    ).groupby(KEYS)  # fmt: skip
+        critiqued=by_critic,
+        rejected=by_critic & d.approved.eq(False),
+        checked=by_checker,
+        failed=by_checker & d.approved.eq(False),
+    ).groupby(KEYS)
     critiqued, checked = g.critiqued.sum(), g.checked.sum()
-    out = pd.DataFrame({
-        # a turn no critic (fact-checker) saw has no rejection (failure) rate, not a perfect one
-        "critique_iterations": critiqued,
-        "rejection_rate": (g.rejected.sum() / critiqued).where(critiqued > 0),
-        "factcheck_fail_rate": (g.failed.sum() / checked).where(checked > 0),
-        "tokens": g.tokens.sum(), "latency_s": g.latency_s.sum(),
-    }).reset_index()  # fmt: skip
+    out = pd.DataFrame(
+        {
+            # a turn no critic (fact-checker) saw has no rejection (failure) rate, not a perfect one
+            "critique_iterations": critiqued,
+            "rejection_rate": (g.rejected.sum() / critiqued).where(critiqued > 0),
+            "factcheck_fail_rate": (g.failed.sum() / checked).where(checked > 0),
+            "tokens": g.tokens.sum(),
+            "latency_s": g.latency_s.sum(),
+        }
+    ).reset_index()
     ev = tables.events
     for name, kind in (("loop_lock", "loop_lock"), ("schema_failures", "schema_failure")):
         counts = ev[ev.event == kind].groupby(KEYS).size().rename(name) if not ev.empty else None
@@ -67,13 +73,21 @@ def process_signals(tables: Tables) -> pd.DataFrame:
         out[name] = out[name].fillna(0).astype(float)
     out["loop_lock"] = out.loop_lock.clip(upper=1)
     out["strikes_so_far"] = strikes_so_far(out, ev)
-    return out
+    # the fact-checker's grounding (analysis.grounding): NaN where a speech had no such check
+    return out.merge(factcheck_signals(tables), on=KEYS, how="left")
 
 
 PROCESS_COLUMNS = [
-    "critique_iterations", "rejection_rate", "factcheck_fail_rate", "tokens", "latency_s", "loop_lock",
-    "schema_failures", "strikes_so_far",
-]  # fmt: skip
+    "critique_iterations",
+    "rejection_rate",
+    "factcheck_fail_rate",
+    "tokens",
+    "latency_s",
+    "loop_lock",
+    "schema_failures",
+    "strikes_so_far",
+    *FACTCHECK_SIGNALS,
+]
 
 
 def strikes_so_far(turns: pd.DataFrame, events: pd.DataFrame) -> pd.Series:

@@ -95,9 +95,12 @@ class SentenceTransformerEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         out = self.model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            show_progress_bar=False,
             convert_to_tensor=True,
-        )  # fmt: skip
+        )
         return out.float().numpy()  # numpy has no bfloat16
 
 

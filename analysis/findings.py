@@ -33,8 +33,18 @@ from analysis.scoring import change_points, t_interval
 from analysis.study import Plan, commands, parse, run_plan, sweep_walls
 from analysis.trend import trends
 
-PACKAGES = ("llama-cpp-python", "langgraph", "langchain-core", "pydantic", "pandas", "torch",
-            "sentence-transformers", "ruptures", "scipy", "hydra-core")  # fmt: skip
+PACKAGES = (
+    "llama-cpp-python",
+    "langgraph",
+    "langchain-core",
+    "pydantic",
+    "pandas",
+    "torch",
+    "sentence-transformers",
+    "ruptures",
+    "scipy",
+    "hydra-core",
+)
 ALPHA = 0.05
 
 
@@ -118,15 +128,22 @@ def cell_summary(result: Analysis) -> pd.DataFrame:
     for (model, temp, condition), g in runs.groupby(keys, dropna=False):
         x = g.final_drift.dropna()
         low, high = t_interval(x)  # Student's t: with 3 runs, 1.96 would make the interval 2.2x too narrow
-        rows.append({
-            "model": model, "T": temp, "condition": condition, "runs": len(g),
-            "completed": int((g.status == "completed").sum()),
-            "rounds": int(g["counts.rounds_completed"].max()),
-            "rejections/run": g["counts.rejections"].mean(), "loop-locks/run": g["counts.loop_locks"].mean(),
-            "schema failures/run": g["counts.schema_failures"].mean(),
-            "turns echoing the schema": g.run_id.map(echoed).mean(),
-            "final drift index": x.mean() if len(x) else math.nan, "± 95% (t)": (high - low) / 2,
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "T": temp,
+                "condition": condition,
+                "runs": len(g),
+                "completed": int((g.status == "completed").sum()),
+                "rounds": int(g["counts.rounds_completed"].max()),
+                "rejections/run": g["counts.rejections"].mean(),
+                "loop-locks/run": g["counts.loop_locks"].mean(),
+                "schema failures/run": g["counts.schema_failures"].mean(),
+                "turns echoing the schema": g.run_id.map(echoed).mean(),
+                "final drift index": x.mean() if len(x) else math.nan,
+                "± 95% (t)": (high - low) / 2,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -134,15 +151,22 @@ def detector_section(path: Path) -> list[str]:
     """The detector validation figures, as ``benchmarks/detector_validity.py --json`` wrote them:
     its settings, its goal lines and the held-out rate of every cell and metric."""
     if not path.is_file():
-        return [f"_Not available: `{path}` is missing. Run `python benchmarks/detector_validity.py "
-                f"--json {path}` and then `python -m analysis study --report-only`._"]  # fmt: skip
+        return [
+            f"_Not available: `{path}` is missing. Run `python benchmarks/detector_validity.py "
+            f"--json {path}` and then `python -m analysis study --report-only`._"
+        ]
     data = json.loads(path.read_text())
     params = ", ".join(f"{k} = {v}" for k, v in data.get("params", {}).items())
     seeds = ", ".join(f"{k} {v}" for k, v in data.get("seeds", {}).items())
-    lines = [f"From `{path}` (`benchmarks/detector_validity.py`: scripted model, planted truth, "
-             f"{data.get('rounds')}-round runs, embedder `{data.get('embedder')}`).", "",
-             f"- settings chosen on the tuning seeds: {params}", f"- seeds: {seeds}",
-             *(f"- {line.strip()}" for line in data.get("goals", [])), ""]  # fmt: skip
+    lines = [
+        f"From `{path}` (`benchmarks/detector_validity.py`: scripted model, planted truth, "
+        f"{data.get('rounds')}-round runs, embedder `{data.get('embedder')}`).",
+        "",
+        f"- settings chosen on the tuning seeds: {params}",
+        f"- seeds: {seeds}",
+        *(f"- {line.strip()}" for line in data.get("goals", [])),
+        "",
+    ]
     tables = {k: v for k, v in data.get("tables", {}).items() if not k.startswith("tuning")}
     rows: dict[tuple[str, str], dict[str, str]] = {}
     for name, cells in tables.items():
@@ -150,8 +174,13 @@ def detector_section(path: Path) -> list[str]:
             for metric, r in metrics.items():
                 rows.setdefault((cell, metric), {})[name] = f"{100 * r['rate']:.0f}% ({r['count']}/{r['n']})"
     frame = pd.DataFrame([{"cell": c, "metric": m, **v} for (c, m), v in rows.items()])
-    return [*lines, "Held-out rates per cell (hit: a change point at k±1; false: any on a stable run; "
-            "power: a trend on a drifting run):", "", md_table(frame.fillna(""))]  # fmt: skip
+    return [
+        *lines,
+        "Held-out rates per cell (hit: a change point at k±1; false: any on a stable run; "
+        "power: a trend on a drifting run):",
+        "",
+        md_table(frame.fillna("")),
+    ]
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -164,21 +193,32 @@ def comparisons(result: Analysis) -> tuple[pd.DataFrame, list[str]]:
     found = compare_controls(result.scores, result.tables.runs)
     rows, verdicts = [], []
     for r in found:
-        rows.append({
-            "cell": r["cell_label"], "control": r["control"], "runs (debate/control)": f"{r['n_b']}/{r['n_a']}",
-            "final diff (debate − control)": r["diff"], "Cohen's d": r["cohens_d"],
-            "d 95% CI": f"[{r['d_ci_low']:.2f}, {r['d_ci_high']:.2f}]", "permutation p": r["perm_p"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "cell": r["cell_label"],
+                "control": r["control"],
+                "runs (debate/control)": f"{r['n_b']}/{r['n_a']}",
+                "final diff (debate − control)": r["diff"],
+                "Cohen's d": r["cohens_d"],
+                "d 95% CI": f"[{r['d_ci_low']:.2f}, {r['d_ci_high']:.2f}]",
+                "permutation p": r["perm_p"],
+            }
+        )
         floor = smallest_p(r["n_a"], r["n_b"])
         excludes_zero = r["d_ci_low"] > 0 or r["d_ci_high"] < 0
         where = f"{r['cell_label']} vs {r['control']}"
         if r["perm_p"] < ALPHA and excludes_zero:
             side = "more" if r["cohens_d"] > 0 else "less"
-            verdicts.append(f"- **Supported:** {where}: the debate drifts {side} than the control "
-                            f"(d = {r['cohens_d']:.2f}, permutation p = {r['perm_p']:.3f}).")  # fmt: skip
+            verdicts.append(
+                f"- **Supported:** {where}: the debate drifts {side} than the control "
+                f"(d = {r['cohens_d']:.2f}, permutation p = {r['perm_p']:.3f})."
+            )
         else:
-            why = (f"the smallest p an exact test of {r['n_b']} vs {r['n_a']} runs can reach is {floor:.2f}"
-                   if floor >= ALPHA else f"p = {r['perm_p']:.3f}, d's CI includes 0")  # fmt: skip
+            why = (
+                f"the smallest p an exact test of {r['n_b']} vs {r['n_a']} runs can reach is {floor:.2f}"
+                if floor >= ALPHA
+                else f"p = {r['perm_p']:.3f}, d's CI includes 0"
+            )
             verdicts.append(
                 f"- **Not supported:** a difference for {where} (d = {r['cohens_d']:.2f}; {why})."
             )
@@ -201,16 +241,27 @@ def detection_summary(result: Analysis, params: dict[str, Any]) -> pd.DataFrame:
     cps = change_points(result.scores, [params["pelt_column"]], penalty=params["penalty"])
     tr = trends(result.scores, [params["trend_column"]], alpha=params["alpha"]).set_index(agent).trend
     keys = result.scores[agent].drop_duplicates().set_index(agent).index
-    agents = pd.DataFrame({
-        "run_id": keys.get_level_values(0), "team": keys.get_level_values(1),
-        "change_point": keys.isin(cps.set_index(agent).index),
-        "trend": [tr.get(k, "none") for k in keys],
-    }).join(label, on="run_id")  # fmt: skip
+    agents = pd.DataFrame(
+        {
+            "run_id": keys.get_level_values(0),
+            "team": keys.get_level_values(1),
+            "change_point": keys.isin(cps.set_index(agent).index),
+            "trend": [tr.get(k, "none") for k in keys],
+        }
+    ).join(label, on="run_id")
     rows = []
     for (model, temp, condition), g in agents.groupby(list(label.columns)):
-        rows.append({"model": model, "T": temp, "condition": condition, "agents": len(g),
-                     "with a change point": int(g.change_point.sum()),
-                     "trend up": int((g.trend == "up").sum()), "trend down": int((g.trend == "down").sum())})  # fmt: skip
+        rows.append(
+            {
+                "model": model,
+                "T": temp,
+                "condition": condition,
+                "agents": len(g),
+                "with a change point": int(g.change_point.sum()),
+                "trend up": int((g.trend == "up").sum()),
+                "trend down": int((g.trend == "down").sum()),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -248,8 +299,10 @@ def decoding(runs: pd.DataFrame) -> list[str]:
     if not set(keys) <= set(runs.columns):
         return []
     rows = runs[keys].dropna().drop_duplicates().sort_values(keys[0])
-    return [f"- {spec}: model.grammar_mode={mode}, model.prefix_cache={str(cache).lower()};"
-            for spec, mode, cache in rows.itertuples(index=False)]  # fmt: skip
+    return [
+        f"- {spec}: model.grammar_mode={mode}, model.prefix_cache={str(cache).lower()};"
+        for spec, mode, cache in rows.itertuples(index=False)
+    ]
 
 
 def missing(plan: Plan, result: Analysis) -> list[str]:
@@ -258,8 +311,14 @@ def missing(plan: Plan, result: Analysis) -> list[str]:
     have = {str(s).split(":", 1)[-1].replace("-", "").replace("_", "") for s in runs["cfg.model.spec"]}
     models = [m for m in plan.models if m.replace("-", "").replace("_", "") not in have]
     conditions = sorted(set(plan.conditions) - set(condition_of(runs)))
-    return [f"- Not run yet, so not in any table here: {', '.join([*models, *conditions])}. "
-            "Rerun the command above: finished sweeps are skipped."] if models or conditions else []  # fmt: skip
+    return (
+        [
+            f"- Not run yet, so not in any table here: {', '.join([*models, *conditions])}. "
+            "Rerun the command above: finished sweeps are skipped."
+        ]
+        if models or conditions
+        else []
+    )
 
 
 def rises(result: Analysis) -> list[str]:
@@ -269,10 +328,12 @@ def rises(result: Analysis) -> list[str]:
     if per_cell.empty or per_cell.shape[1] < 2:
         return []
     up = int((per_cell.iloc[:, -1] > per_cell.iloc[:, 0]).sum())
-    return [f"- The drift index ends above its first round in {up} of {len(per_cell)} cells, controls "
-            "included. It rises in stable scripted runs too (docs/signals.md, Detector validation), "
-            "because some signals accumulate history: a rise alone is not drift; "
-            "compare against a control."]  # fmt: skip
+    return [
+        f"- The drift index ends above its first round in {up} of {len(per_cell)} cells, controls "
+        "included. It rises in stable scripted runs too (docs/signals.md, Detector validation), "
+        "because some signals accumulate history: a rise alone is not drift; "
+        "compare against a control."
+    ]
 
 
 def echoes(result: Analysis) -> list[str]:
@@ -281,11 +342,14 @@ def echoes(result: Analysis) -> list[str]:
     if turns.empty:
         return []
     share = echoes_schema(turns.text).groupby(turns["cfg.model.spec"]).agg(["sum", "count"])
-    return [f"- {int(k)} of {int(n)} published turns of {model} contain a field label from the prompts or "
-            "the reply schemas (a small model filling a field with its label): they validate, count as turns "
-            "and move the signals, but carry little or no argument. Read this model's drift figures with "
-            "that in mind."
-            for model, (k, n) in share.iterrows() if k]  # fmt: skip
+    return [
+        f"- {int(k)} of {int(n)} published turns of {model} contain a field label from the prompts or "
+        "the reply schemas (a small model filling a field with its label): they validate, count as turns "
+        "and move the signals, but carry little or no argument. Read this model's drift figures with "
+        "that in mind."
+        for model, (k, n) in share.iterrows()
+        if k
+    ]
 
 
 def limits(plan: Plan, result: Analysis) -> list[str]:
@@ -331,8 +395,11 @@ def write_findings(
         f"- embedder `{embedder}`; each plan ran {plan.workers} cells at once (joblib).",
     ]
     if walls:
-        lines.append(f"- wall time: {sum(walls.values()) / 60:.1f} min (" + ", ".join(
-            f"{k} {v / 60:.1f}" for k, v in walls.items()) + ").")  # fmt: skip
+        lines.append(
+            f"- wall time: {sum(walls.values()) / 60:.1f} min ("
+            + ", ".join(f"{k} {v / 60:.1f}" for k, v in walls.items())
+            + ")."
+        )
     lines += [
         "",
         "Versions:",
@@ -342,18 +409,33 @@ def write_findings(
     files = sorted({f"{p} `{h[:12]}`" for p, h in _model_files(result).items()})
     lines += ["", "Model files (sha256 prefix): " + "; ".join(files) if files else ""]
     lines += ["", "## Cells", "", md_table(cell_summary(result)), "", figure(result, docs), ""]
-    lines += ["## The debate against its controls", "",
-              "Control = a; debate = b. d > 0: the debate drifted more than the control "
-              "(run-mean drift index; bootstrap CI over runs; exact permutation test over runs).", "",
-              md_table(table), "", *verdicts, ""]  # fmt: skip
+    lines += [
+        "## The debate against its controls",
+        "",
+        "Control = a; debate = b. d > 0: the debate drifted more than the control "
+        "(run-mean drift index; bootstrap CI over runs; exact permutation test over runs).",
+        "",
+        md_table(table),
+        "",
+        *verdicts,
+        "",
+    ]
     params = detector_params(detector)
-    source = ("the settings benchmarks/detector_validity.py chose on its tuning seeds" if params["validated"]
-              else "the library defaults; no detector validation was found")  # fmt: skip
-    lines += ["## Change points and trends", "",
-              f"Agents (run × team) with a PELT change point in `{params['pelt_column']}` (penalty "
-              f"{params['penalty']}), and with a Mann-Kendall trend in `{params['trend_column']}` at "
-              f"α = {params['alpha']} ({source}):", "",
-              md_table(detection_summary(result, params)), ""]  # fmt: skip
+    source = (
+        "the settings benchmarks/detector_validity.py chose on its tuning seeds"
+        if params["validated"]
+        else "the library defaults; no detector validation was found"
+    )
+    lines += [
+        "## Change points and trends",
+        "",
+        f"Agents (run × team) with a PELT change point in `{params['pelt_column']}` (penalty "
+        f"{params['penalty']}), and with a Mann-Kendall trend in `{params['trend_column']}` at "
+        f"α = {params['alpha']} ({source}):",
+        "",
+        md_table(detection_summary(result, params)),
+        "",
+    ]
     if not result.probe_stability.empty:
         stab = result.probe_stability.groupby("round").agg(pass_rate=("pass_rate", "mean")).reset_index()
         lines += ["## Behavioural probes", "", md_table(stab), ""]

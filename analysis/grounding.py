@@ -15,6 +15,13 @@ Cited turns are read from ``shared_memory.jsonl`` and their searches from
 each seat's ``searches.jsonl``; the text tables carry neither. Runs with no
 cited turn (every other format) are never read again and yield no rows.
 Rows are cached per run beside the table cache, keyed on the run's files.
+
+The moderated format's fact-checks, grounded or not, are read the same way
+(``public/factchecks.jsonl``): ``factcheck_checks`` gives one row per check
+with its rulings counted, ``factcheck_signals`` the process signals per
+speech (the checker's grounding precision, the share of strikes a
+contradicting passage backs, the share of claims not found) and
+``factcheck_summary`` the same per run and side.
 """
 
 from __future__ import annotations
@@ -29,9 +36,11 @@ import pandas as pd
 from analysis.cache import cached_rows
 from analysis.load import Tables, load_runs
 from analysis.records_io import layout_of, read_logs
-from harness.store.records import CitedTurnRecord, SearchRecord
+from harness.store.records import CitedTurnRecord, FactCheckRecord, SearchRecord
 
 GROUNDING_VERSION = 1  # bump when a column's method changes
+FACTCHECKS_VERSION = 1
+FACTCHECKS = "public/factchecks.jsonl"
 SHARED = "shared_memory.jsonl"
 STATUSES = ("supported", "unsupported", "unknown")
 Source = Tables | str | Path | Sequence[str | Path]
@@ -93,12 +102,21 @@ def turn_row(t: CitedTurnRecord, found: list[SearchRecord]) -> dict[str, Any]:
     marks: Counter[str | None] = Counter(c.status for c in t.citations)
     n, made = len(t.citations), len(t.searches)
     return {
-        "round": t.round, "team": t.team, "side": t.side, "iteration": t.iteration, "model": t.model,
-        "citations": n, "cited": int(n > 0), **{s: marks[s] for s in STATUSES},
+        "round": t.round,
+        "team": t.team,
+        "side": t.side,
+        "iteration": t.iteration,
+        "model": t.model,
+        "citations": n,
+        "cited": int(n > 0),
+        **{s: marks[s] for s in STATUSES},
         "precision": marks["supported"] / n if n else float("nan"),
-        "searches": made, "hits": t.hits, "hits_per_search": t.hits / made if made else float("nan"),
-        "truncated": t.truncated, "search_latency_s": sum(s.latency_s for s in found),
-    }  # fmt: skip
+        "searches": made,
+        "hits": t.hits,
+        "hits_per_search": t.hits / made if made else float("nan"),
+        "truncated": t.truncated,
+        "search_latency_s": sum(s.latency_s for s in found),
+    }
 
 
 def search_retries(events: pd.DataFrame) -> pd.DataFrame:
@@ -116,9 +134,23 @@ def empty_turns() -> pd.DataFrame:
 
 
 TURN_COLUMNS = [
-    "run_id", "round", "team", "side", "iteration", "model", "citations", "cited", *STATUSES, "precision",
-    "searches", "hits", "hits_per_search", "truncated", "search_latency_s", "search_retries",
-]  # fmt: skip
+    "run_id",
+    "round",
+    "team",
+    "side",
+    "iteration",
+    "model",
+    "citations",
+    "cited",
+    *STATUSES,
+    "precision",
+    "searches",
+    "hits",
+    "hits_per_search",
+    "truncated",
+    "search_latency_s",
+    "search_retries",
+]
 
 
 def grounding_summary(turns: pd.DataFrame, tables: Tables | None = None) -> pd.DataFrame:
@@ -132,13 +164,21 @@ def grounding_summary(turns: pd.DataFrame, tables: Tables | None = None) -> pd.D
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     g = turns.groupby(["run_id", "side"], sort=False)
     sums = g[["citations", *STATUSES, "searches", "hits", "search_retries"]].sum()
-    out = pd.DataFrame({
-        "turns": g.size(), "cited_share": g.cited.mean(),
-        "precision": (sums.supported / sums.citations).where(sums.citations > 0),
-        "citations": sums.citations, "supported": sums.supported, "unsupported_quotes": sums.unsupported,
-        "unknown_citations": sums.unknown, "searches": sums.searches, "hits": sums.hits,
-        "truncated": g.truncated.sum().astype(int), "search_retries": sums.search_retries,
-    }).reset_index()  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "turns": g.size(),
+            "cited_share": g.cited.mean(),
+            "precision": (sums.supported / sums.citations).where(sums.citations > 0),
+            "citations": sums.citations,
+            "supported": sums.supported,
+            "unsupported_quotes": sums.unsupported,
+            "unknown_citations": sums.unknown,
+            "searches": sums.searches,
+            "hits": sums.hits,
+            "truncated": g.truncated.sum().astype(int),
+            "search_retries": sums.search_retries,
+        }
+    ).reset_index()
     out = out.merge(hit_asymmetry(out), on="run_id", how="left")
     won = winners(tables) if tables is not None else {}
     out["winner"] = [won.get(r) for r in out.run_id]
@@ -162,9 +202,22 @@ def winners(tables: Tables) -> dict[str, Any]:
 
 
 SUMMARY_COLUMNS = [
-    "run_id", "side", "turns", "cited_share", "precision", "citations", "supported", "unsupported_quotes",
-    "unknown_citations", "searches", "hits", "truncated", "search_retries", "hit_asymmetry", "winner",
-]  # fmt: skip
+    "run_id",
+    "side",
+    "turns",
+    "cited_share",
+    "precision",
+    "citations",
+    "supported",
+    "unsupported_quotes",
+    "unknown_citations",
+    "searches",
+    "hits",
+    "truncated",
+    "search_retries",
+    "hit_asymmetry",
+    "winner",
+]
 
 
 def grounding_table(summary: pd.DataFrame, *, max_runs: int = 10) -> str:
@@ -173,11 +226,140 @@ def grounding_table(summary: pd.DataFrame, *, max_runs: int = 10) -> str:
     runs = summary.run_id.drop_duplicates()
     shown = summary[summary.run_id.isin(set(runs.head(max_runs)))]
     cols = {
-        "run_id": "run", "side": "side", "turns": "turns", "cited_share": "cited_share",
-        "precision": "precision", "unsupported_quotes": "unsupported", "unknown_citations": "unknown",
-        "searches": "searches", "hits": "hits", "hit_asymmetry": "hit_asym", "winner": "winner",
-    }  # fmt: skip
+        "run_id": "run",
+        "side": "side",
+        "turns": "turns",
+        "cited_share": "cited_share",
+        "precision": "precision",
+        "unsupported_quotes": "unsupported",
+        "unknown_citations": "unknown",
+        "searches": "searches",
+        "hits": "hits",
+        "hit_asymmetry": "hit_asym",
+        "winner": "winner",
+    }
     shown = shown[list(cols)].rename(columns=cols).fillna({"winner": "-"})
     text = shown.to_string(index=False, float_format="{:.2f}".format, na_rep="-")
     more = len(runs) - max_runs
     return text + (f"\n... and {more} more run(s) in grounding_summary.parquet" if more > 0 else "")
+
+
+# -- fact-checks of moderated debates ---------------------------------------------
+
+
+def factcheck_checks(tables: Tables) -> pd.DataFrame:
+    """One row per fact-check of every moderated run in ``tables``: its verdict,
+    and for a grounded check its rulings and citation marks counted. ``backed``
+    is 1 for a strike whose check rules a claim contradicted with a quote the
+    checker marked supported (an ungrounded strike cites nothing: 0)."""
+    d = tables.drafts
+    checked = set(d.run_id[d.checker.eq("fact_checker")]) if "checker" in d.columns and not d.empty else set()
+    runs = [r for r in tables.runs.run_id if r in checked]
+    if not runs:
+        return pd.DataFrame(columns=CHECK_COLUMNS)
+    folder = tables.cache_dir / "factchecks" if tables.cache_dir else None
+    stamps = {r: {"tables": tables.stamps.get(r), "v": FACTCHECKS_VERSION} for r in runs}
+    frames, _ = cached_rows(
+        folder, ("checks",), stamps, lambda rel: {"checks": run_checks(tables.run_dirs[rel], rel)}
+    )
+    return frames["checks"][CHECK_COLUMNS]
+
+
+def run_checks(run_dir: Path, rel: str) -> pd.DataFrame:
+    logs = read_logs(run_dir, [FACTCHECKS])
+    rows = [check_row(c) for c in logs[FACTCHECKS] if isinstance(c, FactCheckRecord)]
+    df = pd.DataFrame(rows, columns=CHECK_COLUMNS[1:])
+    df.insert(0, "run_id", rel)
+    return df
+
+
+def check_row(c: FactCheckRecord) -> dict[str, Any]:
+    rulings: Counter[str] = Counter(r.ruling for r in c.rulings)
+    cites = [r.citation for r in c.rulings if r.citation is not None]
+    backed = any(
+        r.ruling == "contradicted" and r.citation and r.citation.status == "supported" for r in c.rulings
+    )
+    return {
+        "round": c.round,
+        "team": c.team,
+        "iteration": c.iteration,
+        "grounded": c.grounded,
+        "strike": int(c.verdict == "fail"),
+        "fallback": c.fallback,
+        "ruled": len(c.rulings),
+        "supported": rulings["supported"],
+        "contradicted": rulings["contradicted"],
+        "not_found": rulings["not_found"],
+        "citations": len(cites),
+        "supported_marks": sum(x.status == "supported" for x in cites),
+        "backed": int(c.verdict == "fail" and backed),
+        "hits": c.hits,
+    }
+
+
+CHECK_COLUMNS = [
+    "run_id",
+    "round",
+    "team",
+    "iteration",
+    "grounded",
+    "strike",
+    "fallback",
+    "ruled",
+    "supported",
+    "contradicted",
+    "not_found",
+    "citations",
+    "supported_marks",
+    "backed",
+    "hits",
+]
+FACTCHECK_SIGNALS = ["factcheck_precision", "strike_backed_share", "claim_not_found_rate"]
+
+
+def _rates(g: Any) -> pd.DataFrame:
+    """The three fact-check signals of grouped check rows (NaN where the denominator is 0)."""
+    sums = g[["citations", "supported_marks", "strike", "backed", "ruled", "not_found"]].sum()
+    return pd.DataFrame(
+        {
+            "factcheck_precision": (sums.supported_marks / sums.citations).where(sums.citations > 0),
+            "strike_backed_share": (sums.backed / sums.strike).where(sums.strike > 0),
+            "claim_not_found_rate": (sums.not_found / sums.ruled).where(sums.ruled > 0),
+        }
+    )
+
+
+def factcheck_signals(tables: Tables) -> pd.DataFrame:
+    """Per speech (run, round, team), over all its fact-checks (every attempt):
+    ``factcheck_precision`` (supported marks / citations), ``strike_backed_share``
+    (strikes a contradicting passage backs / strikes), ``claim_not_found_rate``
+    (claims ruled not found / claims ruled on)."""
+    checks = factcheck_checks(tables)
+    keys = ["run_id", "round", "team"]
+    if checks.empty:  # typed, so it merges onto any turn table
+        dtypes = {
+            "run_id": object,
+            "round": "int64",
+            "team": object,
+            **dict.fromkeys(FACTCHECK_SIGNALS, float),
+        }
+        return pd.DataFrame({name: pd.Series(dtype=t) for name, t in dtypes.items()})
+    return _rates(checks.astype({"round": "int64"}).groupby(keys)).reset_index()
+
+
+def factcheck_summary(checks: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and side (the seat checked): its checks, strikes and
+    fallbacks, and the three signals over all its checks."""
+    keys = ["run_id", "team"]
+    if checks.empty:
+        return pd.DataFrame(columns=[*keys, "checks", "strikes", "fallbacks", "claims", *FACTCHECK_SIGNALS])
+    g = checks.groupby(keys, sort=False)
+    counts = pd.DataFrame(
+        {
+            "checks": g.size(),
+            "strikes": g.strike.sum(),
+            "fallbacks": g.fallback.sum().astype(int),
+            "claims": g.ruled.sum(),
+        }
+    )
+    return counts.join(_rates(g)).reset_index()

@@ -52,9 +52,12 @@ def messages(text: str, team: str, anchor: str, rubric: dict[str, str]) -> list[
     items = "\n".join(f'- "{name}": {text} (1 = not at all, 5 = very much)' for name, text in rubric.items())
     return [
         {"role": "system", "content": "You rate debate arguments. Reply with one JSON object only."},
-        {"role": "user", "content": f"Team: {team}\nOpening persona: {anchor}\nArgument: {text}\n"
-                                    f"Rate each item with an integer 1-5. JSON fields:\n{items}"},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": f"Team: {team}\nOpening persona: {anchor}\nArgument: {text}\n"
+            f"Rate each item with an integer 1-5. JSON fields:\n{items}",
+        },
+    ]
 
 
 def judge_call(
@@ -78,9 +81,13 @@ def judge_call(
 
 
 def judge_turns(
-    tables: Tables, spec: str, *, rubric: dict[str, str] | None = None, max_repairs: int = 1,
+    tables: Tables,
+    spec: str,
+    *,
+    rubric: dict[str, str] | None = None,
+    max_repairs: int = 1,
     model_cfg: ModelConfig | None = None,
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """One row per published turn and rubric item: score (or NaN) and the reason it is missing."""
     rubric = rubric or RUBRIC
     cfg = model_cfg or ModelConfig(spec=spec)
@@ -94,15 +101,29 @@ def judge_turns(
     rows = []
     for i, turn in enumerate(tables.turns.itertuples()):
         result = generate_structured(
-            call, messages(turn.text, turn.team, anchors.get((turn.run_id, turn.team), ""), rubric),
-            schema, temperature=0.0, max_tokens=256, seed=i, max_repairs=max_repairs,
+            call,
+            messages(turn.text, turn.team, anchors.get((turn.run_id, turn.team), ""), rubric),
+            schema,
+            temperature=0.0,
+            max_tokens=256,
+            seed=i,
+            max_repairs=max_repairs,
             tags={"round": turn.round, "team": None, "role": "judge", "iteration": 0},
-        )  # fmt: skip
+        )
         reason = (
             None if result.ok else f"unparseable after {result.attempts} attempts: {result.errors[-1][:200]}"
         )
         for item in rubric:
             score = getattr(result.value, item) if result.value is not None else float("nan")
-            rows.append({"run_id": turn.run_id, "round": turn.round, "team": turn.team, "item": item,
-                         "score": float(score), "missing_reason": reason, "judge": cfg.spec})  # fmt: skip
+            rows.append(
+                {
+                    "run_id": turn.run_id,
+                    "round": turn.round,
+                    "team": turn.team,
+                    "item": item,
+                    "score": float(score),
+                    "missing_reason": reason,
+                    "judge": cfg.spec,
+                }
+            )
     return pd.DataFrame(rows)

@@ -46,9 +46,14 @@ def write_parquet(df: pd.DataFrame, path: Path) -> Path:
 
 
 def analyze(
-    path: str | Path, *, embedder: str = DEFAULT_EMBEDDER, out_dir: Path | None = None,
-    figures: bool = True, progress: bool = True, cache: bool = True,
-) -> Analysis:  # fmt: skip
+    path: str | Path,
+    *,
+    embedder: str = DEFAULT_EMBEDDER,
+    out_dir: Path | None = None,
+    figures: bool = True,
+    progress: bool = True,
+    cache: bool = True,
+) -> Analysis:
     """Analyse every run at or under ``path`` and write tables and figures to ``out_dir``
     (default ``_analysis`` beside the runs)."""
     path = Path(path)
@@ -61,19 +66,37 @@ def analyze(
     grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
     probes = probe_table(tables)  # empty unless some run was probed
     result = Analysis(
-        tables=tables, signals=signals, scores=scores, change_points=change_points(scores),
-        trajectory=pd.concat([aggregate(scores, tables.runs, v) for v in ("drift_index", "drift_from_opening")]),
-        early_late=early_late(scores, tables.runs), final=final_drift(scores, tables.runs), trends=trends(scores),
-        grounding_turns=grounded, grounding_summary=grounding_summary(grounded, tables),
-        probes=probes, probe_stability=instruction_stability(probes),
-    )  # fmt: skip
+        tables=tables,
+        signals=signals,
+        scores=scores,
+        change_points=change_points(scores),
+        trajectory=pd.concat(
+            [aggregate(scores, tables.runs, v) for v in ("drift_index", "drift_from_opening")]
+        ),
+        early_late=early_late(scores, tables.runs),
+        final=final_drift(scores, tables.runs),
+        trends=trends(scores),
+        grounding_turns=grounded,
+        grounding_summary=grounding_summary(grounded, tables),
+        probes=probes,
+        probe_stability=instruction_stability(probes),
+    )
     out.mkdir(parents=True, exist_ok=True)
     named = {
-        "runs": tables.runs, "turns": tables.turns, "drafts": tables.drafts, "personas": tables.personas,
-        "events": tables.events, "public": tables.public, "turn_signals": signals.turns, "draft_signals": signals.drafts,
-        "scores": scores, "change_points": result.change_points, "trajectory": result.trajectory,
-        "early_late": result.early_late, "trends": result.trends,
-    }  # fmt: skip
+        "runs": tables.runs,
+        "turns": tables.turns,
+        "drafts": tables.drafts,
+        "personas": tables.personas,
+        "events": tables.events,
+        "public": tables.public,
+        "turn_signals": signals.turns,
+        "draft_signals": signals.drafts,
+        "scores": scores,
+        "change_points": result.change_points,
+        "trajectory": result.trajectory,
+        "early_late": result.early_late,
+        "trends": result.trends,
+    }
     result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
     result.files += write_grounding(result, out)
     result.files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})

@@ -51,16 +51,23 @@ def _legends(fig: Figure, colours: dict[str, RGBAColorType], cells: list[tuple[s
     seat_handles = [Line2D([], [], color=c, lw=2, label=seat) for seat, c in colours.items()]
     fig.legend(handles=seat_handles, title="seat", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     cell_handles = [
-        Line2D([], [], color="black", ls=STYLES[i % len(STYLES)][0], marker=STYLES[i % len(STYLES)][1],
-               label=f"{label} [{cell[:6]}]")
+        Line2D(
+            [],
+            [],
+            color="black",
+            ls=STYLES[i % len(STYLES)][0],
+            marker=STYLES[i % len(STYLES)][1],
+            label=f"{label} [{cell[:6]}]",
+        )
         for i, (cell, label) in enumerate(cells[:MAX_CELLS_SHOWN])
-    ]  # fmt: skip
+    ]
     if len(cells) > MAX_CELLS_SHOWN:
         cell_handles.append(
             Line2D([], [], color="none", label=f"... {len(cells) - MAX_CELLS_SHOWN} more cells")
         )
-    fig.legend(handles=cell_handles, title="cell", loc="upper center", bbox_to_anchor=(0.5, 0.0),
-               ncol=2, fontsize=7)  # fmt: skip
+    fig.legend(
+        handles=cell_handles, title="cell", loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7
+    )
 
 
 def trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
@@ -105,8 +112,12 @@ def condition_trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
         for condition, g in panel.groupby("condition"):
             stats = g.groupby("round").drift_index.agg(["mean", "sem"]).reset_index()
             ax.plot(stats["round"], stats["mean"], marker="o", markersize=3, label=condition)
-            ax.fill_between(stats["round"], stats["mean"] - stats["sem"].fillna(0),
-                            stats["mean"] + stats["sem"].fillna(0), alpha=0.15)  # fmt: skip
+            ax.fill_between(
+                stats["round"],
+                stats["mean"] - stats["sem"].fillna(0),
+                stats["mean"] + stats["sem"].fillna(0),
+                alpha=0.15,
+            )
         ax.set_title(f"{model}, T={temp}", fontsize=9)
         ax.axhline(0, color="grey", lw=0.5)
         ax.set_xlabel("round")

@@ -27,9 +27,20 @@ from harness.store.records import ProbeRecord
 
 PROBES_VERSION = 1  # bump when a column's method changes
 PROBE_COLUMNS = [
-    "run_id", "round", "team", "probe", "iteration", "checker", "passed", "reply_words", "reply_chars",
-    "tokens", "calls", "model", "persona_id",
-]  # fmt: skip
+    "run_id",
+    "round",
+    "team",
+    "probe",
+    "iteration",
+    "checker",
+    "passed",
+    "reply_words",
+    "reply_chars",
+    "tokens",
+    "calls",
+    "model",
+    "persona_id",
+]
 STABILITY_COLUMNS = ["run_id", "team", "round", "probes", "passed", "pass_rate", "stability"]
 
 
@@ -75,7 +86,7 @@ def run_probes(run_dir: Path, rel: str, names: list[str]) -> pd.DataFrame:
             "calls": r.usage.calls,
             "model": r.model,
             "persona_id": r.persona_id,
-        }  # fmt: skip
+        }
         for name in names
         for r in logs[name]
         if isinstance(r, ProbeRecord)

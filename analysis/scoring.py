@@ -122,8 +122,19 @@ def aggregate(scores: pd.DataFrame, runs: pd.DataFrame, value: str = "drift_inde
     rows = []
     for (cell, label, team, round_), values in per_run.groupby(level=[0, 1, 2, 3]):
         low, high = t_interval(values)
-        rows.append({"cell": cell, "cell_label": label, "team": team, "round": round_, "value": value,
-                     "mean": float(values.mean()), "n_runs": int(values.count()), "ci_low": low, "ci_high": high})  # fmt: skip
+        rows.append(
+            {
+                "cell": cell,
+                "cell_label": label,
+                "team": team,
+                "round": round_,
+                "value": value,
+                "mean": float(values.mean()),
+                "n_runs": int(values.count()),
+                "ci_low": low,
+                "ci_high": high,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -156,12 +167,22 @@ def early_late(
             test, result = "Welch t over turns (one run)", stats.ttest_ind(late, early, equal_var=False)
         diff = per_run["late"] - per_run["early"]
         low, high = t_interval(diff)
-        rows.append({
-            "cell": cell, "cell_label": label, "team": team, "value": value, "n_runs": len(per_run),
-            "early_mean": float(per_run["early"].mean()), "late_mean": float(per_run["late"].mean()),
-            "diff": float(diff.mean()), "diff_ci_low": low, "diff_ci_high": high,
-            "test": test, "p_value": float(result.pvalue),
-        })  # fmt: skip
+        rows.append(
+            {
+                "cell": cell,
+                "cell_label": label,
+                "team": team,
+                "value": value,
+                "n_runs": len(per_run),
+                "early_mean": float(per_run["early"].mean()),
+                "late_mean": float(per_run["late"].mean()),
+                "diff": float(diff.mean()),
+                "diff_ci_low": low,
+                "diff_ci_high": high,
+                "test": test,
+                "p_value": float(result.pvalue),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -58,8 +58,14 @@ class Turn(NamedTuple):
 class RunTexts:
     """One run's texts, embeddings and turn order, shared by the row builders."""
 
-    def __init__(self, turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame,
-                 rank: dict[str, int], embedder: Embedder) -> None:  # fmt: skip
+    def __init__(
+        self,
+        turns: pd.DataFrame,
+        drafts: pd.DataFrame,
+        personas: pd.DataFrame,
+        rank: dict[str, int],
+        embedder: Embedder,
+    ) -> None:
         self.rank = rank
         self.turns = turns.sort_values("order").reset_index(drop=True)
         self.turns["pos"] = [
@@ -118,9 +124,13 @@ def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[d
         rival = ctx.relate(turn.text, ctx.others_before(turn.team, turn.pos))
         rows[i].update(
             sem_anchor_sim=ctx.anchor_sim(turn.text, turn.team),
-            sem_opponent_sim=rival["sim"], lsm_opponent=rival["lsm"], **texts(turn.text),
-            motion_distance=ctx.motion_distance(getattr(turn, "motion", None), getattr(turn, "original_motion", None)),
-        )  # fmt: skip
+            sem_opponent_sim=rival["sim"],
+            lsm_opponent=rival["lsm"],
+            **texts(turn.text),
+            motion_distance=ctx.motion_distance(
+                getattr(turn, "motion", None), getattr(turn, "original_motion", None)
+            ),
+        )
     return rows
 
 
@@ -130,11 +140,16 @@ def draft_rows(ctx: RunTexts, drafts: pd.DataFrame, texts: Callable[[str], dict[
         pos = (d.round, ctx.rank.get(d.team, 0))
         own = ctx.relate(d.text, ctx.last_before(d.team, pos))
         rival = ctx.relate(d.text, ctx.others_before(d.team, pos))
-        rows.append({
-            "sem_anchor_sim": ctx.anchor_sim(d.text, d.team),
-            "sem_prev_sim": own["sim"], "ngram_rep_prev": own["ngram"],
-            "sem_opponent_sim": rival["sim"], "lsm_opponent": rival["lsm"], **texts(d.text),
-        })  # fmt: skip
+        rows.append(
+            {
+                "sem_anchor_sim": ctx.anchor_sim(d.text, d.team),
+                "sem_prev_sim": own["sim"],
+                "ngram_rep_prev": own["ngram"],
+                "sem_opponent_sim": rival["sim"],
+                "lsm_opponent": rival["lsm"],
+                **texts(d.text),
+            }
+        )
     return rows
 
 
@@ -149,9 +164,13 @@ def add_big5(ctx: RunTexts, sig: pd.DataFrame, texts: pd.Series, embedder: Embed
 
 
 def run_signals(
-    turns: pd.DataFrame, drafts: pd.DataFrame, personas: pd.DataFrame, rank: dict[str, int],
-    embedder: Embedder, texts: Callable[[str], dict[str, float]] = text_signals,
-) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+    turns: pd.DataFrame,
+    drafts: pd.DataFrame,
+    personas: pd.DataFrame,
+    rank: dict[str, int],
+    embedder: Embedder,
+    texts: Callable[[str], dict[str, float]] = text_signals,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Text signals of one run: (per published turn, per draft), keyed like the tables."""
     drafts = drafts[drafts.text.notna()].reset_index(drop=True)
     ctx = RunTexts(turns, drafts, personas, rank, embedder)

@@ -43,12 +43,28 @@ from harness.store.reader import read_config
 
 STANCES = ("for", "against", "unclear")
 TURN_COLUMNS = [
-    "run_id", "round", "order", "team", "side", "stance", "holds", "missing_reason", "judge",
-]  # fmt: skip
+    "run_id",
+    "round",
+    "order",
+    "team",
+    "side",
+    "stance",
+    "holds",
+    "missing_reason",
+    "judge",
+]
 FLIP_COLUMNS = [
-    "run_id", "team", "side", "n_turns", "n_clear", "n_unclear", "n_missing", "hold_share", "turn_of_flip",
+    "run_id",
+    "team",
+    "side",
+    "n_turns",
+    "n_clear",
+    "n_unclear",
+    "n_missing",
+    "hold_share",
+    "turn_of_flip",
     "n_flips",
-]  # fmt: skip
+]
 
 
 class StanceWarning(UserWarning):
@@ -63,12 +79,18 @@ class StanceJudgement(BaseModel):
 
 def messages(motion: str, text: str) -> list[dict[str, str]]:
     return [
-        {"role": "system", "content": "You judge which side of a motion a debate argument takes. "
-                                      "Reply with one JSON object only."},
-        {"role": "user", "content": f"Motion: {motion}\nArgument: {text}\nDoes the argument argue FOR the "
-                                    'motion, AGAINST it, or is its side unclear? JSON field: "stance": '
-                                    '"for" | "against" | "unclear"'},
-    ]  # fmt: skip
+        {
+            "role": "system",
+            "content": "You judge which side of a motion a debate argument takes. "
+            "Reply with one JSON object only.",
+        },
+        {
+            "role": "user",
+            "content": f"Motion: {motion}\nArgument: {text}\nDoes the argument argue FOR the "
+            'motion, AGAINST it, or is its side unclear? JSON field: "stance": '
+            '"for" | "against" | "unclear"',
+        },
+    ]
 
 
 def seat_sides(tables: Tables) -> dict[tuple[str, str], str | None]:
@@ -90,9 +112,13 @@ def seat_sides(tables: Tables) -> dict[tuple[str, str], str | None]:
 
 
 def judge_stance(
-    tables: Tables, spec: str, *, max_repairs: int = 1, model_cfg: ModelConfig | None = None,
+    tables: Tables,
+    spec: str,
+    *,
+    max_repairs: int = 1,
+    model_cfg: ModelConfig | None = None,
     model: ChatModel | None = None,
-) -> pd.DataFrame:  # fmt: skip
+) -> pd.DataFrame:
     """One row per published turn: its seat's side, the judged stance (None when
     missing, with the reason) and whether it holds the side. ``model``: an
     already built model to use instead of building ``spec`` (tests, wrappers)."""
@@ -102,17 +128,31 @@ def judge_stance(
     rows = []
     for i, turn in enumerate(tables.turns.itertuples()):
         side = sides.get((turn.run_id, turn.team))
-        row: dict[str, Any] = {"run_id": turn.run_id, "round": turn.round, "order": turn.order, "team": turn.team,
-                               "side": side, "stance": None, "holds": None, "missing_reason": None,
-                               "judge": cfg.spec}  # fmt: skip
+        row: dict[str, Any] = {
+            "run_id": turn.run_id,
+            "round": turn.round,
+            "order": turn.order,
+            "team": turn.team,
+            "side": side,
+            "stance": None,
+            "holds": None,
+            "missing_reason": None,
+            "judge": cfg.spec,
+        }
         if side is None:
             rows.append({**row, "missing_reason": "seat has no side"})
             continue
         motion = turn.motion if isinstance(turn.motion, str) else topics.get(turn.run_id) or "(not recorded)"
         result = generate_structured(
-            call, messages(motion, turn.text), StanceJudgement, temperature=0.0, max_tokens=64, seed=i,
-            max_repairs=max_repairs, tags={"round": turn.round, "team": None, "role": "judge", "iteration": 0},
-        )  # fmt: skip
+            call,
+            messages(motion, turn.text),
+            StanceJudgement,
+            temperature=0.0,
+            max_tokens=64,
+            seed=i,
+            max_repairs=max_repairs,
+            tags={"round": turn.round, "team": None, "role": "judge", "iteration": 0},
+        )
         if result.value is None:
             row["missing_reason"] = f"unparseable after {result.attempts} attempts: {result.errors[-1][:200]}"
         else:
@@ -139,11 +179,18 @@ def stance_flips(turns: pd.DataFrame) -> pd.DataFrame:
         stances = [s if isinstance(s, str) else None for s in group.stance]
         turn_of_flip, n_flips = flips(stances, [int(r) for r in group["round"]], side)
         holds = group.holds.dropna()
-        rows.append({
-            "run_id": run_id, "team": team, "side": side, "n_turns": len(group),
-            "n_clear": len(holds), "n_unclear": int((group.stance == "unclear").sum()),
-            "n_missing": int(group.stance.isna().sum()),
-            "hold_share": float(holds.astype(float).mean()) if len(holds) else math.nan,
-            "turn_of_flip": turn_of_flip, "n_flips": n_flips,
-        })  # fmt: skip
+        rows.append(
+            {
+                "run_id": run_id,
+                "team": team,
+                "side": side,
+                "n_turns": len(group),
+                "n_clear": len(holds),
+                "n_unclear": int((group.stance == "unclear").sum()),
+                "n_missing": int(group.stance.isna().sum()),
+                "hold_share": float(holds.astype(float).mean()) if len(holds) else math.nan,
+                "turn_of_flip": turn_of_flip,
+                "n_flips": n_flips,
+            }
+        )
     return pd.DataFrame(rows, columns=FLIP_COLUMNS)

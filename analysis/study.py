@@ -69,22 +69,35 @@ class Plan:
 
     def overrides(self, model: str, condition: str) -> list[str]:
         return [
-            f"model={model}", f"llm.temperature={','.join(map(str, self.temperatures))}",
-            f"replicates={self.replicates}", f"rounds={self.rounds}", f"llm.max_tokens={self.max_tokens}",
-            f"seed={self.seed}", "progress=false", f"runs_root={self.root}",
-            "hydra/launcher=joblib", f"hydra.launcher.n_jobs={self.workers}",
-            f"hydra.sweep.dir={self.sweep_dir(model, condition)}", *CONDITIONS[condition], *self.extra,
-        ]  # fmt: skip
+            f"model={model}",
+            f"llm.temperature={','.join(map(str, self.temperatures))}",
+            f"replicates={self.replicates}",
+            f"rounds={self.rounds}",
+            f"llm.max_tokens={self.max_tokens}",
+            f"seed={self.seed}",
+            "progress=false",
+            f"runs_root={self.root}",
+            "hydra/launcher=joblib",
+            f"hydra.launcher.n_jobs={self.workers}",
+            f"hydra.sweep.dir={self.sweep_dir(model, condition)}",
+            *CONDITIONS[condition],
+            *self.extra,
+        ]
 
     def command(self) -> str:
         """The command line that reruns this plan."""
         flags = [
-            f"--root {self.root}", f"--models {','.join(self.models)}",
+            f"--root {self.root}",
+            f"--models {','.join(self.models)}",
             f"--conditions {','.join(self.conditions)}",
-            f"--temperatures {','.join(map(str, self.temperatures))}", f"--replicates {self.replicates}",
-            f"--rounds {self.rounds}", f"--max-tokens {self.max_tokens}", f"--workers {self.workers}",
-            f"--seed {self.seed}", *(f"--set {o}" for o in self.extra),
-        ]  # fmt: skip
+            f"--temperatures {','.join(map(str, self.temperatures))}",
+            f"--replicates {self.replicates}",
+            f"--rounds {self.rounds}",
+            f"--max-tokens {self.max_tokens}",
+            f"--workers {self.workers}",
+            f"--seed {self.seed}",
+            *(f"--set {o}" for o in self.extra),
+        ]
         return "python -m analysis study " + " ".join(flags)
 
 
@@ -161,8 +174,12 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
     p.add_argument("--seed", type=int, default=default.seed)
     p.add_argument("--set", action="append", default=[], help="one more Hydra override for every cell")
     p.add_argument("--report", type=Path, default=Path("docs/findings.md"))
-    p.add_argument("--detector", type=Path, default=Path("docs/detector_validity.json"),
-                   help="benchmarks/detector_validity.py --json output, quoted in the report")  # fmt: skip
+    p.add_argument(
+        "--detector",
+        type=Path,
+        default=Path("docs/detector_validity.json"),
+        help="benchmarks/detector_validity.py --json output, quoted in the report",
+    )
     p.add_argument("--embedder", default=None, help="as for python -m analysis")
     p.add_argument("--report-only", action="store_true", help="skip the runs; re-analyse and rewrite")
     args = p.parse_args(argv)
@@ -173,9 +190,15 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
     if args.replicates < 2 or args.rounds < 3:
         p.error("--replicates must be >= 2 and --rounds >= 3: fewer cannot show a trajectory or a spread")
     plan = Plan(
-        root=args.root, models=tuple(args.models.split(",")), conditions=conditions,
-        temperatures=tuple(float(t) for t in args.temperatures.split(",")), replicates=args.replicates,
-        rounds=args.rounds, max_tokens=args.max_tokens, workers=args.workers, seed=args.seed,
+        root=args.root,
+        models=tuple(args.models.split(",")),
+        conditions=conditions,
+        temperatures=tuple(float(t) for t in args.temperatures.split(",")),
+        replicates=args.replicates,
+        rounds=args.rounds,
+        max_tokens=args.max_tokens,
+        workers=args.workers,
+        seed=args.seed,
         extra=tuple(args.set),
-    )  # fmt: skip
+    )
     return plan, args

@@ -58,9 +58,16 @@ TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
 # change the debate at all; everything else defines the cell. A sweep names
 # each replicate's folder (run_name), so the name must not split the cell.
 REPLICATE_KEYS = (
-    "cfg.seed", "cfg.model.seed", "cfg.replicate", "cfg.runs_root", "cfg.progress", "cfg.run_name",
+    "cfg.seed",
+    "cfg.model.seed",
+    "cfg.replicate",
+    "cfg.runs_root",
+    "cfg.progress",
+    "cfg.run_name",
     "cfg.resume",
-)  # fmt: skip
+)
+# How much a run may spend and at what prices: never a condition of the experiment.
+SPENDING = ("cfg.budget.", "cfg.prices.")
 R = TypeVar("R", bound=Envelope)
 
 
@@ -79,7 +86,9 @@ def flatten(data: Any, prefix: str) -> dict[str, Any]:
 def cell_of(row: dict[str, Any]) -> tuple[str, str]:
     """(hash, label) of a run's sweep cell: its config less the replicate keys.
     The config holds ``format.name``, so runs of two formats never share a cell."""
-    keys = sorted(k for k in row if k.startswith("cfg.") and k not in REPLICATE_KEYS)
+    keys = sorted(
+        k for k in row if k.startswith("cfg.") and k not in REPLICATE_KEYS and not k.startswith(SPENDING)
+    )
     digest = hashlib.sha1(json.dumps([[k, row[k]] for k in keys], default=str).encode()).hexdigest()[:10]
     shown = [("model", "cfg.model.spec"), ("T", "cfg.llm.temperature")]
     if row.get("has_critic", True):  # a format with no critic still has critic settings in its config
@@ -91,15 +100,22 @@ def cell_of(row: dict[str, Any]) -> tuple[str, str]:
 def runs_row(run: RunFolder, rel: str) -> dict[str, Any]:
     manifest, layout = run.manifest, run.layout
     row: dict[str, Any] = {
-        "run_id": rel, "run_name": manifest.run_id, "status": manifest.status,
-        "stop_reason": manifest.stop_reason, "format": manifest.format, "seed": manifest.seed,
-        "topic": manifest.topic, "started_at": manifest.started_at, "ended_at": manifest.ended_at,
+        "run_id": rel,
+        "run_name": manifest.run_id,
+        "status": manifest.status,
+        "stop_reason": manifest.stop_reason,
+        "format": manifest.format,
+        "seed": manifest.seed,
+        "topic": manifest.topic,
+        "started_at": manifest.started_at,
+        "ended_at": manifest.ended_at,
         "wall_s": manifest.wall_s,
         # the layout's seat order: the order of turns within a round
         "seats": json.dumps([s.name for s in layout.seats]),
         "aliases": json.dumps([s.alias for s in layout.seats]),
-        "n_seats": len(layout.seats), "has_critic": "critique" in layout.record_kinds,
-    }  # fmt: skip
+        "n_seats": len(layout.seats),
+        "has_critic": "critique" in layout.record_kinds,
+    }
     row.update(flatten(manifest.counts.model_dump(), "counts"))
     row.update(flatten(manifest.model_specs, "spec"))
     row.update(flatten(run.config, "cfg"))
@@ -129,15 +145,21 @@ def drafts_rows(
         t, c, p = by_t.get(key), by_c.get(key), by_p.get(key)
         usage = [_usage(r.usage if r else None) for r in (p, t, c)]
         yield {
-            "round": key[0], "team": key[1], "iteration": key[2],
-            "draft_id": t.id if t else None, "text": t.draft if t else None,
+            "round": key[0],
+            "team": key[1],
+            "iteration": key[2],
+            "draft_id": t.id if t else None,
+            "text": t.draft if t else None,
             "notes": t.scratchpad if t else None,
             "persona_version": version.get(t.persona_id or "") if t else None,
-            "approved": c.is_approved if c else None, "feedback": c.feedback if c else None,
-            "critic_fallback": c.fallback if c else None, "checker": "critic" if c else None,
+            "approved": c.is_approved if c else None,
+            "feedback": c.feedback if c else None,
+            "critic_fallback": c.fallback if c else None,
+            "checker": "critic" if c else None,
             "revised": c.revised_argument is not None if c else None,
-            "tokens": sum(u["tokens"] for u in usage), "latency_s": sum(u["latency_s"] for u in usage),
-        }  # fmt: skip
+            "tokens": sum(u["tokens"] for u in usage),
+            "latency_s": sum(u["latency_s"] for u in usage),
+        }
 
 
 def checked_drafts_rows(drafts: list[DraftRecord], checks: list[FactCheckRecord]) -> Iterator[dict[str, Any]]:
@@ -147,21 +169,40 @@ def checked_drafts_rows(drafts: list[DraftRecord], checks: list[FactCheckRecord]
         c = by_draft.get(d.id)
         usage = [_usage(d.usage), _usage(c.usage if c else None)]
         yield {
-            "round": d.round, "team": d.team, "iteration": d.iteration, "draft_id": d.id, "text": d.text,
-            "notes": d.notes, "persona_version": None, "approved": c.verdict == "pass" if c else None,
-            "feedback": c.justification if c else None, "critic_fallback": c.fallback if c else None,
-            "checker": "fact_checker" if c else None, "revised": None,
-            "tokens": sum(u["tokens"] for u in usage), "latency_s": sum(u["latency_s"] for u in usage),
-        }  # fmt: skip
+            "round": d.round,
+            "team": d.team,
+            "iteration": d.iteration,
+            "draft_id": d.id,
+            "text": d.text,
+            "notes": d.notes,
+            "persona_version": None,
+            "approved": c.verdict == "pass" if c else None,
+            "feedback": c.justification if c else None,
+            "critic_fallback": c.fallback if c else None,
+            "checker": "fact_checker" if c else None,
+            "revised": None,
+            "tokens": sum(u["tokens"] for u in usage),
+            "latency_s": sum(u["latency_s"] for u in usage),
+        }
 
 
 def turn_as_draft(t: TurnRecord) -> dict[str, Any]:
     """A judge-refined turn: published as written, so it is its own (only) draft."""
     return {
-        "round": t.round, "team": t.team, "iteration": t.iteration, "draft_id": t.id, "text": t.text,
-        "notes": None, "persona_version": None, "approved": None, "feedback": None, "critic_fallback": None,
-        "checker": None, "revised": None, **_usage(t.usage),
-    }  # fmt: skip
+        "round": t.round,
+        "team": t.team,
+        "iteration": t.iteration,
+        "draft_id": t.id,
+        "text": t.text,
+        "notes": None,
+        "persona_version": None,
+        "approved": None,
+        "feedback": None,
+        "critic_fallback": None,
+        "checker": None,
+        "revised": None,
+        **_usage(t.usage),
+    }
 
 
 def of_type(run: RunFolder, kind: type[R], prefix: str) -> list[R]:
@@ -184,46 +225,90 @@ def draft_of(p: Published) -> str | None:
 def turn_row(i: int, p: Published, aliases: dict[str, str]) -> dict[str, Any]:
     argument = p if isinstance(p, ArgumentRecord) else None
     return {
-        "order": i, "round": p.round, "team": p.team, "alias": p.alias or aliases.get(p.team or ""),
-        "kind": getattr(p, "kind", None), "phase": p.phase, "stage": p.phase, "text": p.text,
-        "source": getattr(p, "source", None), "draft_id": draft_of(p),
+        "order": i,
+        "round": p.round,
+        "team": p.team,
+        "alias": p.alias or aliases.get(p.team or ""),
+        "kind": getattr(p, "kind", None),
+        "phase": p.phase,
+        "stage": p.phase,
+        "text": p.text,
+        "source": getattr(p, "source", None),
+        "draft_id": draft_of(p),
         "critique_id": argument.critique_id if argument else None,
-        "fact_check_id": getattr(p, "fact_check_id", None), "motion": getattr(p, "motion", None),
-        "original_motion": getattr(p, "original_motion", None), "model": p.model,
-        "iteration": p.iteration, "ts": p.ts,
-    }  # fmt: skip
+        "fact_check_id": getattr(p, "fact_check_id", None),
+        "motion": getattr(p, "motion", None),
+        "original_motion": getattr(p, "original_motion", None),
+        "model": p.model,
+        "iteration": p.iteration,
+        "ts": p.ts,
+    }
 
 
 def stance_row(seat: str, stance: str, topic: str | None) -> dict[str, Any]:
     """A seat with no persona and no role card is anchored to its stance on the motion."""
     text = f"{stance}: {topic}" if topic else stance
-    return {"round": 0, "team": seat, "iteration": 0, "version": 1, "decision": "initial",
-            "persona": text, "rationale": "", "kind": "stance"}  # fmt: skip
+    return {
+        "round": 0,
+        "team": seat,
+        "iteration": 0,
+        "version": 1,
+        "decision": "initial",
+        "persona": text,
+        "rationale": "",
+        "kind": "stance",
+    }
 
 
 def persona_row(p: PersonaRecord | RoleCardRecord) -> dict[str, Any]:
     if isinstance(p, RoleCardRecord):  # a role card is its seat's anchor, never revised
         text = f"{p.name}. {p.expertise}. {p.mandate}"
-        return {"round": p.round, "team": p.team, "iteration": p.iteration, "version": 1,
-                "decision": "initial", "persona": text, "rationale": "", "kind": p.kind}  # fmt: skip
+        return {
+            "round": p.round,
+            "team": p.team,
+            "iteration": p.iteration,
+            "version": 1,
+            "decision": "initial",
+            "persona": text,
+            "rationale": "",
+            "kind": p.kind,
+        }
     return {
-        "round": p.round, "team": p.team, "iteration": p.iteration, "version": p.version,
-        "decision": p.decision, "persona": p.persona, "rationale": p.rationale, "kind": p.kind,
-    }  # fmt: skip
+        "round": p.round,
+        "team": p.team,
+        "iteration": p.iteration,
+        "version": p.version,
+        "decision": p.decision,
+        "persona": p.persona,
+        "rationale": p.rationale,
+        "kind": p.kind,
+    }
 
 
 def event_row(e: EventRecord) -> dict[str, Any]:
     return {
-        "round": e.round, "team": e.team, "role": e.role, "iteration": e.iteration, "event": e.event,
-        "detail": e.detail, "error_kind": e.error.kind if e.error else None,
-        "error_type": e.error.type if e.error else None, "data": json.dumps(e.data, default=str),
-    }  # fmt: skip
+        "round": e.round,
+        "team": e.team,
+        "role": e.role,
+        "iteration": e.iteration,
+        "event": e.event,
+        "detail": e.detail,
+        "error_kind": e.error.kind if e.error else None,
+        "error_type": e.error.type if e.error else None,
+        "data": json.dumps(e.data, default=str),
+    }
 
 
 PUBLIC_KINDS = (
-    SummaryRecord, DecisionRecord, SynthesisRecord, RoleCardRecord, FactCheckRecord, VerdictRecord,
-    EvaluationRecord, MotionRecord,
-)  # fmt: skip
+    SummaryRecord,
+    DecisionRecord,
+    SynthesisRecord,
+    RoleCardRecord,
+    FactCheckRecord,
+    VerdictRecord,
+    EvaluationRecord,
+    MotionRecord,
+)
 
 
 def public_text(r: Envelope) -> str | None:
@@ -244,15 +329,26 @@ def public_text(r: Envelope) -> str | None:
 
 def public_row(r: Envelope) -> dict[str, Any]:
     return {
-        "round": r.round, "team": r.team, "role": r.role, "kind": getattr(r, "kind", None),
-        "text": public_text(r), "decision": getattr(r, "decision", None),
-        "tension": getattr(r, "tension", None), "close_reason": getattr(r, "close_reason", None),
-        "fallback": getattr(r, "fallback", False), "model": r.model, "stage": getattr(r, "stage", None),
-        "verdict": getattr(r, "verdict", None), "strike": getattr(r, "strike", None),
-        "winner": getattr(r, "winner", None), "disqualified": getattr(r, "disqualified", None),
-        "synthesis": getattr(r, "synthesis", None), "motion": getattr(r, "motion", None),
-        "final": getattr(r, "final", None), **_usage(r.usage),
-    }  # fmt: skip
+        "round": r.round,
+        "team": r.team,
+        "role": r.role,
+        "kind": getattr(r, "kind", None),
+        "text": public_text(r),
+        "decision": getattr(r, "decision", None),
+        "tension": getattr(r, "tension", None),
+        "close_reason": getattr(r, "close_reason", None),
+        "fallback": getattr(r, "fallback", False),
+        "model": r.model,
+        "stage": getattr(r, "stage", None),
+        "verdict": getattr(r, "verdict", None),
+        "strike": getattr(r, "strike", None),
+        "winner": getattr(r, "winner", None),
+        "disqualified": getattr(r, "disqualified", None),
+        "synthesis": getattr(r, "synthesis", None),
+        "motion": getattr(r, "motion", None),
+        "final": getattr(r, "final", None),
+        **_usage(r.usage),
+    }
 
 
 def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
@@ -286,27 +382,73 @@ def load_run_tables(run_dir: Path, rel: str) -> dict[str, pd.DataFrame]:
         "turns": pd.DataFrame([turn_row(i, p, aliases) for i, p in enumerate(shared)], columns=TURN_COLUMNS),
         "drafts": pd.DataFrame(drafts, columns=DRAFT_COLUMNS),
         "personas": pd.DataFrame(personas, columns=PERSONA_COLUMNS),
-        "events": pd.DataFrame([event_row(e) for e in of_type(run, EventRecord, "events.jsonl")],
-                               columns=EVENT_COLUMNS),
+        "events": pd.DataFrame(
+            [event_row(e) for e in of_type(run, EventRecord, "events.jsonl")], columns=EVENT_COLUMNS
+        ),
         "public": pd.DataFrame([public_row(r) for r in public], columns=PUBLIC_COLUMNS),
-    }  # fmt: skip
+    }
     for name in TABLES[1:]:
         tables[name].insert(0, "run_id", rel)
     return tables
 
 
 TURN_COLUMNS = [
-    "order", "round", "team", "alias", "kind", "phase", "stage", "text", "source", "draft_id",
-    "critique_id", "fact_check_id", "motion", "original_motion", "model", "iteration", "ts",
-]  # fmt: skip
+    "order",
+    "round",
+    "team",
+    "alias",
+    "kind",
+    "phase",
+    "stage",
+    "text",
+    "source",
+    "draft_id",
+    "critique_id",
+    "fact_check_id",
+    "motion",
+    "original_motion",
+    "model",
+    "iteration",
+    "ts",
+]
 DRAFT_COLUMNS = [
-    "round", "team", "iteration", "draft_id", "text", "notes", "persona_version", "approved", "feedback",
-    "critic_fallback", "checker", "revised", "tokens", "latency_s", "published",
-]  # fmt: skip
+    "round",
+    "team",
+    "iteration",
+    "draft_id",
+    "text",
+    "notes",
+    "persona_version",
+    "approved",
+    "feedback",
+    "critic_fallback",
+    "checker",
+    "revised",
+    "tokens",
+    "latency_s",
+    "published",
+]
 PERSONA_COLUMNS = ["round", "team", "iteration", "version", "decision", "persona", "rationale", "kind"]
 EVENT_COLUMNS = ["round", "team", "role", "iteration", "event", "detail", "error_kind", "error_type", "data"]
 PUBLIC_COLUMNS = [
-    "round", "team", "role", "kind", "text", "decision", "tension", "close_reason", "fallback", "model",
-    "stage", "verdict", "strike", "winner", "disqualified", "synthesis", "motion", "final", "tokens",
+    "round",
+    "team",
+    "role",
+    "kind",
+    "text",
+    "decision",
+    "tension",
+    "close_reason",
+    "fallback",
+    "model",
+    "stage",
+    "verdict",
+    "strike",
+    "winner",
+    "disqualified",
+    "synthesis",
+    "motion",
+    "final",
+    "tokens",
     "latency_s",
-]  # fmt: skip
+]

@@ -18,14 +18,27 @@ _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _SENTENCE_END = re.compile(r"[.!?]+(?:\s+|$)")
 # The function-word categories of language style matching (Ireland & Pennebaker 2010).
 LSM_CATEGORIES = (
-    "personal_pronouns", "impersonal_pronouns", "articles", "conjunctions", "prepositions",
-    "auxiliary_verbs", "adverbs", "negation", "quantifiers",
-)  # fmt: skip
+    "personal_pronouns",
+    "impersonal_pronouns",
+    "articles",
+    "conjunctions",
+    "prepositions",
+    "auxiliary_verbs",
+    "adverbs",
+    "negation",
+    "quantifiers",
+)
 RATE_SIGNALS = {
-    "pron_i": "pronoun_i", "pron_we": "pronoun_we", "pron_you": "pronoun_you",
-    "negation": "negation", "causal": "causal", "insight": "insight",
-    "absolutist": "absolutist", "hedges": "hedges", "boosters": "boosters",
-}  # fmt: skip
+    "pron_i": "pronoun_i",
+    "pron_we": "pronoun_we",
+    "pron_you": "pronoun_you",
+    "negation": "negation",
+    "causal": "causal",
+    "insight": "insight",
+    "absolutist": "absolutist",
+    "hedges": "hedges",
+    "boosters": "boosters",
+}
 
 
 def tokens(text: str) -> list[str]:
@@ -115,9 +128,16 @@ def analytic_index(profile: dict[str, float]) -> float:
     """Categorical-dynamic index (Pennebaker et al. 2014), raw percent units."""
     p = profile
     return (
-        30 + p["articles"] + p["prepositions"] - p["personal_pronouns"] - p["impersonal_pronouns"]
-        - p["auxiliary_verbs"] - p["conjunctions"] - p["adverbs"] - p["negation"]
-    )  # fmt: skip
+        30
+        + p["articles"]
+        + p["prepositions"]
+        - p["personal_pronouns"]
+        - p["impersonal_pronouns"]
+        - p["auxiliary_verbs"]
+        - p["conjunctions"]
+        - p["adverbs"]
+        - p["negation"]
+    )
 
 
 def affect_signals(text: str, toks: Sequence[str]) -> dict[str, float]:

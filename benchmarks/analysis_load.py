@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 import warnings
@@ -28,7 +29,11 @@ import matplotlib
 
 import analysis.pipeline
 from analysis import analyze, get_embedder, load_runs
-from analysis.synthetic import write_run
+
+# the run-folder writer is a test fixture, in tests/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synthetic import write_run  # noqa: E402
 
 
 def timed(label: str, fn):  # type: ignore[no-untyped-def]
@@ -63,8 +68,10 @@ class Stages:
         analyze(root, figures=False, progress=False)
         total = time.perf_counter() - start
         load, signals = self.seconds["load"], self.seconds["signals"]
-        print(f"{label:<40} {total:7.2f} s  (load {load:.2f}, signals {signals:.2f}, "
-              f"rest {total - load - signals:.2f})")  # fmt: skip
+        print(
+            f"{label:<40} {total:7.2f} s  (load {load:.2f}, signals {signals:.2f}, "
+            f"rest {total - load - signals:.2f})"
+        )
         return total
 
 
@@ -116,8 +123,10 @@ def main() -> None:
         timed("first load, filling the cache", lambda: load_runs(root))
         warm, tables = timed("from the cache", lambda: load_runs(root))
     assert tables.cache_hits == args.runs
-    print(f"load cold / cached = {cold / warm:.1f}x (first read: {first / warm:.1f}x); "
-          f"{len(tables.turns):,} turns, {len(tables.drafts):,} drafts")  # fmt: skip
+    print(
+        f"load cold / cached = {cold / warm:.1f}x (first read: {first / warm:.1f}x); "
+        f"{len(tables.turns):,} turns, {len(tables.drafts):,} drafts"
+    )
     reanalysis(args.analyse_runs, args.rounds)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,16 +42,66 @@ from analysis import (
     text_signals,
 )
 from analysis.signals import run_signals, team_rank
-from analysis.synthetic import write_run
+
+# the run-folder writer is a test fixture, in tests/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from synthetic import write_run  # noqa: E402
 
 # function words, lexicon words and topic words, so every signal has something to count
 VOCAB = [
-    "the", "a", "of", "to", "and", "in", "that", "is", "for", "it", "as", "with", "on", "by", "this",
-    "we", "you", "i", "our", "they", "not", "never", "always", "because", "therefore", "however",
-    "perhaps", "clearly", "must", "may", "evidence", "benefit", "risk", "cost", "harm", "trust",
-    "growth", "people", "work", "remote", "office", "study", "data", "show", "suggest", "argue",
-    "believe", "think", "know", "policy", "society",
-]  # fmt: skip
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "that",
+    "is",
+    "for",
+    "it",
+    "as",
+    "with",
+    "on",
+    "by",
+    "this",
+    "we",
+    "you",
+    "i",
+    "our",
+    "they",
+    "not",
+    "never",
+    "always",
+    "because",
+    "therefore",
+    "however",
+    "perhaps",
+    "clearly",
+    "must",
+    "may",
+    "evidence",
+    "benefit",
+    "risk",
+    "cost",
+    "harm",
+    "trust",
+    "growth",
+    "people",
+    "work",
+    "remote",
+    "office",
+    "study",
+    "data",
+    "show",
+    "suggest",
+    "argue",
+    "believe",
+    "think",
+    "know",
+    "policy",
+    "society",
+]
 
 
 def synthetic_text(rng: random.Random, words: int = 200) -> str:
@@ -98,8 +149,10 @@ def minilm(root: Path, texts: list[str], n_runs: int, rounds: int, bf16: bool) -
     sample = subset(root, n_runs)
     m = len(sample.turns)
     texts = texts[:m]
-    print(f"-- all-MiniLM-L6-v2 on the first {m} turns ({n_runs} runs of {2 * rounds} turns), "
-          f"torch threads {torch.get_num_threads()}:")  # fmt: skip
+    print(
+        f"-- all-MiniLM-L6-v2 on the first {m} turns ({n_runs} runs of {2 * rounds} turns), "
+        f"torch threads {torch.get_num_threads()}:"
+    )
     specs = [DEFAULT_EMBEDDER, *([DEFAULT_EMBEDDER + "+bf16"] if bf16 else [])]
     model = get_embedder()
     for spec in specs:  # load, warm up, embed the IPIP items
@@ -111,18 +164,23 @@ def minilm(root: Path, texts: list[str], n_runs: int, rounds: int, bf16: bool) -
     t_new = timed("compute_signals, MiniLM (now)", m, lambda: compute_signals(sample, progress=False))
     print(f"now / before: {t_old / t_new:.2f}x")
     if not bf16:
-        print("bf16 not measured: this CPU has no AMX or AVX512-BF16, so torch emulates it "
-              "(0.21x float32 measured on an AVX2 EPYC); the full run measures it anyway")  # fmt: skip
+        print(
+            "bf16 not measured: this CPU has no AMX or AVX512-BF16, so torch emulates it "
+            "(0.21x float32 measured on an AVX2 EPYC); the full run measures it anyway"
+        )
         return
     t_bf16 = timed(
-        "compute_signals, MiniLM+bf16", m,
+        "compute_signals, MiniLM+bf16",
+        m,
         lambda: compute_signals(sample, embedder=DEFAULT_EMBEDDER + "+bf16", progress=False),
-    )  # fmt: skip
+    )
     a, b = model.encode(texts), get_embedder(DEFAULT_EMBEDDER + "+bf16").encode(texts)
     upper = np.triu_indices(m, 1)
     err = np.abs((a @ a.T) - (b @ b.T))[upper]
-    print(f"bf16 / now: {t_new / t_bf16:.2f}x; bf16 pairwise cosine error "
-          f"mean {err.mean():.5f}, max {err.max():.5f} (float32 cosines: sd {(a @ a.T)[upper].std():.4f})")  # fmt: skip
+    print(
+        f"bf16 / now: {t_new / t_bf16:.2f}x; bf16 pairwise cosine error "
+        f"mean {err.mean():.5f}, max {err.max():.5f} (float32 cosines: sd {(a @ a.T)[upper].std():.4f})"
+    )
 
 
 def main() -> None:

@@ -128,11 +128,20 @@ def environment(key: str) -> dict[str, str]:
 
 def command(sim: ProviderSim, sweep_dir: Path, cells: int, rounds: int, extra: list[str]) -> list[str]:
     return [
-        sys.executable, "-m", "harness.run", "-m", f"hydra.sweep.dir={sweep_dir}",
-        f"runs_root={sweep_dir.parent}", "model=openai", "model.spec=openai:sim",
-        f"model.kwargs.base_url={sim.base_url}", f"rounds={rounds}", "progress=false",
-        *grid(cells), *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "harness.run",
+        "-m",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"runs_root={sweep_dir.parent}",
+        "model=openai",
+        "model.spec=openai:sim",
+        f"model.kwargs.base_url={sim.base_url}",
+        f"rounds={rounds}",
+        "progress=false",
+        *grid(cells),
+        *extra,
+    ]
 
 
 def tree_rss(proc: psutil.Process) -> tuple[int, int]:

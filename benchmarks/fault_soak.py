@@ -147,9 +147,16 @@ class Tally:
 
     def failed(self) -> bool:
         bad = (
-            "resume_failures", "run_failures", "never_completed", "hangs", "verify_failures",
-            "transcript_mismatches", "lost_records", "duplicated_records", "extra_records",
-        )  # fmt: skip
+            "resume_failures",
+            "run_failures",
+            "never_completed",
+            "hangs",
+            "verify_failures",
+            "transcript_mismatches",
+            "lost_records",
+            "duplicated_records",
+            "extra_records",
+        )
         return any(getattr(self, name) for name in bad)
 
 

@@ -44,9 +44,15 @@ WAYS = {
 def one_run(extra: list[str], rounds: int, root: Path, cache: Path) -> tuple[float, int]:
     """(wall seconds, published turns) of one run."""
     overrides = [
-        "model=scripted", "format=grounded", "progress=false", f"rounds={rounds}", f"runs_root={root}",
-        f"search.cache_dir={cache}", "memory.log_prompts=true", *extra,
-    ]  # fmt: skip
+        "model=scripted",
+        "format=grounded",
+        "progress=false",
+        f"rounds={rounds}",
+        f"runs_root={root}",
+        f"search.cache_dir={cache}",
+        "memory.log_prompts=true",
+        *extra,
+    ]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     raw: Any = OmegaConf.to_container(cfg, resolve=True)

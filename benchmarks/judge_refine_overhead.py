@@ -49,17 +49,23 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str, n
 
     e, l_ = args.early, args.late
     briefings = f", briefings {'on' if args.briefings else 'off'}" if hasattr(args, "briefings") else ""
-    print(f"{label}: {name}{briefings}, scripted model, latency 0, "
-          f"{runs[0]['rounds']:.0f} rounds x {args.repeats} runs (median), windows {e}+-{args.half} and "
-          f"{l_}+-{args.half}; {med('calls_per_round'):.1f} model calls per round")  # fmt: skip
+    print(
+        f"{label}: {name}{briefings}, scripted model, latency 0, "
+        f"{runs[0]['rounds']:.0f} rounds x {args.repeats} runs (median), windows {e}+-{args.half} and "
+        f"{l_}+-{args.half}; {med('calls_per_round'):.1f} model calls per round"
+    )
     for what, early, late in (("wall", "early_us", "late_us"), ("CPU ", "early_cpu_us", "late_cpu_us")):
-        print(f"  overhead per model call, {what}  round {e}: {med(early):7.0f} us   round {l_}: "
-              f"{med(late):7.0f} us   ratio {l_}/{e}: {med(late) / med(early):.2f}x (goal <= 1.2x)")  # fmt: skip
+        print(
+            f"  overhead per model call, {what}  round {e}: {med(early):7.0f} us   round {l_}: "
+            f"{med(late):7.0f} us   ratio {l_}/{e}: {med(late) / med(early):.2f}x (goal <= 1.2x)"
+        )
     print(
         "    per-run ratios: " + ", ".join(f"{r['ratio']:.2f} wall / {r['cpu_ratio']:.2f} CPU" for r in runs)
     )
-    print(f"  run-folder bytes added by the round   round {e}: {med('early_round_bytes'):8.0f} B    "
-          f"round {l_}: {med('late_round_bytes'):8.0f} B")  # fmt: skip
+    print(
+        f"  run-folder bytes added by the round   round {e}: {med('early_round_bytes'):8.0f} B    "
+        f"round {l_}: {med('late_round_bytes'):8.0f} B"
+    )
     print(f"  whole run: {med('total_s'):.1f} s wall")
 
 

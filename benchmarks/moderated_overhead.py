@@ -41,9 +41,12 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("need 1 <= early - half and early < late")
     exchanges = math.ceil((args.late + args.half) / 2)  # 2 + 2 * exchanges speeches
     overhead.FORMATS[FORMAT] = [
-        "format=moderated", f"format.exchanges={exchanges}", "format.max_strikes=100000",
-        "format.max_speech_retries=1", "model.factcheck_fail_rate=0.1",
-    ]  # fmt: skip
+        "format=moderated",
+        f"format.exchanges={exchanges}",
+        "format.max_strikes=100000",
+        "format.max_speech_retries=1",
+        "model.factcheck_fail_rate=0.1",
+    ]
     print(f"moderated, exchanges={exchanges} ({2 + 2 * exchanges} speeches); a round is one speech")
     overhead.measure(
         args, FORMAT, lambda runs, a, label: judge_refine_overhead.report(runs, a, label, FORMAT)

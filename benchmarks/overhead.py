@@ -164,10 +164,16 @@ def one_run(
         ENGINE.RunMemory = lambda *a, keep_rounds=None, **k: real_memory(*a, **k)
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose("config", overrides=[
-                "model=scripted", *FORMATS[fmt], f"rounds={rounds}", f"runs_root={runs_root}",
-                "progress=false",
-            ])  # fmt: skip
+            cfg = compose(
+                "config",
+                overrides=[
+                    "model=scripted",
+                    *FORMATS[fmt],
+                    f"rounds={rounds}",
+                    f"runs_root={runs_root}",
+                    "progress=false",
+                ],
+            )
         raw: Any = OmegaConf.to_container(cfg, resolve=True)
         started = time.perf_counter()
         result = run_debate(validate(cfg), raw, build=build)
@@ -241,19 +247,29 @@ def report(runs: list[dict[str, float]], args: argparse.Namespace, label: str) -
     model = (
         "scripted model" if args.format == "drift" else f"{args.format} format (judge off), scripted model"
     )
-    print(f"{label}: {model}, latency 0, {runs[0]['rounds']:.0f} rounds x {args.repeats} runs "
-          f"(median), windows: rounds {e}+-{args.half} and {l_}+-{args.half}; "
-          f"{med('calls_per_round'):.1f} model calls per round")  # fmt: skip
-    print(f"  harness overhead per model call, wall  round {e}: {med('early_us'):7.0f} us   "
-          f"round {l_}: {med('late_us'):7.0f} us   ratio {l_}/{e}: {med('late_us') / med('early_us'):.2f}x (goal <= 1.2x)")  # fmt: skip
-    print(f"  harness overhead per model call, CPU   round {e}: {med('early_cpu_us'):7.0f} us   "
-          f"round {l_}: {med('late_cpu_us'):7.0f} us   ratio {l_}/{e}: {med('late_cpu_us') / med('early_cpu_us'):.2f}x")  # fmt: skip
+    print(
+        f"{label}: {model}, latency 0, {runs[0]['rounds']:.0f} rounds x {args.repeats} runs "
+        f"(median), windows: rounds {e}+-{args.half} and {l_}+-{args.half}; "
+        f"{med('calls_per_round'):.1f} model calls per round"
+    )
+    print(
+        f"  harness overhead per model call, wall  round {e}: {med('early_us'):7.0f} us   "
+        f"round {l_}: {med('late_us'):7.0f} us   ratio {l_}/{e}: {med('late_us') / med('early_us'):.2f}x (goal <= 1.2x)"
+    )
+    print(
+        f"  harness overhead per model call, CPU   round {e}: {med('early_cpu_us'):7.0f} us   "
+        f"round {l_}: {med('late_cpu_us'):7.0f} us   ratio {l_}/{e}: {med('late_cpu_us') / med('early_cpu_us'):.2f}x"
+    )
     ratios = ", ".join(f"{r['ratio']:.2f} wall / {r['cpu_ratio']:.2f} CPU" for r in runs)
     print(f"    per-run ratios: {ratios}")
-    print(f"  run-folder bytes added by the round    round {e}: {med('early_round_bytes'):8.0f} B    "
-          f"round {l_}: {med('late_round_bytes'):8.0f} B")  # fmt: skip
-    print(f"  run-folder bytes per round, average    round {e}: {med('early_avg_bytes'):8.0f} B    "
-          f"round {l_}: {med('late_avg_bytes'):8.0f} B")  # fmt: skip
+    print(
+        f"  run-folder bytes added by the round    round {e}: {med('early_round_bytes'):8.0f} B    "
+        f"round {l_}: {med('late_round_bytes'):8.0f} B"
+    )
+    print(
+        f"  run-folder bytes per round, average    round {e}: {med('early_avg_bytes'):8.0f} B    "
+        f"round {l_}: {med('late_avg_bytes'):8.0f} B"
+    )
     print(f"  whole run: {med('total_s'):.1f} s wall")
 
 
@@ -271,26 +287,42 @@ def footprint(args: argparse.Namespace) -> None:
         paths.insert(0, ("keep-all (before)", min(args.late, args.keep_all_rounds), True))
     marks = sorted({*(m for m in MEMORY_MARKS if m < args.late), args.late})
     fsync = "off" if args.no_fsync else "on"
-    print(f"memory: {args.format}, scripted model, fsync {fsync}, memory.log_prompts=true; one child "
-          f"process per path; peak RSS (VmHWM) as the round begins", flush=True)  # fmt: skip
+    print(
+        f"memory: {args.format}, scripted model, fsync {fsync}, memory.log_prompts=true; one child "
+        f"process per path; peak RSS (VmHWM) as the round begins",
+        flush=True,
+    )
     header = "".join(f"{'round ' + str(m):>13}" for m in marks)
-    print(f"  {'path':<18}{header}   {'peak growth':>19}   overhead/call round {args.early}"
-          f"   round LATE   ratio   run")  # fmt: skip
+    print(
+        f"  {'path':<18}{header}   {'peak growth':>19}   overhead/call round {args.early}"
+        f"   round LATE   ratio   run"
+    )
     for label, late, keep_all in paths:
         with tempfile.TemporaryDirectory(prefix=f"{args.format}-memory-") as tmp:
             r = in_child(
-                early=args.early, late=late, half=args.half, runs_root=Path(tmp) / "runs", fsync=not args.no_fsync,
-                fmt=args.format, marks=tuple(m for m in marks if m <= late), keep_all=keep_all,
-            )  # fmt: skip
+                early=args.early,
+                late=late,
+                half=args.half,
+                runs_root=Path(tmp) / "runs",
+                fsync=not args.no_fsync,
+                fmt=args.format,
+                marks=tuple(m for m in marks if m <= late),
+                keep_all=keep_all,
+            )
         peaks = {m: kb / 1024 for m, kb in r["peaks_kb"].items()}
         cells = "".join(f"{f'{peaks[m]:.1f} MB' if m in peaks else '-':>13}" for m in marks)
         got = sorted(peaks)
         growth = f"{peaks[got[-1]] / peaks[got[-2]]:.2f}x ({got[-1]}/{got[-2]})" if len(got) > 1 else "-"
-        print(f"  {label:<18}{cells}   {growth:>19}   {r['early_us']:11.0f} us   round {late}: "
-              f"{r['late_us']:6.0f} us   {r['ratio']:.2f}x   {r['total_s']:.0f} s"
-              f"  (CPU {r['early_cpu_us']:.0f} -> {r['late_cpu_us']:.0f} us, {r['cpu_ratio']:.2f}x)", flush=True)  # fmt: skip
-    print(f"  goals: peak at round {marks[-1]} <= 1.2x the peak at round {marks[-2] if len(marks) > 1 else '-'}; "
-          f"overhead at round {args.late} <= 1.2x round {args.early}")  # fmt: skip
+        print(
+            f"  {label:<18}{cells}   {growth:>19}   {r['early_us']:11.0f} us   round {late}: "
+            f"{r['late_us']:6.0f} us   {r['ratio']:.2f}x   {r['total_s']:.0f} s"
+            f"  (CPU {r['early_cpu_us']:.0f} -> {r['late_cpu_us']:.0f} us, {r['cpu_ratio']:.2f}x)",
+            flush=True,
+        )
+    print(
+        f"  goals: peak at round {marks[-1]} <= 1.2x the peak at round {marks[-2] if len(marks) > 1 else '-'}; "
+        f"overhead at round {args.late} <= 1.2x round {args.early}"
+    )
     print(f"  load average {load_before:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 

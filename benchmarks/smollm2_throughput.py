@@ -104,20 +104,30 @@ def main(argv: list[str] | None = None) -> None:
         load_after = os.getloadavg()[0]
 
     threads = next(iter(local._LOADED))[2]
-    print(f"SmolLM2 ({cfg.model.spec}), drift, {args.rounds} rounds, llm.max_tokens={cfg.llm.max_tokens}, "
-          f"llama.cpp threads={threads}, load average {load_before:.1f} -> {load_after:.1f} "
-          f"on {os.cpu_count()} cores")  # fmt: skip
-    print(f"  harness run : {wall:7.1f} s wall, {counts.model_calls:3d} calls, "
-          f"{counts.input_tokens:6d} tokens in / {counts.output_tokens:5d} out, "
-          f"{counts.output_tokens / wall:5.1f} tok/s (wall), "
-          f"{counts.output_tokens / in_model:5.1f} tok/s (in model)")  # fmt: skip
-    print(f"  harness time outside the model: {wall - in_model:5.1f} s "
-          f"({1e3 * (wall - in_model) / max(counts.model_calls, 1):.0f} ms per call, model load included)")  # fmt: skip
-    print(f"  raw llama_cpp: {raw_wall:7.1f} s wall, {len(prompts):3d} calls, "
-          f"{raw_in:6d} tokens in / {raw_tokens:5d} out, {raw_tokens / raw_wall:5.1f} tok/s "
-          f"(same prompts, grammar, sampling, seeds; first attempts only)")  # fmt: skip
-    print(f"  outcome: {result.manifest.status}, rounds {counts.rounds_completed}, approvals "
-          f"{counts.approvals}, rejections {counts.rejections}, schema failures {counts.schema_failures}")  # fmt: skip
+    print(
+        f"SmolLM2 ({cfg.model.spec}), drift, {args.rounds} rounds, llm.max_tokens={cfg.llm.max_tokens}, "
+        f"llama.cpp threads={threads}, load average {load_before:.1f} -> {load_after:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
+    print(
+        f"  harness run : {wall:7.1f} s wall, {counts.model_calls:3d} calls, "
+        f"{counts.input_tokens:6d} tokens in / {counts.output_tokens:5d} out, "
+        f"{counts.output_tokens / wall:5.1f} tok/s (wall), "
+        f"{counts.output_tokens / in_model:5.1f} tok/s (in model)"
+    )
+    print(
+        f"  harness time outside the model: {wall - in_model:5.1f} s "
+        f"({1e3 * (wall - in_model) / max(counts.model_calls, 1):.0f} ms per call, model load included)"
+    )
+    print(
+        f"  raw llama_cpp: {raw_wall:7.1f} s wall, {len(prompts):3d} calls, "
+        f"{raw_in:6d} tokens in / {raw_tokens:5d} out, {raw_tokens / raw_wall:5.1f} tok/s "
+        f"(same prompts, grammar, sampling, seeds; first attempts only)"
+    )
+    print(
+        f"  outcome: {result.manifest.status}, rounds {counts.rounds_completed}, approvals "
+        f"{counts.approvals}, rejections {counts.rejections}, schema failures {counts.schema_failures}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,9 +39,15 @@ def composed(root: Path) -> dict[str, tuple[Config, dict[str, Any]]]:
     out = {}
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         for name, overrides in FORMATS.items():
-            cfg = compose("config", overrides=[
-                "model=scripted", f"runs_root={root}", "progress=false", *overrides,
-            ])  # fmt: skip
+            cfg = compose(
+                "config",
+                overrides=[
+                    "model=scripted",
+                    f"runs_root={root}",
+                    "progress=false",
+                    *overrides,
+                ],
+            )
             raw: Any = OmegaConf.to_container(cfg, resolve=True)
             out[name] = (validate(cfg), raw)
     return out

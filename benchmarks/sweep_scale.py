@@ -31,6 +31,27 @@ prints:
     python benchmarks/sweep_scale.py --quick         # 30 cells: a smoke run (make bench)
     python benchmarks/sweep_scale.py --cells 500 --launchers basic
 
+The in-process launcher (``sweep.concurrency=N``, every cell in flight at
+once unless ``--concurrency`` says fewer) runs API-like cells instead:
+``rounds=1`` and ``model.latency_s`` (``--latency``, default 1 s a call), so
+that its cells wait rather than compute. It runs two sweeps: one fresh to
+the end, and one SIGKILLed once half its cells have started, then resumed.
+For each launch (one driver process) it prints when its first cell started
+after the command, how long after the first its last one started, and the
+median gap between cell starts near that launch's 10th, 100th and last
+start; goals: first start within 5 s, last / 10th <= 1.2. (All cells share
+the driver's GIL: each new cell's start competes with the setup, ~0.1 s of
+CPU, of the cells started before it, so the first few start faster than
+the rest; last / 100th is printed too.) Then the index check, and the
+driver's CPU seconds per cell. With
+``--starts-only`` each launch (the fresh one, then its resume of every cell)
+is SIGKILLed once all its cells have started; give a ``--latency`` longer
+than a launch, and the gaps are the launcher's and each cell's setup alone,
+without the debates' CPU.
+
+    python benchmarks/sweep_scale.py --full --launchers inprocess
+    python benchmarks/sweep_scale.py --full --launchers inprocess --starts-only --latency 600
+
 Nothing is asserted except the index check after the resume.
 """
 
@@ -54,7 +75,7 @@ if TYPE_CHECKING:
     from harness.sweep.index import CellEvent
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCHERS = {"basic": [], "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]}
+LAUNCHERS = {"basic": [], "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], "inprocess": []}
 WINDOW = 10
 
 
@@ -63,11 +84,20 @@ def environment(stats: Path) -> dict[str, str]:
     return {**env, "DRIFT_SWEEP_STATS": str(stats)}
 
 
-def sweep_command(runs_root: Path, cells: int, launcher: str) -> list[str]:
+def sweep_command(runs_root: Path, cells: int, launcher: str, extra: list[str] | None = None) -> list[str]:
+    """The sweep; ``extra`` replaces ``rounds=2`` (the in-process launcher's API-like cells)."""
     return [
-        sys.executable, "-m", "harness.run", "-m", f"runs_root={runs_root}", "model=scripted",
-        "progress=false", "rounds=2", f"replicates={cells}", *LAUNCHERS[launcher],
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "harness.run",
+        "-m",
+        f"runs_root={runs_root}",
+        "model=scripted",
+        "progress=false",
+        *(extra or ["rounds=2"]),
+        f"replicates={cells}",
+        *LAUNCHERS[launcher],
+    ]
 
 
 def planning_s(cells: int) -> float:
@@ -135,14 +165,25 @@ def cells_started(runs_root: Path) -> int:
     return sum(1 for e in os.scandir(found[0]) if e.name.endswith(".json")) if found else 0
 
 
-def run_sweep(runs_root: Path, cells: int, launcher: str, stats: Path, kill_at: int | None) -> float:
-    """Start the sweep; SIGKILL it once ``kill_at`` cells are done (basic runs one cell at a
-    time, so that is when cell ``kill_at + 1`` has started). Returns the start time (epoch)."""
+def run_sweep(
+    runs_root: Path,
+    cells: int,
+    launcher: str,
+    stats: Path,
+    kill_at: int | None,
+    extra: list[str] | None = None,
+) -> float:
+    """Start the sweep; SIGKILL it once more than ``kill_at`` cells have started (basic runs one
+    cell at a time, so ``kill_at`` are done). Returns the start time (epoch)."""
     started = time.time()
     proc = subprocess.Popen(
-        sweep_command(runs_root, cells, launcher), cwd=REPO, env=environment(stats),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        sweep_command(runs_root, cells, launcher, extra),
+        cwd=REPO,
+        env=environment(stats),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if kill_at is None:
         _, err = proc.communicate()
         if proc.returncode != 0:
@@ -276,13 +317,121 @@ def bench(launcher: str, cells: int, kill_at: int | None, tmp: Path) -> None:
     print(f"  wall, sweep to status: {total:.0f} s", flush=True)
 
 
+def launches(events: list[CellEvent]) -> list[list[datetime]]:
+    """Each launch's cell starts, in order; a launch is one driver process (its pid),
+    whose cells are its threads."""
+    by_pid: dict[int, list[datetime]] = {}
+    for event in sorted(events, key=lambda e: e.started_at):
+        if event.status == "running":
+            by_pid.setdefault(event.pid, []).append(event.started_at)
+    return list(by_pid.values())
+
+
+def launch_line(label: str, times: list[datetime], began: float) -> str:
+    """First start after the command, the last start after the first, and median start
+    gaps near the 10th, 100th and last start: their ratios to the last (the goal is
+    on last / 10th; last / 100th leaves out the first cells, which start before the
+    setup of those before them has the GIL busy)."""
+    width = window(len(times))
+    near = sorted({min(n, len(times)) for n in (10, 100, len(times))})
+    gaps = {n: gap_s(times, n, width) for n in near}
+    shown = "  ".join(f"near {n}: {g * 1000:.1f} ms" for n, g in gaps.items())
+    ratios = " and ".join(f"{gaps[near[-1]] / gaps[n]:.2f}x" for n in near[:-1] if gaps[n])
+    return (
+        f"  {label}: {len(times)} starts, first {times[0].timestamp() - began:.2f} s after the command, "
+        f"last {(times[-1] - times[0]).total_seconds():.0f} s after the first; start gaps (median of "
+        f"{width}) {shown}  ->  last / 10th and / 100th: {ratios}; load {load()}"
+    )
+
+
+def load() -> str:
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def started(runs_root: Path) -> int:
+    """Cell starts in the sweep's cell log so far, every launch's (counted, not parsed)."""
+    logs = list(runs_root.glob("sweep-*/cells.jsonl"))
+    return logs[0].read_bytes().count(b'"status":"running"') if logs else 0
+
+
+def run_until_started(cmd: list[str], runs_root: Path, starts: int) -> float:
+    """Run ``cmd`` (a sweep or its resume) and SIGKILL it and its children once the
+    cell log holds ``starts`` starts. Returns when it began (epoch)."""
+    began = time.time()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=environment(runs_root / "stats.json"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while proc.poll() is None and started(runs_root) < starts:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return began
+
+
+def bench_starts(cells: int, extra: list[str], tmp: Path) -> None:
+    """Starts only: a launch killed once every cell has started, then its resume (every
+    cell resumed) killed alike. Cells wait on their first call meanwhile, so the gaps
+    are the launcher's and each cell's setup, not the debates'."""
+    runs_root = tmp / "inprocess-starts"
+    began = run_until_started(sweep_command(runs_root, cells, "inprocess", extra), runs_root, cells)
+    (sweep_dir,) = runs_root.glob("sweep-*")
+    (fresh,) = launches(cell_events(sweep_dir))
+    print(launch_line("fresh, starts only", fresh, began), flush=True)
+    resume = [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)]
+    began = run_until_started(resume, runs_root, 2 * cells)
+    *_, again = launches(cell_events(sweep_dir))
+    print(launch_line("resume, starts only", again, began), flush=True)
+
+
+def bench_inprocess(cells: int, concurrency: int, latency: float, starts_only: bool, tmp: Path) -> None:
+    """A fresh sweep to the end, then another SIGKILLed at half its starts and resumed
+    (or, ``starts_only``, ``bench_starts``)."""
+    extra = ["rounds=1", f"model.latency_s={latency}", f"sweep.concurrency={concurrency}"]
+    print(f"inprocess: {cells} cells, {concurrency} in flight, rounds=1, {latency} s a call; load {load()}")
+    if starts_only:
+        bench_starts(cells, extra, tmp)
+        return
+    runs_root, stats = tmp / "inprocess", tmp / "inprocess-stats.json"
+    cpu = children_cpu_s()
+    began = run_sweep(runs_root, cells, "inprocess", stats, None, extra)
+    wall, cpu = time.time() - began, children_cpu_s() - cpu
+    (sweep_dir,) = runs_root.glob("sweep-*")
+    (fresh,) = launches(cell_events(sweep_dir))
+    print(launch_line("fresh", fresh, began), flush=True)
+    print(f"  wall {wall:.0f} s, driver cpu {cpu:.0f} s ({cpu / cells * 1000:.0f} ms a cell)")
+    print(f"  index check: {check_index(sweep_dir, cells)}", flush=True)
+    runs_root = tmp / "inprocess-resume"
+    run_sweep(runs_root, cells, "inprocess", stats, cells // 2, extra)
+    (sweep_dir,) = runs_root.glob("sweep-*")
+    resumed = time.time()
+    resume_s, out = timed([sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)], stats)
+    print(f"  killed after {cells // 2} starts; resume to the end: {resume_s} (exit {out.returncode})")
+    *_, again = launches(cell_events(sweep_dir))
+    print(launch_line("resume", again, resumed))
+    print(f"  index check: {check_index(sweep_dir, cells)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cells", type=int, default=100, help="cells per sweep (default 100)")
     parser.add_argument("--full", action="store_true", help="1,000 cells")
     parser.add_argument("--quick", action="store_true", help="30 cells (make bench)")
-    parser.add_argument("--launchers", default="basic,joblib", help="comma list of basic, joblib")
+    parser.add_argument(
+        "--launchers", default="basic,joblib,inprocess", help="comma list of " + ", ".join(LAUNCHERS)
+    )
     parser.add_argument("--kill-at", type=int, help="basic: cells done before the kill (default N/2)")
+    parser.add_argument("--concurrency", type=int, help="inprocess: cells in flight (default: all)")
+    parser.add_argument(
+        "--latency", type=float, default=1.0, help="inprocess: seconds a model call (default 1)"
+    )
+    parser.add_argument(
+        "--starts-only", action="store_true", help="inprocess: kill each launch once all its cells started"
+    )
     args = parser.parse_args()
     cells = 1000 if args.full else 30 if args.quick else args.cells
     print(f"{cells} cells, model=scripted rounds=2, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
@@ -291,6 +440,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sweep-scale-") as tmp:
         print(index_tick(cells, Path(tmp)), flush=True)
         for launcher in args.launchers.split(","):
+            if launcher == "inprocess":
+                bench_inprocess(cells, args.concurrency or cells, args.latency, args.starts_only, Path(tmp))
+                continue
             kill_at = (args.kill_at or cells // 2) if launcher == "basic" else None
             bench(launcher, cells, kill_at, Path(tmp))
     print(f"total {time.perf_counter() - began:.0f} s, load {os.getloadavg()[0]:.2f}")

@@ -3,7 +3,7 @@
 Prints the report of any format's run (``harness.cli.export``) to stdout, or
 writes it to ``--out``. ``--as`` picks the style: a report (``md``, ``txt``,
 ``json``) or a transcript view (``str``, ``str-all-except-first``, ``dict``,
-``list``, ``final``; each is defined in ``harness.cli.export``). In short:
+``list``, ``final``; each is defined in ``harness.cli.export_views``). In short:
 ``str`` is the ``Name: message`` transcript, opening with the motion as a
 ``Topic:`` message; ``str-all-except-first`` is ``str`` without that opening
 message; ``list`` is a JSON array of role/content messages; ``dict`` the same

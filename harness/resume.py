@@ -1,7 +1,8 @@
 """python -m harness.resume <run_dir> [--force] [key=value ...] — continue a run.
 
 The run continues from its own ``config.yaml``, from the newest snapshot its
-memory files agree with (``harness.engine.resume``). ``--force`` resumes
+memory files agree with (``harness.engine.resume``), with the decoding modes
+it was made with even where a default changed since. ``--force`` resumes
 despite a fingerprint mismatch, and is recorded; ``rounds=100`` extends.
 """
 

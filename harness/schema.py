@@ -25,6 +25,7 @@ SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 CONTROLS = ("monologue", "no_critic", "cooperative")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 GRAMMAR_MODES = ("full", "lazy")
+REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -47,10 +48,12 @@ class ModelConfig:
     n_threads: int | None = None
     n_gpu_layers: int = 0
     # local:* decoding (docs/decoding.md): lazy checks only the sampled token
-    # against the JSON grammar (same tokens as full at temperature 0, faster);
-    # prefix_cache restores each agent's system prompt + header from a saved KV state
-    grammar_mode: str = "full"
-    prefix_cache: bool = False
+    # against the JSON grammar (same tokens as full at temperature 0, a different
+    # distribution above it, faster); prefix_cache restores each agent's system
+    # prompt + header from a saved KV state. Both were full/false before issue 27:
+    # a run made then resumes with its own (harness.engine.resume.FORMER_DEFAULTS)
+    grammar_mode: str = "lazy"
+    prefix_cache: bool = True
     # how to ask for JSON: auto picks per provider (see harness.models.registry)
     structured_mode: str = "auto"
     # passed through to LangChain's init_chat_model (base_url, api_key, ...)
@@ -76,6 +79,10 @@ class ModelConfig:
     max_concurrency: int = 64
     rpm: int | None = None
     tpm: int | None = None
+    # reasoning models (docs/costs.md): OpenAI's reasoning_effort; Anthropic's extended
+    # thinking and Gemini's thinking_budget, in tokens. Their tokens are output tokens.
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
@@ -116,6 +123,16 @@ class ModelConfig:
             f"must be <= {key}.max_concurrency ({self.max_concurrency}), got {self.concurrency}",
         )
         _require(
+            self.reasoning_effort in (None, *REASONING_EFFORTS),
+            f"{key}.reasoning_effort",
+            f"must be null or one of {REASONING_EFFORTS}, got {self.reasoning_effort!r}",
+        )
+        _require(
+            self.thinking_budget is None or self.thinking_budget >= -1,
+            f"{key}.thinking_budget",
+            f"must be null, -1 (Gemini: dynamic), 0 (off) or a token count, got {self.thinking_budget}",
+        )
+        _require(
             self.judge_winner in ("pro", "con", "for", "against", "random"),
             f"{key}.judge_winner",
             f"must be pro, con, for, against or random, got {self.judge_winner!r}",
@@ -130,6 +147,8 @@ class RoleOverride:
     temperature: float | None = None
     max_tokens: int | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
 
 
 @dataclass
@@ -216,16 +235,18 @@ SEARCH_TRANSPORTS = ("mcp", "local")
 
 @dataclass
 class SearchConfig:
-    """The search tool of grounded debates (``format=grounded``)."""
+    """The search tool of grounded debates (``format=grounded``) and grounded
+    fact-checks (``format=moderated format.fact_check=grounded``)."""
 
-    collection: str = "kjv"  # a built-in collection (kjv) or a folder of .txt, .md, .jsonl files
+    # a built-in collection (kjv) or a folder of .txt, .md, .jsonl files; empty: none
+    # (the formats that search require one: harness.formats.searching.check_collection)
+    collection: str = ""
     k: int = 5  # passages per search
     transport: str = "mcp"  # mcp: the MCP server over stdio, one session per run; local: in-process
     timeout_s: float = 30.0  # one tool call's limit; past it the server is restarted and the call retried
     cache_dir: str | None = None  # BM25 index cache (default $DRIFT_HARNESS_CACHE or ~/.cache/drift-harness)
 
     def check(self) -> None:
-        _require(bool(self.collection), "search.collection", "must not be empty")
         _require(1 <= self.k <= 50, "search.k", f"must be in [1, 50], got {self.k}")
         _require(
             self.transport in SEARCH_TRANSPORTS,
@@ -333,6 +354,47 @@ def read_text(key: str, path: str) -> str:
 
 
 @dataclass
+class PricesConfig:
+    """Where dollars come from (harness.models.prices): the shipped table,
+    then ``file`` (a YAML table of the same shape), then ``models`` entries."""
+
+    file: str | None = None
+    # {provider:model: {input, output, ...}}; null, not {}, so one override can set it whole
+    models: dict[str, Any] | None = None
+
+
+@dataclass
+class TracingConfig:
+    """OpenTelemetry traces of a run (harness.engine.otel; docs/models.md, "Tracing")."""
+
+    otel: bool = False  # send GenAI-convention spans to OTEL_EXPORTER_OTLP_ENDPOINT
+    otel_content: bool = False  # add prompts and replies to the chat spans, as events
+
+
+@dataclass
+class BudgetConfig:
+    """Spending limits; a run stops cleanly (``interrupted``, resumable) before
+    the call that could cross one. ``sweep_*`` are shared by every cell of a
+    sweep in flight in one process (``sweep.concurrency``)."""
+
+    usd: float | None = None
+    tokens: int | None = None
+    sweep_usd: float | None = None
+    sweep_tokens: int | None = None
+
+    def check(self) -> None:
+        for name in ("usd", "tokens", "sweep_usd", "sweep_tokens"):
+            value = getattr(self, name)
+            _require(
+                value is None or value > 0, f"budget.{name}", f"must be > 0 (or null: none), got {value}"
+            )
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.usd, self.tokens, self.sweep_usd, self.sweep_tokens))
+
+
+@dataclass
 class Config:
     version: str = "1"
     seed: int = 0
@@ -350,6 +412,9 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     probes: ProbesConfig = field(default_factory=ProbesConfig)
+    prices: PricesConfig = field(default_factory=PricesConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     progress: bool = True
     experiment_name: str = "default"
     replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
@@ -403,7 +468,20 @@ class Config:
                 _require(0 <= override.temperature <= 2, f"roles.{role}.temperature", "in [0, 2]")
             if override.max_tokens is not None:
                 _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
-        for part in (self.llm, self.critic, self.memory, self.structured, self.retry, self.search):
+            _require(
+                override.reasoning_effort in (None, *REASONING_EFFORTS),
+                f"roles.{role}.reasoning_effort",
+                f"must be null or one of {REASONING_EFFORTS}, got {override.reasoning_effort!r}",
+            )
+        for part in (
+            self.llm,
+            self.critic,
+            self.memory,
+            self.structured,
+            self.retry,
+            self.search,
+            self.budget,
+        ):
             part.check()
         self.probes.check()
 
@@ -423,6 +501,9 @@ class Config:
         if override.spec is not None:
             base["spec"] = override.spec
         base["kwargs"] = {**self.model.kwargs, **override.kwargs}
+        for knob in ("reasoning_effort", "thinking_budget"):  # a role's own reasoning knob wins
+            if getattr(override, knob) is not None:
+                base[knob] = getattr(override, knob)
         base["timeout_s"] = self.retry.timeout_s
         temperature = self.llm.temperature if override.temperature is None else override.temperature
         max_tokens = self.llm.max_tokens if override.max_tokens is None else override.max_tokens

@@ -343,7 +343,9 @@ class ProviderSim:
         seed: int = 0,
         default_max_tokens: int = 256,
         model: ScriptedModel | None = None,
+        port: int = 0,  # 0: a free one; a given one lets a test bring a dead provider back
     ) -> None:
+        self.port = port
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self.latency_s, self.slow_s = latency_s, slow_s
         self.error_rate, self.slow_rate = error_rate, slow_rate
@@ -403,7 +405,7 @@ class ProviderSim:
 
     def start(self) -> ProviderSim:
         self._stopping.clear()
-        self._server = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._server = _Server(("127.0.0.1", self.port), _handler_for(self))
         self._thread = threading.Thread(
             target=self._server.serve_forever, args=(0.05,), name="provider-sim", daemon=True
         )

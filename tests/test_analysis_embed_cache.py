@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from synthetic import write_run
 
 import analysis.embed
 from analysis import analyze, load_runs
@@ -23,7 +24,6 @@ from analysis.embed import (
     native_bf16,
     text_key,
 )
-from analysis.synthetic import write_run
 
 TEXTS = [
     "Remote work saves hours.",

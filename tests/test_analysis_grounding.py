@@ -31,8 +31,12 @@ def collection(folder: Path, search_cache: Path, against: int) -> tuple[str, ...
     rows = [{"id": f"pro-{i}", "text": f"Passage {i} speaks of {pro}."} for i in range(3)]
     rows += [{"id": f"con-{i}", "text": f"Passage {i} speaks of {con}."} for i in range(against)]
     (folder / "passages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return ("format=grounded", 'topic.text="Xyzzy plugh"', f"search.collection={folder}",
-            f"search.cache_dir={search_cache}")  # fmt: skip
+    return (
+        "format=grounded",
+        'topic.text="Xyzzy plugh"',
+        f"search.collection={folder}",
+        f"search.cache_dir={search_cache}",
+    )
 
 
 @pytest.fixture
@@ -111,8 +115,9 @@ def test_mixed_citations_give_micro_precision_and_cited_share(run, grounded):
 
 
 def test_hit_asymmetry_and_winner_match_a_hand_computation(run, lopsided):
-    run_dir = run(*lopsided, "rounds=2", "search.transport=local", "format.final=judge",
-                  "model.judge_winner=against").run_dir  # fmt: skip
+    run_dir = run(
+        *lopsided, "rounds=2", "search.transport=local", "format.final=judge", "model.judge_winner=against"
+    ).run_dir
     _, searches = logged(run_dir)
     hits = {
         side: sum(len(s["hits"]) for s in searches.values() if s["team"] == side)
@@ -141,9 +146,7 @@ def test_a_side_whose_searches_find_nothing_cites_nothing(run, search_cache, tmp
         0,
         0,
     ]
-    assert g.loc["against", "searches"].tolist() == [
-        sum(s["round"] == r for s in against) for r in (1, 2)
-    ]  # fmt: skip
+    assert g.loc["against", "searches"].tolist() == [sum(s["round"] == r for s in against) for r in (1, 2)]
     summary = grounding_summary(g.reset_index()).set_index("side")
     assert summary.cited_share.to_dict() == {"for": 1.0, "against": 0.0}
     assert math.isnan(summary.loc["against", "precision"]) and summary.loc["against", "hits"] == 0
@@ -151,13 +154,25 @@ def test_a_side_whose_searches_find_nothing_cites_nothing(run, search_cache, tmp
 
 
 def test_asymmetry_is_nan_without_hits_or_without_a_side():
-    one = {"run_id": "a", "round": 1, "citations": 0, "cited": 0, "supported": 0, "unsupported": 0,
-           "unknown": 0, "searches": 1, "truncated": False, "search_retries": 0}  # fmt: skip
-    turns = pd.DataFrame([
-        {**one, "team": "for", "side": "for", "hits": 0},
-        {**one, "team": "against", "side": "against", "hits": 0},
-        {**one, "run_id": "b", "team": "for", "side": "for", "hits": 3},
-    ])  # fmt: skip
+    one = {
+        "run_id": "a",
+        "round": 1,
+        "citations": 0,
+        "cited": 0,
+        "supported": 0,
+        "unsupported": 0,
+        "unknown": 0,
+        "searches": 1,
+        "truncated": False,
+        "search_retries": 0,
+    }
+    turns = pd.DataFrame(
+        [
+            {**one, "team": "for", "side": "for", "hits": 0},
+            {**one, "team": "against", "side": "against", "hits": 0},
+            {**one, "run_id": "b", "team": "for", "side": "for", "hits": 3},
+        ]
+    )
     summary = grounding_summary(turns)
     assert summary.hit_asymmetry.isna().all() and summary.precision.isna().all()
     assert summary.winner.isna().all() and summary.cited_share.tolist() == [0.0, 0.0, 0.0]
@@ -165,8 +180,15 @@ def test_asymmetry_is_nan_without_hits_or_without_a_side():
 
 def test_search_retries_count_the_retry_events_of_the_turn(run, lopsided, monkeypatch, tmp_path):
     monkeypatch.setenv("DRIFT_SEARCH_FAULT", "crash@2")  # each new server process crashes at its 2nd call
-    run_dir = run(*lopsided, "rounds=1", "search.transport=mcp", "retry.initial_s=0", "retry.jitter_s=0",
-                  "model.error_rate=0.3", f"runs_root={tmp_path / 'faulty'}").run_dir  # fmt: skip
+    run_dir = run(
+        *lopsided,
+        "rounds=1",
+        "search.transport=mcp",
+        "retry.initial_s=0",
+        "retry.jitter_s=0",
+        "model.error_rate=0.3",
+        f"runs_root={tmp_path / 'faulty'}",
+    ).run_dir
     events = [e for e in jsonl(run_dir / "events.jsonl") if e["event"] == "retry"]
     retries = [e for e in events if e["role"] == "search"]
     assert retries and len(retries) < len(events)  # model calls were retried too: not counted
@@ -218,7 +240,18 @@ def test_cli_prints_the_grounding_table_only_when_grounded(run, grounded, tmp_pa
     out = capsys.readouterr().out.splitlines()
     start = out.index("grounding (4 cited turns):")
     header, *rows = out[start + 1 : start + 4]
-    assert header.split() == ["run", "side", "turns", "cited_share", "precision", "unsupported", "unknown",
-                              "searches", "hits", "hit_asym", "winner"]  # fmt: skip
+    assert header.split() == [
+        "run",
+        "side",
+        "turns",
+        "cited_share",
+        "precision",
+        "unsupported",
+        "unknown",
+        "searches",
+        "hits",
+        "hit_asym",
+        "winner",
+    ]
     assert [r.split()[:3] for r in rows] == [["run", "for", "2"], ["run", "against", "2"]]
     assert not any(math.isnan(float(r.split()[4])) for r in rows)

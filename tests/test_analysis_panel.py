@@ -71,8 +71,9 @@ def test_panel_signals_relate_each_turn_to_the_other_seats(run):
 
 
 def test_eight_seats_plot_one_legend_entry_per_seat(run):
-    tables = load_runs(run("format=panel", "format.analysts=8", "rounds=3", "format.judge=false").run_dir,
-                       cache=False)  # fmt: skip
+    tables = load_runs(
+        run("format=panel", "format.analysts=8", "rounds=3", "format.judge=false").run_dir, cache=False
+    )
     scores = score(compute_signals(tables, embedder="hash", progress=False).turns)
     fig = trajectories(scores, tables.runs)
     seats, cells = ([text.get_text() for text in legend.get_texts()] for legend in fig.legends)

@@ -5,9 +5,9 @@ These use the real embedding model (all-MiniLM-L6-v2, loaded offline)."""
 from __future__ import annotations
 
 import pytest
+from synthetic import write_run
 
 from analysis import change_points, compute_signals, load_runs, score
-from analysis.synthetic import write_run
 
 REPETITION = ["sem_prev_sim", "sem_max_earlier_sim", "ngram_rep_prev", "ngram_rep_history"]
 
@@ -36,8 +36,10 @@ def test_stable_persona_has_no_change_point(run, seed):
 
 
 def test_verbatim_repetition_gives_maximal_repetition_signals(tmp_path):
-    texts = {"pros": "Remote work saves hours of commuting every single week.",
-             "cons": "Offices build trust that video calls cannot replace."}  # fmt: skip
+    texts = {
+        "pros": "Remote work saves hours of commuting every single week.",
+        "cons": "Offices build trust that video calls cannot replace.",
+    }
     write_run(tmp_path / "same", [(r, t, texts[t]) for r in range(1, 7) for t in texts])
     varied = [
         (r, t, f"{texts[t]} Point {r}: {'new angle ' * r}{t} round {r}.") for r in range(1, 7) for t in texts

@@ -35,7 +35,10 @@ def test_each_benchmark_accepts_the_arguments_make_bench_gives_it(name, args):
     # an extra unknown option makes argparse stop before any work and list what it rejects
     out = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / name), *args, UNKNOWN],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1].endswith(f"error: unrecognized arguments: {UNKNOWN}")

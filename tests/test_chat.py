@@ -138,20 +138,33 @@ def test_chat_overrides_pick_the_side_and_default_to_the_grounded_format():
 
 def test_the_chat_cli_with_piped_input_quits_and_resumes(tmp_path, search_cache):
     # the claim as a shell passes topic.text="Job's suffering is deserved": no quotes left for Hydra
-    args = ["topic.text=Job's suffering is deserved", "side=against", "model=scripted", "rounds=1", "search.transport=local",
-            f"search.cache_dir={search_cache}", f"runs_root={tmp_path}"]  # fmt: skip
+    args = [
+        "topic.text=Job's suffering is deserved",
+        "side=against",
+        "model=scripted",
+        "rounds=1",
+        "search.transport=local",
+        f"search.cache_dir={search_cache}",
+        f"runs_root={tmp_path}",
+    ]
     first = subprocess.run(
-        [sys.executable, "-m", "harness.chat", *args], input="/search Job\n/quit\n",
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [sys.executable, "-m", "harness.chat", *args],
+        input="/search Job\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert first.returncode == 130, first.stderr
     run_dir = Path(first.stdout.strip().splitlines()[-1])
     assert f"resume with: python -m harness.resume {run_dir}" in first.stderr
     assert "Claim: Job's suffering is deserved" in first.stdout
     second = subprocess.run(
         [sys.executable, "-m", "harness.resume", str(run_dir)],
-        input='My turn: [Job.1.1] "perfect and upright" says enough.\n', capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        input='My turn: [Job.1.1] "perfect and upright" says enough.\n',
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 0, second.stderr
     assert "completed" in (run_dir / "manifest.json").read_text()
 
@@ -165,8 +178,9 @@ def test_a_person_plays_a_drift_team_under_the_hostile_critic(run, records, runs
     assert result.manifest.status == "completed" and result.manifest.model_specs["cons"] == "human:you"
     drafts = records(run_dir / "cons" / "thinking.jsonl")
     assert [(d.iteration, d.model, d.draft) for d in drafts] == [
-        (0, "human", "Remote work cuts commutes."), (1, "human", "Remote work cuts commutes and the emissions.")
-    ]  # fmt: skip
+        (0, "human", "Remote work cuts commutes."),
+        (1, "human", "Remote work cuts commutes and the emissions."),
+    ]
     verdicts = records(run_dir / "cons" / "critique.jsonl")
     assert [v.is_approved for v in verdicts] == [False, True] and {v.model for v in verdicts} == {
         "scripted:default"
@@ -228,7 +242,10 @@ def test_the_real_terminal_through_tmux(tmp_path, search_cache):
     finally:
         subprocess.run(["tmux", "-L", sock, "kill-server"], capture_output=True)
     (run_dir,) = root.iterdir()
-    (mine,) = [json.loads(line) for line in (run_dir / "shared_memory.jsonl").read_text().splitlines()
-               if '"team":"against"' in line.replace(" ", "")]  # fmt: skip
+    (mine,) = [
+        json.loads(line)
+        for line in (run_dir / "shared_memory.jsonl").read_text().splitlines()
+        if '"team":"against"' in line.replace(" ", "")
+    ]
     assert mine["text"] == turn and mine["model"] == "human" and mine["citations"][0]["status"] == "supported"
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"

@@ -130,10 +130,15 @@ def test_fatal_provider_error_fails_fast_in_one_line_with_failed_manifest(cli, t
     base_url, hits = http_401
     runs_root = tmp_path / "runs"
     proc = cli(
-        "model=openai", "model.spec=openai:gpt-4o", f"model.kwargs.base_url={base_url}",
-        "model.kwargs.api_key=sk-secret", "retry.max_attempts=5", "rounds=2",
-        f"runs_root={runs_root}", "progress=false",
-    )  # fmt: skip
+        "model=openai",
+        "model.spec=openai:gpt-4o",
+        f"model.kwargs.base_url={base_url}",
+        "model.kwargs.api_key=sk-secret",
+        "retry.max_attempts=5",
+        "rounds=2",
+        f"runs_root={runs_root}",
+        "progress=false",
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -164,16 +169,25 @@ def test_fatal_provider_error_fails_fast_in_one_line_with_failed_manifest(cli, t
 def resume_cli(run_dir: Path, *overrides: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "harness.resume", str(run_dir), *overrides],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.network_loopback
 def test_resume_names_the_override_a_redacted_key_needs(cli, tmp_path, http_401, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     base_url, hits = http_401
-    cli("model=openai", "model.spec=openai:gpt-4o", f"model.kwargs.base_url={base_url}",
-        "model.kwargs.api_key=sk-secret", "rounds=1", f"runs_root={tmp_path / 'runs'}", "progress=false")  # fmt: skip
+    cli(
+        "model=openai",
+        "model.spec=openai:gpt-4o",
+        f"model.kwargs.base_url={base_url}",
+        "model.kwargs.api_key=sk-secret",
+        "rounds=1",
+        f"runs_root={tmp_path / 'runs'}",
+        "progress=false",
+    )
     (run_dir,) = (tmp_path / "runs").iterdir()
     refused = resume_cli(run_dir)
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -194,8 +208,15 @@ def test_a_placeholder_key_for_a_local_server_is_kept_and_resume_needs_nothing(
 ):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     base_url, hits = http_401
-    cli("model=openai", "model.spec=openai:local", f"model.kwargs.base_url={base_url}",
-        "model.kwargs.api_key=none", "rounds=1", f"runs_root={tmp_path / 'runs'}", "progress=false")  # fmt: skip
+    cli(
+        "model=openai",
+        "model.spec=openai:local",
+        f"model.kwargs.base_url={base_url}",
+        "model.kwargs.api_key=none",
+        "rounds=1",
+        f"runs_root={tmp_path / 'runs'}",
+        "progress=false",
+    )
     (run_dir,) = (tmp_path / "runs").iterdir()
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["model"]["kwargs"]["api_key"] == "none"
     resumed = resume_cli(run_dir)  # exactly the command the harness prints
@@ -207,11 +228,18 @@ def test_unreachable_server_is_retried_then_fails_in_one_line(cli, tmp_path):
     # at once, classified transient, retried by our policy, then given up
     runs_root = tmp_path / "runs"
     proc = cli(
-        "model=openai", "model.spec=openai:gpt-4o",
+        "model=openai",
+        "model.spec=openai:gpt-4o",
         f"model.kwargs.base_url=http://127.0.0.1:{free_closed_port()}/v1",
-        "model.kwargs.api_key=none", "+model.kwargs.max_retries=0", "retry.max_attempts=2",
-        "retry.initial_s=0", "retry.jitter_s=0", "rounds=1", f"runs_root={runs_root}", "progress=false",
-    )  # fmt: skip
+        "model.kwargs.api_key=none",
+        "+model.kwargs.max_retries=0",
+        "retry.max_attempts=2",
+        "retry.initial_s=0",
+        "retry.jitter_s=0",
+        "rounds=1",
+        f"runs_root={runs_root}",
+        "progress=false",
+    )
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -227,15 +255,23 @@ def test_unreachable_server_is_retried_then_fails_in_one_line(cli, tmp_path):
 
 def test_per_role_models_are_recorded(cli, tmp_path):
     runs_root = tmp_path / "runs"
-    proc = cli("model=scripted", "roles.critic.spec=scripted:critic", "roles.cons.temperature=1.5",
-               "rounds=1", f"runs_root={runs_root}", "progress=false")  # fmt: skip
+    proc = cli(
+        "model=scripted",
+        "roles.critic.spec=scripted:critic",
+        "roles.cons.temperature=1.5",
+        "rounds=1",
+        f"runs_root={runs_root}",
+        "progress=false",
+    )
     assert proc.returncode == 0, proc.stderr
     run_dir = runs_root / proc.stdout.strip().splitlines()[-1].rsplit("/", 1)[-1]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["model_specs"] == {
-        "pros": "scripted:default", "cons": "scripted:default",
-        "critic": "scripted:critic", "topic": "scripted:default",
-    }  # fmt: skip
+        "pros": "scripted:default",
+        "cons": "scripted:default",
+        "critic": "scripted:critic",
+        "topic": "scripted:default",
+    }
     for team in ("pros", "cons"):
         critiques = [json.loads(x) for x in (run_dir / team / "critique.jsonl").read_text().splitlines()]
         thinking = [json.loads(x) for x in (run_dir / team / "thinking.jsonl").read_text().splitlines()]

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from synthetic import write_run
 
 from analysis import compare_cells, control_pairs, find_control, load_runs
 from analysis.__main__ import main
 from analysis.compare import bootstrap_d, cohens_d, permutation_p
-from analysis.synthetic import write_run
 
 
 def test_cohens_d_recovers_a_planted_effect():
@@ -49,13 +49,21 @@ def test_exact_permutation_p_equals_the_hand_count():
 
 def test_per_round_difference_on_shared_teams():
     rows = [  # (run, team, round, drift index); cell B's cons team is absent from A and must be ignored
-        ("a1", "pros", 1, 0.0), ("a2", "pros", 1, 2.0), ("a1", "pros", 2, 1.0), ("a2", "pros", 2, 1.0),
-        ("b1", "pros", 1, 3.0), ("b2", "pros", 1, 5.0), ("b1", "pros", 2, 0.0), ("b2", "pros", 2, 4.0),
-        ("b1", "cons", 1, 99.0), ("b2", "cons", 2, 99.0),
-    ]  # fmt: skip
+        ("a1", "pros", 1, 0.0),
+        ("a2", "pros", 1, 2.0),
+        ("a1", "pros", 2, 1.0),
+        ("a2", "pros", 2, 1.0),
+        ("b1", "pros", 1, 3.0),
+        ("b2", "pros", 1, 5.0),
+        ("b1", "pros", 2, 0.0),
+        ("b2", "pros", 2, 4.0),
+        ("b1", "cons", 1, 99.0),
+        ("b2", "cons", 2, 99.0),
+    ]
     scores = pd.DataFrame(rows, columns=["run_id", "team", "round", "drift_index"])
-    runs = pd.DataFrame({"run_id": ["a1", "a2", "b1", "b2"], "cell": ["A", "A", "B", "B"],
-                         "cell_label": ["a", "a", "b", "b"]})  # fmt: skip
+    runs = pd.DataFrame(
+        {"run_id": ["a1", "a2", "b1", "b2"], "cell": ["A", "A", "B", "B"], "cell_label": ["a", "a", "b", "b"]}
+    )
     result = compare_cells(scores, runs, "A", "B")
     assert result["teams"] == ["pros"]
     per_round = result["per_round"].set_index("round")
@@ -76,10 +84,15 @@ def _runs(root, name, config, teams=("pros", "cons"), replicates=2, rounds=3):
     for seed in range(replicates):
         words = ["growth", "risk", "trust", "harm", "progress", "doubt", "evidence", "cost"]
         arguments = [
-            (r, team, f"Round {r}, {team} of {name}: we argue {words[(r + seed) % 8]} and {words[(r * 3) % 8]} "
-                      f"matter because the data shows {words[(seed + 2 * r) % 8]} clearly here.")
-            for r in range(1, rounds + 1) for team in teams
-        ]  # fmt: skip
+            (
+                r,
+                team,
+                f"Round {r}, {team} of {name}: we argue {words[(r + seed) % 8]} and {words[(r * 3) % 8]} "
+                f"matter because the data shows {words[(seed + 2 * r) % 8]} clearly here.",
+            )
+            for r in range(1, rounds + 1)
+            for team in teams
+        ]
         write_run(root / f"{name}-{seed}", arguments, config={**config, "seed": seed})
 
 

@@ -27,8 +27,10 @@ SLOW_RUN = ("model=scripted", "rounds=3", "model.latency_s=0.05", "progress=true
 def start(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "harness.run", *args, f"runs_root={tmp_path / 'runs'}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
 
 
 def wait_for_drafts(tmp_path: Path, n: int) -> Path:
@@ -118,10 +120,21 @@ def test_a_full_disk_through_the_cli_is_one_line(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     out = subprocess.run(
-        [sys.executable, "-m", "harness.run", "model=scripted", "rounds=3", "progress=false",
-         f"runs_root={tmp_path / 'runs'}"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness.run",
+            "model=scripted",
+            "rounds=3",
+            "progress=false",
+            f"runs_root={tmp_path / 'runs'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     assert out.returncode == 1
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("error: ") and "no space left on device" in line and "harness.resume" in line

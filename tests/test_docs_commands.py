@@ -60,6 +60,7 @@ MODULES = {
     "harness.sweep": "harness.sweep.index:main",
     "harness.view": "harness.view.__main__:main",
     "harness.search": "harness.search.__main__:main",
+    "harness.plan": "harness.plan.cli:main",
     "analysis": "analysis.__main__:main",
 }
 # other programs run in bash: cheap, and they write only inside the page's folder

@@ -76,8 +76,11 @@ def run_cli(args: tuple[str, ...] | list[str], root: Path) -> Path:
     """An uninterrupted run; its run folder."""
     out = subprocess.run(
         [sys.executable, "-m", "harness.run", *args, f"runs_root={root}"],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return Path(out.stdout.strip().splitlines()[-1])
 
 
@@ -202,9 +205,14 @@ def crash_and_resume_existing(run_dir: Path, rng: random.Random, sig: int) -> Pa
 
 PANEL_PROGRESS = ("*/analyst_*/thinking.jsonl", "*/public/summaries.jsonl")
 PANEL_LOGS = (
-    "shared_memory.jsonl", "events.jsonl", "analyst_b/thinking.jsonl", "public/roles.jsonl",
-    "public/summaries.jsonl", "public/decisions.jsonl", "public/synthesis.jsonl",
-)  # fmt: skip
+    "shared_memory.jsonl",
+    "events.jsonl",
+    "analyst_b/thinking.jsonl",
+    "public/roles.jsonl",
+    "public/summaries.jsonl",
+    "public/decisions.jsonl",
+    "public/synthesis.jsonl",
+)
 PANEL_ARGS = ("model=scripted", "format=panel", "model.latency_s=0.01", "progress=false")
 
 

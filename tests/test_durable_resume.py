@@ -142,8 +142,11 @@ def test_cli_resume_through_run_entry_point(run, tmp_path):
     (result.run_dir / "manifest.json").write_text(json.dumps(manifest))
     out = subprocess.run(
         [sys.executable, "-m", "harness.run", f"resume={result.run_dir}", "rounds=99"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == str(result.run_dir)
     # the run's own config won: rounds=99 on the command line did not apply

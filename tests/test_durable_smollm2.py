@@ -24,9 +24,14 @@ from harness.resume import resume_run
 from harness.verify import verify
 
 ARGS = [
-    "model=smollm2", "rounds=1", "llm.temperature=0", "llm.max_tokens=64", "seed=7",
-    "model.n_threads=1", "progress=false",
-]  # fmt: skip
+    "model=smollm2",
+    "rounds=1",
+    "llm.temperature=0",
+    "llm.max_tokens=64",
+    "seed=7",
+    "model.n_threads=1",
+    "progress=false",
+]
 
 
 def shared(run_dir: Path) -> list[str]:
@@ -43,8 +48,9 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     crashed_root = tmp_path / "crashed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.run", *ARGS, f"runs_root={crashed_root}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
         if any(

@@ -71,8 +71,14 @@ def upstream() -> Iterator[tuple[str, list[str]]]:
         thread.join(timeout=10)
 
 
-def send(base_url: str, method: str = "POST", path: str = "/v1/chat/completions", *,
-         timeout: float = 5.0, sleep: float = 0) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+def send(
+    base_url: str,
+    method: str = "POST",
+    path: str = "/v1/chat/completions",
+    *,
+    timeout: float = 5.0,
+    sleep: float = 0,
+) -> tuple[int, dict[str, str], bytes]:
     """One request through the proxy: (status, headers, body)."""
     conn = http.client.HTTPConnection("127.0.0.1", urlsplit(base_url).port, timeout=timeout)
     body = b'{"model": "m"}' if method == "POST" else None
@@ -114,9 +120,14 @@ def test_proxy_injects_each_fault_as_scheduled(upstream):
         assert proxy.requests == 9
         time.sleep(0.8)  # the abandoned delayed request finishes being held
     assert proxy.faults == [
-        Fault(1, "429"), Fault(2, "500"), Fault(3, "503"), Fault(4, "truncate"),
-        Fault(5, "drop"), Fault(6, "delay"), Fault(7, "delay"),
-    ]  # fmt: skip
+        Fault(1, "429"),
+        Fault(2, "500"),
+        Fault(3, "503"),
+        Fault(4, "truncate"),
+        Fault(5, "drop"),
+        Fault(6, "delay"),
+        Fault(7, "delay"),
+    ]
     # forwarded: the first ok, the patient delay and the one past the schedule; not
     # the abandoned delay (its client had gone), the truncation (a replay), the errors
     assert seen == ["POST /v1/chat/completions"] * 3
@@ -216,12 +227,21 @@ def test_every_injected_fault_becomes_one_retry_event(run, records, runs_root, l
     with FaultProxy(llama_server, SCHEDULE, delay_s=DELAY_S, retry_after_s=RETRY_AFTER_S) as proxy:
         try:
             run(
-                "model=openai", "model.spec=openai:smollm2", f"model.kwargs.base_url={proxy.base_url}",
-                "model.kwargs.api_key=none", "rounds=1", "critic=lenient", "critic.max_iterations=1",
-                "structured.max_repairs=1", "llm.max_tokens=128",
-                f"retry.timeout_s={TIMEOUT_S}", "retry.max_attempts=4",
-                "retry.initial_s=0.05", "retry.max_s=0.2", "retry.jitter_s=0",
-            )  # fmt: skip
+                "model=openai",
+                "model.spec=openai:smollm2",
+                f"model.kwargs.base_url={proxy.base_url}",
+                "model.kwargs.api_key=none",
+                "rounds=1",
+                "critic=lenient",
+                "critic.max_iterations=1",
+                "structured.max_repairs=1",
+                "llm.max_tokens=128",
+                f"retry.timeout_s={TIMEOUT_S}",
+                "retry.max_attempts=4",
+                "retry.initial_s=0.05",
+                "retry.max_s=0.2",
+                "retry.jitter_s=0",
+            )
         except Exception as exc:  # kept, so the events still explain what happened
             failure = exc
         faults, incidents = proxy.faults, proxy.incidents

@@ -55,6 +55,28 @@ def test_for_then_against_each_round_searching_and_citing_then_a_synthesis(run, 
     assert manifest.counts.by_kind["search"] == 6
 
 
+@pytest.mark.parametrize("max_searches", [1, 2])
+def test_a_summary_is_one_of_the_turns_search_steps(run, records, grounded, max_searches):
+    """``scripted:summarize`` asks for the summarize tool first: with one step
+    that is all it gets; with two, a search follows and the turn cites its passages."""
+    run_dir = run(
+        *grounded, "rounds=1", "roles.for.spec=scripted:summarize", f"format.max_searches={max_searches}"
+    ).run_dir
+    made = records(run_dir / "for" / "searches.jsonl")
+    assert [s.tool for s in made] == ["summarize", "search"][:max_searches]
+    summary = made[0]
+    assert summary.summary.startswith("Collection 'kjv': 31,103 passages") and summary.hits == []
+    assert "Top passages on" in summary.summary
+    steps = [p for p in records(run_dir / "for" / "prompts.jsonl") if ".search_step." in p.id]
+    assert len(steps) == max_searches  # no step past the limit: the summary used one
+    (write,) = [p for p in records(run_dir / "for" / "prompts.jsonl") if ".arguer." in p.id]
+    assert f'Summary "{summary.query}":' in write.messages[-1]["content"]
+    (turn,) = [t for t in turns_of(run_dir, records) if t.team == "for"]
+    assert turn.searches == [s.id for s in made] and bool(turn.citations) == (max_searches == 2)
+    assert [s.tool for s in records(run_dir / "against" / "searches.jsonl")] == ["search"]
+    assert verify(run_dir)[0] == []
+
+
 def test_searches_and_drafts_stay_in_their_seat(run, records, grounded):
     run_dir = run(*grounded, "rounds=2").run_dir
     for seat, other in (("for", "against"), ("against", "for")):
@@ -138,8 +160,11 @@ def test_final_judge_names_the_side_the_evidence_supports(run, records, grounded
 def test_every_role_may_run_its_own_model(run, grounded):
     result = run(*grounded, "rounds=1", "roles.for.spec=scripted:a", "roles.synthesizer.spec=scripted:s")
     assert result.manifest.model_specs == {
-        "for": "scripted:a", "against": "scripted:default", "synthesizer": "scripted:s", "topic": "scripted:default"
-    }  # fmt: skip
+        "for": "scripted:a",
+        "against": "scripted:default",
+        "synthesizer": "scripted:s",
+        "topic": "scripted:default",
+    }
 
 
 def test_a_folder_collection_with_ids_by_file_and_position(run, records, tmp_path, search_cache):
@@ -149,9 +174,13 @@ def test_a_folder_collection_with_ids_by_file_and_position(run, records, tmp_pat
         "Suffering deserved is punishment.\n\nJob suffering was not deserved, said the book.\n"
     )
     run_dir = run(
-        "format=grounded", CLAIM, "search.transport=local", f"search.collection={folder}",
-        f"search.cache_dir={search_cache}", "rounds=1",
-    ).run_dir  # fmt: skip
+        "format=grounded",
+        CLAIM,
+        "search.transport=local",
+        f"search.collection={folder}",
+        f"search.cache_dir={search_cache}",
+        "rounds=1",
+    ).run_dir
     hits = [h.id for s in records(run_dir / "for" / "searches.jsonl") for h in s.hits]
     assert hits and all(h.startswith("suffering.md#") for h in hits)
 
@@ -222,8 +251,16 @@ def test_verify_catches_a_turn_out_of_order(run, records, grounded):
 def test_verify_catches_a_cut_turn_marked_whole(run, records, grounded):
     run_dir = run(*grounded, "rounds=1", "format.charlimit=80").run_dir
     cut = next(t for t in turns_of(run_dir, records) if t.truncated)
-    problems = forged(run_dir, records, text=cut.text, draft_id=cut.draft_id, team=cut.team, truncated=False,
-                      citations=cut.citations, searches=cut.searches)  # fmt: skip
+    problems = forged(
+        run_dir,
+        records,
+        text=cut.text,
+        draft_id=cut.draft_id,
+        team=cut.team,
+        truncated=False,
+        citations=cut.citations,
+        searches=cut.searches,
+    )
     assert any("truncated=False disagrees" in p for p in problems), problems
 
 
@@ -231,12 +268,21 @@ def test_verify_catches_a_cut_turn_marked_whole(run, records, grounded):
 
 
 def grounded_case(cache: Path, *args: str) -> Case:
-    base = ("model=scripted", "format=grounded", CLAIM, f"search.cache_dir={cache}", "model.latency_s=0.01",
-            "progress=false", "rounds=3")  # fmt: skip
+    base = (
+        "model=scripted",
+        "format=grounded",
+        CLAIM,
+        f"search.cache_dir={cache}",
+        "model.latency_s=0.01",
+        "progress=false",
+        "rounds=3",
+    )
     return Case(
-        (*base, *args), ("*/for/searches.jsonl", "*/against/searches.jsonl", "*/*/drafts.jsonl"), 12,
+        (*base, *args),
+        ("*/for/searches.jsonl", "*/against/searches.jsonl", "*/*/drafts.jsonl"),
+        12,
         ("shared_memory.jsonl", "events.jsonl", "for/searches.jsonl", "against/drafts.jsonl"),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(("transport", "points"), [("local", [2, 7]), ("mcp", [3, 10])])
@@ -264,8 +310,14 @@ def test_a_crashing_search_server_is_restarted_and_every_fault_is_an_event(
 ):
     reference = run(*grounded, "rounds=1", "search.transport=mcp").run_dir
     monkeypatch.setenv("DRIFT_SEARCH_FAULT", "crash@2")  # each new server process crashes at its 2nd call
-    faulty = run(*grounded, "rounds=1", "search.transport=mcp", "retry.initial_s=0", "retry.jitter_s=0",
-                 f"runs_root={tmp_path / 'faulty'}").run_dir  # fmt: skip
+    faulty = run(
+        *grounded,
+        "rounds=1",
+        "search.transport=mcp",
+        "retry.initial_s=0",
+        "retry.jitter_s=0",
+        f"runs_root={tmp_path / 'faulty'}",
+    ).run_dir
     events = records(faulty / "events.jsonl")
     retries = [e for e in events if e.event == "retry" and e.role == "search"]
     restarts = [e for e in events if e.event == "search_restart"]
@@ -280,8 +332,16 @@ def test_a_dead_search_server_fails_the_run_resumably_without_hanging(run, groun
     from harness.engine.tools import ToolCallError
 
     with pytest.raises(ToolCallError, match=r"role=search .*collection=kjv"):
-        run(*grounded, "rounds=1", "search.transport=mcp", "search.timeout_s=1", "retry.max_attempts=2",
-            "retry.initial_s=0", "retry.jitter_s=0", f"runs_root={tmp_path / 'dead'}")  # fmt: skip
+        run(
+            *grounded,
+            "rounds=1",
+            "search.transport=mcp",
+            "search.timeout_s=1",
+            "retry.max_attempts=2",
+            "retry.initial_s=0",
+            "retry.jitter_s=0",
+            f"runs_root={tmp_path / 'dead'}",
+        )
     (run_dir,) = (tmp_path / "dead").iterdir()
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "failed"
     monkeypatch.delenv("DRIFT_SEARCH_FAULT")
@@ -327,8 +387,11 @@ def test_the_server_killed_mid_run_then_the_run_killed_resumes_to_the_same_debat
     with pytest.raises(RuntimeError, match="crash mid-round"):
         run(*args, f"runs_root={tmp_path / 'crashed'}", build=build)
     (run_dir,) = (tmp_path / "crashed").iterdir()
-    restarts = [e for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
-                if e.get("event") == "search_restart"]  # fmt: skip
+    restarts = [
+        e
+        for e in map(json.loads, (run_dir / "events.jsonl").read_text().splitlines())
+        if e.get("event") == "search_restart"
+    ]
     assert len(restarts) == 1
     resume_run(run_dir)
     assert_same_outcome(run_dir, reference)
@@ -336,8 +399,13 @@ def test_the_server_killed_mid_run_then_the_run_killed_resumes_to_the_same_debat
 
 def test_every_call_is_counted_once_when_writes_fail_validation(run, records, grounded):
     """Malformed replies: each call lands in exactly one record or schema-failure event."""
-    result = run(*grounded, "rounds=2", "model.malformed_rate=0.4", "structured.max_repairs=0",
-                 "format.max_turn_retries=2")  # fmt: skip
+    result = run(
+        *grounded,
+        "rounds=2",
+        "model.malformed_rate=0.4",
+        "structured.max_repairs=0",
+        "format.max_turn_retries=2",
+    )
     kept = sum(
         1 for seat in ("for", "against", "public") for _ in records(result.run_dir / seat / "replies.jsonl")
     )

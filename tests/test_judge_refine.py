@@ -161,8 +161,11 @@ def test_preset_prompts_come_from_the_command_line_or_a_file(
     path = tmp_path / "judge.txt"
     path.write_text("  You are a terse judge who hates jargon.\n")
     cfg = settings(FORMAT, f"format.prompt_files.judge={path}", "format.prompts.pro=Argue like a lawyer.")
-    assert cfg.format.prompts == {**DEFAULT_PROMPTS, "judge": "You are a terse judge who hates jargon.",
-                                  "pro": "Argue like a lawyer."}  # fmt: skip
+    assert cfg.format.prompts == {
+        **DEFAULT_PROMPTS,
+        "judge": "You are a terse judge who hates jargon.",
+        "pro": "Argue like a lawyer.",
+    }
     assert cfg.format.prompt_files == {
         "pro": None,
         "con": None,
@@ -245,9 +248,13 @@ def test_str_views_name_each_speaker_in_order(fixed: RunResult, records: Records
     p1, c1, p2, c2 = (t.text for t in turns)
     expected = [
         f"Topic: {fixed.manifest.topic}",
-        f"Pro: {p1}", f"Con: {c1}", f"Judge: {e1.evaluation}\nSynthesis: {e1.synthesis}",
-        f"Pro: {p2}", f"Con: {c2}", f"Judge: {e2.evaluation}\nSynthesis (final): {e2.synthesis}",
-    ]  # fmt: skip
+        f"Pro: {p1}",
+        f"Con: {c1}",
+        f"Judge: {e1.evaluation}\nSynthesis: {e1.synthesis}",
+        f"Pro: {p2}",
+        f"Con: {c2}",
+        f"Judge: {e2.evaluation}\nSynthesis (final): {e2.synthesis}",
+    ]
     assert export_run(fixed.run_dir, "str") == "\n\n".join(expected) + "\n"
     assert export_run(fixed.run_dir, "str-all-except-first") == "\n\n".join(expected[1:]) + "\n"
 
@@ -266,9 +273,13 @@ def test_list_dict_and_final_views(fixed: RunResult, records: Records) -> None:
     )
     assert [(m["round"], m["seat"], m["kind"], m["phase"]) for m in doc["messages"]] == [
         (0, None, "topic", None),
-        (1, "pro", "turn", "argument"), (1, "con", "turn", "answer"), (1, None, "evaluation", None),
-        (2, "pro", "turn", "argument"), (2, "con", "turn", "answer"), (2, None, "evaluation", None),
-    ]  # fmt: skip
+        (1, "pro", "turn", "argument"),
+        (1, "con", "turn", "answer"),
+        (1, None, "evaluation", None),
+        (2, "pro", "turn", "argument"),
+        (2, "con", "turn", "answer"),
+        (2, None, "evaluation", None),
+    ]
     assert [m["content"] for m in doc["messages"]] == [m["content"] for m in listed]
     assert export_run(fixed.run_dir, "final") == evaluations[-1].synthesis + "\n"
 
@@ -280,11 +291,17 @@ def test_md_and_txt_show_turns_evaluations_motions_and_the_final_flag(
     md = export_run(fixed.run_dir, "md")
     at = 0
     for block in (
-        "## Round 1 (argument, answer)", f"### Pro\n\n{turns[0].text}\n", f"### Con\n\n{turns[1].text}\n",
-        f"**Judge's evaluation.** {e1.evaluation}", f"**Synthesis (the motion of round 2).** {e1.synthesis}",
-        "## Round 2", f"**Motion (the judge's synthesis of round 1).** {m2.motion}", f"### Pro\n\n{turns[2].text}\n",
-        f"**Judge's final evaluation.** {e2.evaluation}", f"**Synthesis (final).** {e2.synthesis}",
-    ):  # fmt: skip
+        "## Round 1 (argument, answer)",
+        f"### Pro\n\n{turns[0].text}\n",
+        f"### Con\n\n{turns[1].text}\n",
+        f"**Judge's evaluation.** {e1.evaluation}",
+        f"**Synthesis (the motion of round 2).** {e1.synthesis}",
+        "## Round 2",
+        f"**Motion (the judge's synthesis of round 1).** {m2.motion}",
+        f"### Pro\n\n{turns[2].text}\n",
+        f"**Judge's final evaluation.** {e2.evaluation}",
+        f"**Synthesis (final).** {e2.synthesis}",
+    ):
         assert block in md[at:], block
         at = md.index(block, at) + len(block)
     assert "- **Closed:** final evaluation after round 2" in md
@@ -312,9 +329,16 @@ def tamper(run_dir: Path, log: str, record: Record) -> list[str]:
 
 def turn(rid: str, round_: int, team: str, phase: str, text: str, motion: str, original: str) -> TurnRecord:
     return TurnRecord(
-        id=rid, round=round_, team=team, role=team, text=text, phase=phase, alias=team.capitalize(),
-        motion=motion, original_motion=original,
-    )  # fmt: skip
+        id=rid,
+        round=round_,
+        team=team,
+        role=team,
+        text=text,
+        phase=phase,
+        alias=team.capitalize(),
+        motion=motion,
+        original_motion=original,
+    )
 
 
 @pytest.fixture
@@ -350,9 +374,14 @@ def test_verify_catches_a_second_argument_and_a_turn_out_of_place(
 def test_verify_catches_a_broken_motion_chain(finished: RunResult, records: Records) -> None:
     run_dir, topic = finished.run_dir, finished.manifest.topic or ""
     bad = MotionRecord(
-        id="r0003.all.motion.i9", round=3, role="judge", motion="A motion no judge wrote.",
-        previous="Not round two's motion.", original_motion=topic, evaluation_id="r0002.all.evaluation.i0",
-    )  # fmt: skip
+        id="r0003.all.motion.i9",
+        round=3,
+        role="judge",
+        motion="A motion no judge wrote.",
+        previous="Not round two's motion.",
+        original_motion=topic,
+        evaluation_id="r0002.all.evaluation.i0",
+    )
     problems = tamper(run_dir, "public/motions.jsonl", bad)
     assert "public/motions.jsonl: r0003.all.motion.i9 is not the next round's motion (round 3)" in problems
     assert "public/motions.jsonl: r0003.all.motion.i9 is not evaluation 2's synthesis" in problems
@@ -376,9 +405,14 @@ def test_verify_catches_a_second_final_evaluation_and_a_motion_after_it(
     _, evaluations, _ = logs(run_dir, records)
     last = evaluations[-1]
     after = MotionRecord(
-        id="r0004.all.motion.i0", round=4, role="judge", motion=last.synthesis, previous=last.motion,
-        original_motion=topic, evaluation_id=last.id,
-    )  # fmt: skip
+        id="r0004.all.motion.i0",
+        round=4,
+        role="judge",
+        motion=last.synthesis,
+        previous=last.motion,
+        original_motion=topic,
+        evaluation_id=last.id,
+    )
     assert "public/motions.jsonl: r0004.all.motion.i0 follows the final evaluation" in tamper(
         run_dir, "public/motions.jsonl", after
     )
@@ -406,9 +440,12 @@ def test_verify_catches_a_briefing_in_the_transcript(finished: RunResult, record
         run_dir, "shared_memory.jsonl", leaked
     )
     late = PromptRecord(
-        id="r0002.con.advocate.i0.briefing", round=2, team="con", role="advocate",
+        id="r0002.con.advocate.i0.briefing",
+        round=2,
+        team="con",
+        role="advocate",
         messages=[{"role": "system", "content": "Briefing. A late one."}],
-    )  # fmt: skip
+    )
     assert "r0002.con.advocate.i0.briefing: a briefing outside round 0" in tamper(
         run_dir, "con/prompts.jsonl", late
     )
@@ -474,9 +511,10 @@ def test_a_failed_turn_is_not_asked_again_on_resume(tmp_path: Path) -> None:
     args = (*ARGS, "model.malformed_rate=1.0", "structured.max_repairs=0")
     reference = Outcome.of(run_in_process(args, tmp_path / "reference"))
     run_dir = crashed_copy(
-        reference, tmp_path / "crashed",
+        reference,
+        tmp_path / "crashed",
         lambda d: landed(d, "events.jsonl", "r0002.pro.advocate.i0.schema_failure.0"),
-    )  # fmt: skip
+    )
     calls: list[tuple[object, object]] = []
 
     class Counting:

@@ -72,12 +72,22 @@ def test_locate_finds_the_bundled_gguf():
         local.locate("nope")
 
 
+# llama-cpp-python's own path, which the stand-in speaks (the defaults are lazy + prefix cache)
+FULL_GRAMMAR = ("model.grammar_mode=full", "model.prefix_cache=false")
+
+
 def test_one_load_per_file_however_many_roles_use_it(run, records, fake_llama):
     gguf = local.locate("smollm2")
     # the critic names the same file by path (a different spec, so a different
     # model object) and the teams differ in sampling: still one load
-    result = run("model=smollm2", "rounds=2", f"roles.critic.spec=local:{gguf}",
-                 "roles.cons.temperature=1.1", "roles.critic.max_tokens=64")  # fmt: skip
+    result = run(
+        "model=smollm2",
+        *FULL_GRAMMAR,
+        "rounds=2",
+        f"roles.critic.spec=local:{gguf}",
+        "roles.cons.temperature=1.1",
+        "roles.critic.max_tokens=64",
+    )
     assert len(fake_llama.loads) == 1
     assert fake_llama.loads[0]["model_path"] == str(gguf)
     assert fake_llama.loads[0]["n_ctx"] == 2048
@@ -90,8 +100,14 @@ def test_one_load_per_file_however_many_roles_use_it(run, records, fake_llama):
 
 
 def test_requests_carry_schema_and_sampling_per_role(run, fake_llama):
-    run("model=smollm2", "rounds=1", "roles.cons.temperature=1.1", "roles.critic.max_tokens=64",
-        "llm.max_tokens=200")  # fmt: skip
+    run(
+        "model=smollm2",
+        *FULL_GRAMMAR,
+        "rounds=1",
+        "roles.cons.temperature=1.1",
+        "roles.critic.max_tokens=64",
+        "llm.max_tokens=200",
+    )
     (llama,) = local._LOADED.values()
     calls = llama.calls
     assert len(calls) == 6  # persona, thinking, critique for each team
@@ -295,8 +311,9 @@ def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) 
     crashed_root = tmp_path / "crashed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.run", *args, f"runs_root={crashed_root}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 1200
     while proc.poll() is None and time.monotonic() < deadline:
         logs = glob.glob(str(crashed_root / "*/pros/persona.jsonl"))

@@ -35,9 +35,16 @@ RUN_LOGS = [
 
 def persona(i: int, round_: int = 1) -> PersonaRecord:
     return PersonaRecord(
-        id=f"r{round_:04d}.pros.persona.i{i}", round=round_, team="pros", role="persona", iteration=i,
-        decision="keep", persona=f"persona {i}", rationale="why", version=1,
-    )  # fmt: skip
+        id=f"r{round_:04d}.pros.persona.i{i}",
+        round=round_,
+        team="pros",
+        role="persona",
+        iteration=i,
+        decision="keep",
+        persona=f"persona {i}",
+        rationale="why",
+        version=1,
+    )
 
 
 def assert_chain(path) -> list[dict]:
@@ -135,8 +142,9 @@ def test_corrupt_middle_line_refuses_to_open(tmp_path):
 
 
 def test_every_run_log_is_a_valid_chain_with_full_envelopes(run, records):
-    result = run("rounds=3", "model.reject_first=1", "model.error_rate=0.2",
-                 "retry.initial_s=0", "retry.jitter_s=0")  # fmt: skip
+    result = run(
+        "rounds=3", "model.reject_first=1", "model.error_rate=0.2", "retry.initial_s=0", "retry.jitter_s=0"
+    )
     run_dir = result.run_dir
     assert sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*.jsonl")) == sorted(RUN_LOGS)
     for name in RUN_LOGS:

@@ -82,8 +82,12 @@ def test_a_failed_check_sends_the_speaker_back_with_the_reasons(run, records):
 
 @pytest.mark.parametrize("max_strikes", [1, 2, 3])
 def test_pro_is_disqualified_at_exactly_max_strikes(run, records, max_strikes):
-    result = run(MOD, "model.factcheck_fail_rate=1.0", f"format.max_strikes={max_strikes}",
-                 "format.max_speech_retries=5")  # fmt: skip
+    result = run(
+        MOD,
+        "model.factcheck_fail_rate=1.0",
+        f"format.max_strikes={max_strikes}",
+        "format.max_speech_retries=5",
+    )
     run_dir, manifest = result.run_dir, result.manifest
     checks = records(run_dir / "public" / "factchecks.jsonl")
     assert [(c.team, c.strike) for c in checks] == [("pro", k) for k in range(1, max_strikes + 1)]
@@ -103,8 +107,12 @@ class ConChecker:
 
     def complete(self, request: ModelRequest) -> Completion:
         fails = "Speech by Con" in request.messages[-1]["content"]
-        reply = {"verdict": "fail" if fails else "pass", "claims": ["the claim that was checked"],
-                 "justification": "the numbers cited are invented", "evidence": ["no source says so"]}  # fmt: skip
+        reply = {
+            "verdict": "fail" if fails else "pass",
+            "claims": ["the claim that was checked"],
+            "justification": "the numbers cited are invented",
+            "evidence": ["no source says so"],
+        }
         return Completion(json.dumps(reply), input_tokens=4, output_tokens=4, latency_s=0.0)
 
     def model_files(self) -> dict[str, str]:
@@ -116,8 +124,13 @@ def con_checker(cfg):  # type: ignore[no-untyped-def]
 
 
 def test_con_is_disqualified_at_exactly_max_strikes(run, records):
-    result = run(MOD, "format.max_strikes=2", "format.max_speech_retries=4",
-                 f"roles.fact_checker.spec={ConChecker.spec}", build=con_checker)  # fmt: skip
+    result = run(
+        MOD,
+        "format.max_strikes=2",
+        "format.max_speech_retries=4",
+        f"roles.fact_checker.spec={ConChecker.spec}",
+        build=con_checker,
+    )
     run_dir = result.run_dir
     speeches = records(run_dir / "shared_memory.jsonl")
     assert [(s.round, s.team) for s in speeches] == [(1, "pro")]  # Con never got a speech through
@@ -131,13 +144,20 @@ def test_con_is_disqualified_at_exactly_max_strikes(run, records):
 
 @pytest.mark.parametrize(
     ("policy", "published", "stop"),
-    [("publish_last", [(1, "cap"), (2, "cap"), (3, "cap"), (4, "cap")], "verdict"),
-     ("skip", [], "verdict"),
-     ("abort", [], "abort: Pro's opening failed 1 attempts")],
-)  # fmt: skip
+    [
+        ("publish_last", [(1, "cap"), (2, "cap"), (3, "cap"), (4, "cap")], "verdict"),
+        ("skip", [], "verdict"),
+        ("abort", [], "abort: Pro's opening failed 1 attempts"),
+    ],
+)
 def test_the_speech_cap_policy_applies(run, records, policy, published, stop):
-    result = run(MOD, "model.factcheck_fail_rate=1.0", "format.max_strikes=9", "format.max_speech_retries=0",
-                 f"format.on_speech_cap={policy}")  # fmt: skip
+    result = run(
+        MOD,
+        "model.factcheck_fail_rate=1.0",
+        "format.max_strikes=9",
+        "format.max_speech_retries=0",
+        f"format.on_speech_cap={policy}",
+    )
     run_dir = result.run_dir
     assert [(s.round, s.source) for s in records(run_dir / "shared_memory.jsonl")] == published
     caps = [e for e in records(run_dir / "events.jsonl") if e.event == "speech_cap"]
@@ -147,12 +167,20 @@ def test_the_speech_cap_policy_applies(run, records, policy, published, stop):
 
 
 def test_unchecked_stages_publish_without_a_check(run, records):
-    result = run(MOD, "model.factcheck_fail_rate=1.0", "format.checked_stages=[opening]",
-                 "format.max_strikes=9", "format.max_speech_retries=0")  # fmt: skip
+    result = run(
+        MOD,
+        "model.factcheck_fail_rate=1.0",
+        "format.checked_stages=[opening]",
+        "format.max_strikes=9",
+        "format.max_speech_retries=0",
+    )
     speeches = records(result.run_dir / "shared_memory.jsonl")
     assert [(s.phase, s.source) for s in speeches] == [
-        ("opening", "cap"), ("rebuttal", "unchecked"), ("counter", "unchecked"), ("closing", "unchecked"),
-    ]  # fmt: skip
+        ("opening", "cap"),
+        ("rebuttal", "unchecked"),
+        ("counter", "unchecked"),
+        ("closing", "unchecked"),
+    ]
     assert len(records(result.run_dir / "public" / "factchecks.jsonl")) == 1
 
 
@@ -189,8 +217,10 @@ def test_a_generated_motion_is_argued_and_each_sides_position_recorded(run, reco
     (topic,) = [e for e in events if e.event == "topic"]
     (positions,) = [e for e in events if e.event == "positions"]
     assert positions.detail == topic.detail == result.manifest.topic
-    assert positions.data["positions"] == {"pro": f"FOR the motion: {topic.detail}",
-                                           "con": f"AGAINST the motion: {topic.detail}"}  # fmt: skip
+    assert positions.data["positions"] == {
+        "pro": f"FOR the motion: {topic.detail}",
+        "con": f"AGAINST the motion: {topic.detail}",
+    }
     first = records(result.run_dir / "pro" / "prompts.jsonl")[0].messages[-1]["content"]
     assert f"Motion: {topic.detail}" in first
 
@@ -236,8 +266,15 @@ def finished(run):  # type: ignore[no-untyped-def]
 
 def speech(round_: int, seat: str, stage: str, **extra: object) -> SpeechRecord:
     fields = {"draft_id": f"r{round_:04d}.{seat}.draft.i0", "source": "unchecked", **extra}
-    return SpeechRecord(id=f"r{round_:04d}.{seat}.speech.x", round=round_, team=seat, role="speaker",
-                        text="an extra speech", phase=stage, **fields)  # type: ignore[arg-type]  # fmt: skip
+    return SpeechRecord(
+        id=f"r{round_:04d}.{seat}.speech.x",
+        round=round_,
+        team=seat,
+        role="speaker",
+        text="an extra speech",
+        phase=stage,
+        **fields,
+    )  # type: ignore[arg-type]
 
 
 def test_verify_catches_a_speech_out_of_the_stage_plan(finished):
@@ -271,7 +308,7 @@ def test_verify_catches_a_miscounted_strike(finished, records):
             justification="j",
             evidence=["e"],
             strike=7,
-        )  # fmt: skip
+        )
     )
     problems, _ = verify(finished)
     assert any("is strike 7, expected" in p for p in problems), problems
@@ -287,7 +324,7 @@ def test_verify_catches_an_unpublished_draft_in_the_opponents_prompt(finished, r
             team="con",
             role="speaker",
             messages=[{"role": "user", "content": f"Pro first tried: {hidden.text}"}],
-        )  # fmt: skip
+        )
     )
     problems, _ = verify(finished)
     assert any("con/prompts.jsonl" in p and "unpublished draft" in p for p in problems), problems
@@ -296,11 +333,19 @@ def test_verify_catches_an_unpublished_draft_in_the_opponents_prompt(finished, r
 # -- kill and resume, mid-stage -------------------------------------------------
 
 MODERATED = Case(
-    ("model=scripted", MOD, "model.latency_s=0.01", "progress=false", "model.factcheck_fail_rate=0.4",
-     "format.exchanges=3", "format.max_strikes=9"),
-    ("*/*/drafts.jsonl", "*/public/factchecks.jsonl"), 0,
+    (
+        "model=scripted",
+        MOD,
+        "model.latency_s=0.01",
+        "progress=false",
+        "model.factcheck_fail_rate=0.4",
+        "format.exchanges=3",
+        "format.max_strikes=9",
+    ),
+    ("*/*/drafts.jsonl", "*/public/factchecks.jsonl"),
+    0,
     ("shared_memory.jsonl", "events.jsonl", "pro/drafts.jsonl", "public/factchecks.jsonl"),
-)  # fmt: skip
+)
 
 
 @pytest.fixture(scope="module")
@@ -320,11 +365,13 @@ def test_sigkill_mid_stage_then_resume_equals_an_uninterrupted_run(
 
 @pytest.mark.parametrize(
     ("log", "which"),
-    [("pro/drafts.jsonl", "r0001.pro.draft.i0"),  # a draft, before its check
-     ("public/factchecks.jsonl", "first-fail"),  # a failed check, before the strike and the retry
-     ("public/verdicts.jsonl", "r0008.all.verdict.i0")],  # the verdict, before its snapshot
+    [
+        ("pro/drafts.jsonl", "r0001.pro.draft.i0"),  # a draft, before its check
+        ("public/factchecks.jsonl", "first-fail"),  # a failed check, before the strike and the retry
+        ("public/verdicts.jsonl", "r0008.all.verdict.i0"),
+    ],  # the verdict, before its snapshot
     ids=["draft", "failed-check", "verdict"],
-)  # fmt: skip
+)
 def test_resume_right_after_a_record(tmp_path: Path, reference: Outcome, records, log, which) -> None:
     if which == "first-fail":
         checks = records(reference.run_dir / "public" / "factchecks.jsonl")

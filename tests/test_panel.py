@@ -30,7 +30,7 @@ def leak(run_dir, seat, round_, text):
             team=seat,
             role="analyst",
             messages=[{"role": "user", "content": f"Earlier you heard: {text}"}],
-        )  # fmt: skip
+        )
     )
 
 
@@ -61,8 +61,12 @@ def test_judge_continues_until_the_cap_forces_synthesis(run, records):
     assert result.manifest.stop_reason.startswith("cap")
     assert result.manifest.counts.rounds_completed == 3
     assert result.manifest.counts.by_kind == {
-        "role_card": 4, "thinking": 12, "summary": 3, "decision": 1, "synthesis": 1,
-    }  # fmt: skip
+        "role_card": 4,
+        "thinking": 12,
+        "summary": 3,
+        "decision": 1,
+        "synthesis": 1,
+    }
     assert verify(run_dir) == ([], [])
 
 
@@ -149,7 +153,7 @@ def test_an_analyst_echoing_its_own_template_breaks_no_blind_round(run, records)
             role="analyst",
             scratchpad=template,
             draft=template,
-        )  # fmt: skip
+        )
     )
     assert verify(run_dir) == ([], [])
 
@@ -174,8 +178,10 @@ def test_disruptor_seat_questions_the_premise(run, records):
     result = run("format=panel", "format.disruptor=true", "format.analysts=3", "model.synthesize_rate=1.0")
     cards = records(result.run_dir / "public" / "roles.jsonl")
     assert [(c.team, c.disruptor, c.model is None) for c in cards] == [
-        ("analyst_a", False, False), ("analyst_b", False, False), ("analyst_c", True, True),
-    ]  # fmt: skip
+        ("analyst_a", False, False),
+        ("analyst_b", False, False),
+        ("analyst_c", True, True),
+    ]
     assert "premise" in cards[-1].mandate
     assert "premise" in prompts_text(records(result.run_dir / "analyst_c" / "prompts.jsonl"), 2)
 
@@ -183,8 +189,12 @@ def test_disruptor_seat_questions_the_premise(run, records):
 def test_topic_and_framework_may_come_from_files(run, records, tmp_path):
     (tmp_path / "topic.txt").write_text("Should the city ban cars from its old town?\n")
     (tmp_path / "framework.txt").write_text("Criteria: air quality, shop revenue, access for the disabled.")
-    result = run("format=panel", "model.synthesize_rate=1.0",
-                 f"topic.text_file={tmp_path / 'topic.txt'}", f"topic.framework_file={tmp_path / 'framework.txt'}")  # fmt: skip
+    result = run(
+        "format=panel",
+        "model.synthesize_rate=1.0",
+        f"topic.text_file={tmp_path / 'topic.txt'}",
+        f"topic.framework_file={tmp_path / 'framework.txt'}",
+    )
     text = prompts_text(records(result.run_dir / "analyst_a" / "prompts.jsonl"), 1)
     assert "ban cars from its old town" in text and "shop revenue" in text
     saved = (result.run_dir / "config.yaml").read_text()
@@ -209,8 +219,13 @@ def test_bad_panel_settings_fail_in_one_line(settings, overrides, key):
 
 
 def test_each_seat_may_run_its_own_model(run):
-    result = run("format=panel", "model.synthesize_rate=1.0", "format.analysts=2",
-                 "roles.analyst_b.spec=scripted:other", "roles.judge.temperature=0.1")  # fmt: skip
+    result = run(
+        "format=panel",
+        "model.synthesize_rate=1.0",
+        "format.analysts=2",
+        "roles.analyst_b.spec=scripted:other",
+        "roles.judge.temperature=0.1",
+    )
     specs = result.manifest.model_specs
     assert specs["analyst_b"] == "scripted:other" and specs["analyst_a"] == "scripted:default"
     assert set(specs) == {
@@ -251,10 +266,12 @@ def test_cloned_role_cards_are_re_asked_then_replaced_by_distinct_lenses(run, re
             return {}
 
     result = run(
-        "format=panel", "model.synthesize_rate=1.0", "roles.role_generator.spec=scripted:cloner",
+        "format=panel",
+        "model.synthesize_rate=1.0",
+        "roles.role_generator.spec=scripted:cloner",
         "structured.max_repairs=1",
         build=lambda cfg: Cloner() if cfg.spec == "scripted:cloner" else build_model(cfg),
-    )  # fmt: skip
+    )
     assert len(asked) == 2  # the first reply, then one re-ask showing why it failed
     assert "different name" in asked[1].messages[-1]["content"]
     cards = records(result.run_dir / "public" / "roles.jsonl")

@@ -94,8 +94,10 @@ def test_probing_changes_nothing_of_the_debate_nor_of_the_other_team(pair):
     # probe calls are counted apart: the debate's calls and replies are as unprobed
     c_on, c_off = on.manifest.counts, off.manifest.counts
     assert (c_on.model_calls, c_on.output_tokens, c_on.published) == (
-        c_off.model_calls, c_off.output_tokens, c_off.published,
-    )  # fmt: skip
+        c_off.model_calls,
+        c_off.output_tokens,
+        c_off.published,
+    )
     assert c_on.probe_calls == 2 * 2 * N_PROBES and c_off.probe_calls == 0
     assert c_on.probe_tokens == sum(
         r.usage.input_tokens + r.usage.output_tokens for r in probes_of(on.run_dir)
@@ -134,9 +136,15 @@ def test_verify_catches_a_forged_probe_leak(run, leak):
         expect = "outside pros/probes.jsonl"
     elif leak == "shared_memory":
         argument = ArgumentRecord(
-            id="r0003.pros.argument.i0", round=3, team="pros", role="argument", text=f"As we said: {victim.reply}",
-            draft_id="x", critique_id=None, source="approved",
-        )  # fmt: skip
+            id="r0003.pros.argument.i0",
+            round=3,
+            team="pros",
+            role="argument",
+            text=f"As we said: {victim.reply}",
+            draft_id="x",
+            critique_id=None,
+            source="approved",
+        )
         forge(run_dir / "shared_memory.jsonl", argument)
         expect = f"holds the reply of probe {victim.id}"
     elif leak == "prompt_in_other_team":

@@ -139,9 +139,15 @@ def test_one_grounded_round_of_smollm2_searches_the_kjv(run, records, tmp_path):
     from harness.store.integrity import verify
 
     result = run(
-        "format=grounded", "model=smollm2", 'topic.text="Job\'s suffering is deserved"', "search.collection=kjv",
-        "search.transport=mcp", f"search.cache_dir={tmp_path / 'cache'}", "rounds=1", *SMALL,
-    )  # fmt: skip
+        "format=grounded",
+        "model=smollm2",
+        'topic.text="Job\'s suffering is deserved"',
+        "search.collection=kjv",
+        "search.transport=mcp",
+        f"search.cache_dir={tmp_path / 'cache'}",
+        "rounds=1",
+        *SMALL,
+    )
     run_dir, manifest = result.run_dir, result.manifest
     assert manifest.status == "completed" and manifest.stop_reason == "synthesis"
     for seat in ("for", "against"):
@@ -169,10 +175,25 @@ def llama_server(tmp_path):
     port = free_port()
     log = open(tmp_path / "server.log", "wb")  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(local.locate("smollm2")),
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--n_threads", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(local.locate("smollm2")),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            "2048",
+            "--n_threads",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 120
@@ -206,10 +227,16 @@ def llama_server(tmp_path):
 @pytest.mark.network_loopback
 def test_one_round_through_the_openai_client_and_llama_server(run, records, llama_server):
     result = run(
-        "model=openai", "model.spec=openai:smollm2", f"model.kwargs.base_url={llama_server}",
-        "model.kwargs.api_key=none", "rounds=1", "critic=lenient", "critic.max_iterations=1",
-        "structured.max_repairs=1", "llm.max_tokens=128",
-    )  # fmt: skip
+        "model=openai",
+        "model.spec=openai:smollm2",
+        f"model.kwargs.base_url={llama_server}",
+        "model.kwargs.api_key=none",
+        "rounds=1",
+        "critic=lenient",
+        "critic.max_iterations=1",
+        "structured.max_repairs=1",
+        "llm.max_tokens=128",
+    )
     assert_complete_debate(result, records, 1, "openai:smollm2")
     assert result.manifest.model_files == {}  # remote: no local weights
     # the server really answered: tokens came back through LangChain's usage metadata

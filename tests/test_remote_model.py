@@ -35,12 +35,22 @@ def canned():
             if isinstance(entry, dict):
                 return self.fault(entry)
             content, finish = entry
-            reply = json.dumps({
-                "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": finish,
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-            }).encode()  # fmt: skip
+            reply = json.dumps(
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": finish,
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(reply)))
@@ -105,8 +115,16 @@ def test_reply_cut_by_max_tokens_is_returned_for_repair(canned):
         (cut, "length"),
         ('{"critique_feedback": "the draft is sound", "is_approved": false}', "stop"),
     ]
-    result = generate_structured(m.complete, [{"role": "user", "content": "judge"}], CritiqueOutput,
-                                 temperature=0.1, max_tokens=32, seed=1, max_repairs=1, tags={})  # fmt: skip
+    result = generate_structured(
+        m.complete,
+        [{"role": "user", "content": "judge"}],
+        CritiqueOutput,
+        temperature=0.1,
+        max_tokens=32,
+        seed=1,
+        max_repairs=1,
+        tags={},
+    )
     assert result.ok and result.attempts == 2
     assert result.value == CritiqueOutput(critique_feedback="the draft is sound", is_approved=False)
     assert "is_approved" in canned["bodies"][-1]["messages"][-1]["content"]

@@ -180,8 +180,11 @@ def test_fatal_error_fails_fast_and_the_manifest_keeps_it_as_data(run, records, 
     (run_dir,) = runs_root.iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed"
-    assert manifest["error"] == {"kind": "fatal", "type": "ProviderError",
-                                 "message": "Error code: 401 - invalid api key"}  # fmt: skip
+    assert manifest["error"] == {
+        "kind": "fatal",
+        "type": "ProviderError",
+        "message": "Error code: 401 - invalid api key",
+    }
     assert [h["action"] for h in manifest["history"]] == ["start", "fail"]
     events = records(run_dir / "events.jsonl")
     assert [(e.event, e.round, e.team, e.role) for e in events] == [("error", 2, "cons", "thinking")]

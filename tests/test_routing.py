@@ -65,8 +65,12 @@ def test_reject_then_approve_loops_back_to_persona_with_feedback(run, records):
 
 @pytest.mark.parametrize("reject_first", [2, 5])
 def test_loop_lock_publish_last(run, records, reject_first):
-    result = run("rounds=2", f"model.reject_first={reject_first}", "critic.max_iterations=2",
-                 "critic.on_loop_lock=publish_last")  # fmt: skip
+    result = run(
+        "rounds=2",
+        f"model.reject_first={reject_first}",
+        "critic.max_iterations=2",
+        "critic.on_loop_lock=publish_last",
+    )
     run_dir = result.run_dir
     # capped at max_iterations critiques per turn, however many rejections are scripted
     assert turn(run_dir, "pros", "critique", records) == [(1, 0), (1, 1), (2, 0), (2, 1)]
@@ -79,9 +83,11 @@ def test_loop_lock_publish_last(run, records, reject_first):
     ]
     shared = records(run_dir / "shared_memory.jsonl")
     assert [(a.round, a.team, a.source) for a in shared] == [
-        (1, "pros", "loop_lock"), (1, "cons", "loop_lock"),
-        (2, "pros", "loop_lock"), (2, "cons", "loop_lock"),
-    ]  # fmt: skip
+        (1, "pros", "loop_lock"),
+        (1, "cons", "loop_lock"),
+        (2, "pros", "loop_lock"),
+        (2, "cons", "loop_lock"),
+    ]
     # the last (rejected) draft is what gets published
     last_drafts = {(t.round, t.team): t for t in records(run_dir / "pros" / "thinking.jsonl")}
     assert shared[0].draft_id == last_drafts[(1, "pros")].id
@@ -92,15 +98,18 @@ def test_loop_lock_publish_last(run, records, reject_first):
 
 
 def test_loop_lock_skip_turn_publishes_nothing_and_moves_on(run, records):
-    result = run("rounds=2", "model.reject_first=3", "critic.max_iterations=3",
-                 "critic.on_loop_lock=skip_turn")  # fmt: skip
+    result = run(
+        "rounds=2", "model.reject_first=3", "critic.max_iterations=3", "critic.on_loop_lock=skip_turn"
+    )
     run_dir = result.run_dir
     assert records(run_dir / "shared_memory.jsonl") == []
     events = records(run_dir / "events.jsonl")
     assert [(e.event, e.round, e.team) for e in events] == [
-        ("loop_lock", 1, "pros"), ("loop_lock", 1, "cons"),
-        ("loop_lock", 2, "pros"), ("loop_lock", 2, "cons"),
-    ]  # fmt: skip
+        ("loop_lock", 1, "pros"),
+        ("loop_lock", 1, "cons"),
+        ("loop_lock", 2, "pros"),
+        ("loop_lock", 2, "cons"),
+    ]
     assert turn(run_dir, "cons", "critique", records) == [(r, i) for r in (1, 2) for i in range(3)]
     assert result.manifest.status == "completed"
     assert result.manifest.counts.rounds_completed == 2
@@ -108,8 +117,7 @@ def test_loop_lock_skip_turn_publishes_nothing_and_moves_on(run, records):
 
 
 def test_loop_lock_abort_stops_the_run(run, records):
-    result = run("rounds=3", "model.reject_first=2", "critic.max_iterations=2",
-                 "critic.on_loop_lock=abort")  # fmt: skip
+    result = run("rounds=3", "model.reject_first=2", "critic.max_iterations=2", "critic.on_loop_lock=abort")
     run_dir = result.run_dir
     events = records(run_dir / "events.jsonl")
     assert [(e.event, e.round, e.team) for e in events] == [("loop_lock", 1, "pros")]
@@ -125,8 +133,7 @@ def test_loop_lock_abort_stops_the_run(run, records):
 
 def test_reject_below_cap_never_locks(run, records):
     # reject_first = max_iterations - 1: the last allowed critique approves
-    result = run("rounds=1", "model.reject_first=1", "critic.max_iterations=2",
-                 "critic.on_loop_lock=abort")  # fmt: skip
+    result = run("rounds=1", "model.reject_first=1", "critic.max_iterations=2", "critic.on_loop_lock=abort")
     assert records(result.run_dir / "events.jsonl") == []
     assert [a.source for a in records(result.run_dir / "shared_memory.jsonl")] == ["approved"] * 2
 
@@ -142,8 +149,13 @@ def revising_critic():
         spec = "scripted:reviser"
 
         def complete(self, request: ModelRequest) -> Completion:
-            text = json.dumps({"critique_feedback": "sound, but tighten it", "is_approved": True,
-                               "revised_argument": REVISED})  # fmt: skip
+            text = json.dumps(
+                {
+                    "critique_feedback": "sound, but tighten it",
+                    "is_approved": True,
+                    "revised_argument": REVISED,
+                }
+            )
             return Completion(text, input_tokens=3, output_tokens=3, latency_s=0.0)
 
         def model_files(self) -> dict[str, str]:
@@ -155,9 +167,11 @@ def revising_critic():
 @pytest.mark.parametrize(("use_revision", "source"), [(True, "revised"), (False, "approved")])
 def test_critic_revision_is_published_only_when_enabled(run, records, revising_critic, use_revision, source):
     result = run(
-        "rounds=1", "roles.critic.spec=scripted:reviser", f"critic.use_revision={use_revision}",
+        "rounds=1",
+        "roles.critic.spec=scripted:reviser",
+        f"critic.use_revision={use_revision}",
         build=revising_critic,
-    )  # fmt: skip
+    )
     shared = records(result.run_dir / "shared_memory.jsonl")
     assert [a.source for a in shared] == [source, source]
     drafts = {
@@ -174,8 +188,11 @@ def test_every_persona_version_is_recorded(run, records):
     for team in ("pros", "cons"):
         personas = records(result.run_dir / team / "persona.jsonl")
         assert [(p.round, p.decision, p.version) for p in personas] == [
-            (1, "keep", 1), (2, "keep", 1), (3, "evolve", 2), (4, "keep", 2),
-        ]  # fmt: skip
+            (1, "keep", 1),
+            (2, "keep", 1),
+            (3, "evolve", 2),
+            (4, "keep", 2),
+        ]
         assert "furious" in personas[2].persona and "furious" not in personas[1].persona
         # the thinking agent drafts under the persona version of its turn
         drafts = records(result.run_dir / team / "thinking.jsonl")

@@ -18,11 +18,17 @@ from harness.store.records import RunManifest
 from harness.store.rundir import create_run_dir, run_dir_name
 
 RUN_FILES = {
-    "config.yaml", "manifest.json", "shared_memory.jsonl", "events.jsonl",
-    *(f"{t}/{k}.jsonl" for t in ("pros", "cons")
-      for k in ("persona", "thinking", "critique", "prompts", "replies")),
+    "config.yaml",
+    "manifest.json",
+    "shared_memory.jsonl",
+    "events.jsonl",
+    *(
+        f"{t}/{k}.jsonl"
+        for t in ("pros", "cons")
+        for k in ("persona", "thinking", "critique", "prompts", "replies")
+    ),
     "public/replies.jsonl",
-}  # fmt: skip
+}
 
 
 def test_folder_name_from_version_temperature_and_max_tokens(settings):
@@ -98,8 +104,15 @@ def test_concurrent_debates_in_threads_do_not_share_folders(make_cfg, records):
 def test_concurrent_cli_processes_get_distinct_folders(tmp_path):
     runs_root = tmp_path / "runs"
     n = 4
-    cmd = [sys.executable, "-m", "harness.run", "model=scripted", "rounds=2", "progress=false",
-           f"runs_root={runs_root}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.run",
+        "model=scripted",
+        "rounds=2",
+        "progress=false",
+        f"runs_root={runs_root}",
+    ]
     procs = [
         subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(n)
@@ -152,10 +165,14 @@ def test_finished_folder_holds_exactly_the_documented_files(run):
 def test_secrets_are_redacted_everywhere_in_the_folder(run):
     # key names as providers spell them; scripted ignores kwargs, so nothing is sent
     result = run(
-        "+model.kwargs.api_key=sk-live-1", "+model.kwargs.aws_secret_access_key=aws-live-2",
-        "+model.kwargs.default_headers.Authorization=Bearer-live-3", "+model.kwargs.client_secret=cs-live-4",
-        "+roles.critic.kwargs.access_token=tok-live-5", "+model.kwargs.password=pw-live-6", "rounds=1",
-    )  # fmt: skip
+        "+model.kwargs.api_key=sk-live-1",
+        "+model.kwargs.aws_secret_access_key=aws-live-2",
+        "+model.kwargs.default_headers.Authorization=Bearer-live-3",
+        "+model.kwargs.client_secret=cs-live-4",
+        "+roles.critic.kwargs.access_token=tok-live-5",
+        "+model.kwargs.password=pw-live-6",
+        "rounds=1",
+    )
     for path in result.run_dir.rglob("*"):
         if path.is_file():
             text = path.read_text()

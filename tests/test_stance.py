@@ -8,11 +8,11 @@ import math
 import re
 
 import pandas as pd
+from synthetic import write_run
 
 from analysis import load_runs
 from analysis.__main__ import main
 from analysis.stance import STANCES, judge_stance, stance_flips
-from analysis.synthetic import write_run
 from harness.models.base import Completion, ModelRequest
 
 
@@ -40,8 +40,9 @@ PLAN = {  # the judged stance of each seat's turn in rounds 1..6
 def test_turn_of_flip_and_number_of_flips_from_chosen_stances(tmp_path):
     arguments = [
         (r + 1, team, f"Round {r + 1}: we argue <<{plan[r]}>> on this motion.")
-        for r in range(6) for team, plan in PLAN.items()
-    ]  # fmt: skip
+        for r in range(6)
+        for team, plan in PLAN.items()
+    ]
     write_run(tmp_path / "run", arguments)
     turns = judge_stance(load_runs(tmp_path, cache=False), "fake:judge", model=FakeJudge())
     assert len(turns) == 12 and set(turns.side) == {"for", "against"}

@@ -11,10 +11,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from harness.engine import RunResult
+from harness.store.__main__ import main as store_main
+from harness.store.fts import KINDS, SearchError, search
 from harness.store.sql import DEFAULT_DB_NAME, STORE_SCHEMA_VERSION, StoreError, build_store
 
 # retries and schema failures (events, some with usage) without waiting on backoff
@@ -96,8 +99,9 @@ def test_tokens_per_run_and_seat_equal_the_jsonl_usage(two_runs: tuple[Path, Pat
         )
         assert got == [expected]
         # the manifest's counts agree with its logs for a completed run
-        assert query(db, "SELECT input_tokens, output_tokens, model_calls FROM runs WHERE run_id = ?",
-                     run_dir.name) == [expected]  # fmt: skip
+        assert query(
+            db, "SELECT input_tokens, output_tokens, model_calls FROM runs WHERE run_id = ?", run_dir.name
+        ) == [expected]
         by_seat: dict[str | None, int] = {}
         for _, r in raw:
             by_seat[r["team"]] = by_seat.get(r["team"], 0) + r["usage"]["input_tokens"]
@@ -117,9 +121,12 @@ def test_judge_decisions_come_with_their_reasons(two_runs: tuple[Path, Path], ru
     db = build_store(runs_root).db
     panel = two_runs[1]
     expected = [json.loads(line) for line in (panel / "public/decisions.jsonl").read_text().splitlines()]
-    rows = query(db, """
+    rows = query(
+        db,
+        """
         SELECT round, json_extract(json, '$.decision'), json_extract(json, '$.reason') FROM records
-        WHERE run_id = 'panel' AND kind = 'decision' ORDER BY round""")  # fmt: skip
+        WHERE run_id = 'panel' AND kind = 'decision' ORDER BY round""",
+    )
     assert rows == [(d["round"], "SYNTHESIZE", d["reason"]) for d in expected]
     assert rows  # the judge closed the panel after round 2
 
@@ -222,8 +229,9 @@ def test_cli_prints_the_db_path_last_and_refuses_a_missing_root(
     two_runs: tuple[Path, Path], runs_root: Path, tmp_path: Path
 ) -> None:
     def store(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "harness.store", *args],
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "harness.store", *args], capture_output=True, text=True, timeout=120
+        )
 
     db = tmp_path / "elsewhere" / "runs.sqlite"
     done = store(str(runs_root), "--db", str(db))
@@ -236,3 +244,110 @@ def test_cli_prints_the_db_path_last_and_refuses_a_missing_root(
     bad = store(str(tmp_path / "missing"))
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: ") and len(bad.stderr.splitlines()) == 1
+
+
+# --- full-text search (harness.store.fts) ---
+
+SEARCHED = {  # record kind -> (search kind, the field searched), read here from the JSONL alone
+    "argument": ("turn", "text"),
+    "position": ("turn", "text"),
+    "thinking": ("draft", "draft"),
+    "critique": ("critique", "feedback"),
+    "persona": ("persona", "persona"),
+    "role_card": ("persona", "mandate"),
+}
+
+
+def phrase(text: str) -> str:
+    """An FTS5 phrase of the first words of ``text``: FTS5 splits words at any other character too."""
+    return '"' + " ".join("".join(c if c.isalnum() else " " for c in text).split()[:6]) + '"'
+
+
+def test_search_finds_every_kind_at_its_run_seat_and_round(
+    two_runs: tuple[Path, Path], runs_root: Path
+) -> None:
+    db = build_store(runs_root).db
+    expected: dict[str, int] = {}
+    for run_dir in two_runs:
+        for file, r in jsonl_lines(run_dir):
+            if r["kind"] not in SEARCHED:
+                continue
+            kind, key = SEARCHED[r["kind"]]
+            expected[kind] = expected.get(kind, 0) + 1
+            found = search(db, phrase(r[key]), kind=kind, limit=1000)
+            (hit,) = [h for h in found.hits if h.record_id == r["id"] and h.run_id == run_dir.name]
+            assert (hit.seat, hit.round, hit.file) == (r["team"], r["round"], file) and hit.record_kind == r[
+                "kind"
+            ]
+            assert "[" in hit.snippet and "]" in hit.snippet  # the match is marked
+    assert set(expected) == set(KINDS)
+    assert dict(query(db, "SELECT kind, count(*) FROM passages GROUP BY kind")) == expected
+    assert search(db, "zzzunseenword").total == 0
+
+
+def test_search_index_follows_added_touched_and_removed_runs(
+    two_runs: tuple[Path, Path], runs_root: Path, run: Callable[..., RunResult]
+) -> None:
+    drift, panel = two_runs
+    shutil.rmtree(panel)
+    db = build_store(runs_root).db
+    before = query(db, "SELECT id FROM passages WHERE run_id = 'drift'")
+    added = run("rounds=1", "run_name=added", "seed=7").run_dir
+    persona = next(json.loads(x) for x in (added / "pros/persona.jsonl").read_text().splitlines())
+    assert build_store(runs_root).added == ["added"]
+    # the new run's passages were appended: the old rows (and their index entries) were not rebuilt
+    assert query(db, "SELECT id FROM passages WHERE run_id = 'drift'") == before
+    assert ("added", persona["id"]) in {
+        (h.run_id, h.record_id) for h in search(db, phrase(persona["persona"])).hits
+    }
+
+    log = drift / "pros" / "thinking.jsonl"
+    st = log.stat()
+    os.utime(log, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert build_store(runs_root).updated == ["drift"]
+    shutil.rmtree(added)
+    assert build_store(runs_root).removed == ["added"]
+    assert not [h for h in search(db, phrase(persona["persona"])).hits if h.run_id == "added"]
+    # the index holds exactly the rows of the table it indexes, none left behind
+    con = sqlite3.connect(db)
+    con.execute("INSERT INTO passages_fts (passages_fts, rank) VALUES ('integrity-check', 1)")
+    con.close()
+    assert query(db, "SELECT count(*) FROM passages_fts") == query(db, "SELECT count(*) FROM passages")
+
+
+def test_search_cli_prints_run_seat_round_and_a_marked_snippet(
+    two_runs: tuple[Path, Path], runs_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drift, _ = two_runs
+    first = json.loads((drift / "shared_memory.jsonl").read_text().splitlines()[0])
+    word = first["text"].split()[0]
+    assert store_main(["search", word, "--root", str(runs_root), "--kind", "turn", "--limit", "500"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert f"drift  {first['team']}  round {first['round']}  turn  " in out
+    assert all(f"**{word}**" in line and "  turn  " in line for line in lines)
+    assert err.splitlines()[-1].startswith(f"{len(lines)} hit")
+
+    for bad in ('"as an', "x:y", "AND"):
+        assert store_main(["search", bad, "--root", str(runs_root)]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.startswith("error: bad search query") and len(err.splitlines()) == 1, err
+        with pytest.raises(SearchError):
+            search(runs_root / DEFAULT_DB_NAME, bad)
+
+
+def test_the_viewer_search_box_links_each_hit_to_its_round(
+    two_runs: tuple[Path, Path], runs_root: Path
+) -> None:
+    from harness.view.catalog import Catalog
+    from harness.view.server import route
+
+    drift, _ = two_runs
+    catalog = Catalog(runs_root)
+    last = json.loads((drift / "shared_memory.jsonl").read_text().splitlines()[-1])
+    status, html = route(catalog, f"/search?q={quote(phrase(last['text']))}&kind=turn")
+    assert status == 200 and "<mark>" in html
+    link = f'href="/run/drift#round-{last["round"]}"'
+    assert link in html, html[-3000:]
+    assert f'id="round-{last["round"]}"' in route(catalog, "/run/drift")[1]
+    assert 'id="problem"' in route(catalog, "/search?q=%22as+an")[1]  # a malformed query is said, not raised

@@ -69,9 +69,15 @@ class Replies:
 def ask(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
     messages = [{"role": "user", "content": "critique this"}]
     return generate_structured(
-        model.complete, messages, CritiqueOutput,
-        temperature=0.5, max_tokens=64, seed=7, max_repairs=max_repairs, tags={"round": 1},
-    )  # fmt: skip
+        model.complete,
+        messages,
+        CritiqueOutput,
+        temperature=0.5,
+        max_tokens=64,
+        seed=7,
+        max_repairs=max_repairs,
+        tags={"round": 1},
+    )
 
 
 def test_repair_shows_the_validation_error_and_succeeds():
@@ -143,8 +149,13 @@ def test_malformed_replies_are_repaired_and_only_valid_records_are_stored(run, r
 def test_schema_failures_fall_back_as_documented(run, records):
     # nothing ever validates: persona keeps the default, thinking yields no
     # draft, the critic is never asked, and the turn loop-locks with nothing to publish
-    result = run("rounds=1", "model.malformed_rate=1.0", "structured.max_repairs=1",
-                 "critic.max_iterations=2", "critic.on_loop_lock=publish_last")  # fmt: skip
+    result = run(
+        "rounds=1",
+        "model.malformed_rate=1.0",
+        "structured.max_repairs=1",
+        "critic.max_iterations=2",
+        "critic.on_loop_lock=publish_last",
+    )
     run_dir = result.run_dir
     events = records(run_dir / "events.jsonl")
     failures = [e for e in events if e.event == "schema_failure"]
@@ -203,8 +214,14 @@ def broken_critic():
 
 @pytest.mark.parametrize(("policy", "published"), [("reject", []), ("approve", ["approved", "approved"])])
 def test_critic_schema_failure_policy(run, records, broken_critic, policy, published):
-    result = run("rounds=1", "roles.critic.spec=scripted:broken", f"critic.on_schema_failure={policy}",
-                 "critic.max_iterations=2", "critic.on_loop_lock=skip_turn", build=broken_critic)  # fmt: skip
+    result = run(
+        "rounds=1",
+        "roles.critic.spec=scripted:broken",
+        f"critic.on_schema_failure={policy}",
+        "critic.max_iterations=2",
+        "critic.on_loop_lock=skip_turn",
+        build=broken_critic,
+    )
     run_dir = result.run_dir
     for team in TEAMS:
         critiques = records(run_dir / team / "critique.jsonl")
@@ -342,9 +359,15 @@ def think(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
         {"role": "user", "content": THINK_PROMPT},
     ]
     return generate_structured(
-        model.complete, messages, ThinkingOutput,
-        temperature=0.5, max_tokens=256, seed=7, max_repairs=max_repairs, tags={"round": 1},
-    )  # fmt: skip
+        model.complete,
+        messages,
+        ThinkingOutput,
+        temperature=0.5,
+        max_tokens=256,
+        seed=7,
+        max_repairs=max_repairs,
+        tags={"round": 1},
+    )
 
 
 @pytest.mark.parametrize(

@@ -65,9 +65,28 @@ def test_smallest_permutation_p_and_markdown_tables():
 
 def test_a_small_scripted_study_writes_its_report_and_skips_what_is_done(tmp_path, capsys):
     root, report = tmp_path / "study", tmp_path / "docs" / "findings.md"
-    args = ["--root", str(root), "--models", "scripted", "--conditions", "debate,control_no_critic",
-            "--temperatures", "0.7", "--replicates", "2", "--rounds", "3", "--workers", "1",
-            "--embedder", "hash", "--report", str(report), "--detector", str(tmp_path / "none.json")]  # fmt: skip
+    args = [
+        "--root",
+        str(root),
+        "--models",
+        "scripted",
+        "--conditions",
+        "debate,control_no_critic",
+        "--temperatures",
+        "0.7",
+        "--replicates",
+        "2",
+        "--rounds",
+        "3",
+        "--workers",
+        "1",
+        "--embedder",
+        "hash",
+        "--report",
+        str(report),
+        "--detector",
+        str(tmp_path / "none.json"),
+    ]
     assert main(args) == 0
     text = report.read_text()
     assert Plan(root=root).command().split()[:3] == ["python", "-m", "analysis"]
@@ -89,10 +108,18 @@ def test_the_cell_table_gives_a_student_t_interval():
 
     import pandas as pd
 
-    runs = pd.DataFrame({
-        "run_id": ["a", "b", "c"], "cfg.model.spec": "m", "cfg.llm.temperature": 0.7, "status": "completed",
-        "counts.rounds_completed": 5, "counts.rejections": 0, "counts.loop_locks": 0, "counts.schema_failures": 0,
-    })  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c"],
+            "cfg.model.spec": "m",
+            "cfg.llm.temperature": 0.7,
+            "status": "completed",
+            "counts.rounds_completed": 5,
+            "counts.rejections": 0,
+            "counts.loop_locks": 0,
+            "counts.schema_failures": 0,
+        }
+    )
     final = pd.DataFrame({"run_id": ["a", "b", "c"], "drift_index": [1.0, 2.0, 3.0]})
     turns = pd.DataFrame({"run_id": ["a", "b"], "text": ["the argument to publish", "Cities need parks."]})
     tables = SimpleNamespace(runs=runs, turns=turns)
@@ -105,9 +132,11 @@ def test_the_cell_table_gives_a_student_t_interval():
 def test_a_turn_that_repeats_a_field_description_is_flagged():
     import pandas as pd
 
-    texts = pd.Series([
-        "Optional, a stronger version of the draft (or null) ",  # the critic's `revised` label, verbatim
-        "Remote work saves commuting time and widens the hiring pool for small firms.",
-        None,
-    ])  # fmt: skip
+    texts = pd.Series(
+        [
+            "Optional, a stronger version of the draft (or null) ",  # the critic's `revised` label, verbatim
+            "Remote work saves commuting time and widens the hiring pool for small firms.",
+            None,
+        ]
+    )
     assert echoes_schema(texts).tolist() == [True, False, False]

@@ -38,8 +38,12 @@ def environment() -> dict[str, str]:
 def sweep(runs_root: Path, *overrides: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         command(runs_root, *overrides),
-        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def sweep_dir_of(runs_root: Path) -> Path:
@@ -103,8 +107,12 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
     args = ["model.latency_s=0.03,0.031", "critic=lenient,strict", "rounds=4"]
     proc = subprocess.Popen(
         command(tmp_path, *args),
-        cwd=REPO, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        cwd=REPO,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         while not list(tmp_path.glob("sweep-*/sweep.json")):
             time.sleep(0.02)
@@ -116,14 +124,21 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
     assert not (sweep_dir / "latency-s-0.031_critic-strict").exists()
     assert sweep_main(["status", str(sweep_dir)]) == 1
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:5]] == [
-        "completed", "completed", "crashed", "pending",
-    ]  # fmt: skip
+        "completed",
+        "completed",
+        "crashed",
+        "pending",
+    ]
     log = (sweep_dir / "cells.jsonl").read_text()
 
     out = subprocess.run(
         [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
-        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert out.returncode == 0, out.stderr
     assert "2 completed (skipped), 1 to resume, 1 never started" in out.stdout
     index = read_index(sweep_dir)
@@ -139,8 +154,12 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
 
     again = subprocess.run(
         [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
-        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0 and "all 4 cells completed; nothing to do" in again.stdout
 
 
@@ -167,16 +186,23 @@ def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):
 
 def test_joblib_sweep_runs_cells_in_workers_with_replicates(tmp_path):
     out = sweep(
-        tmp_path, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "critic=lenient,strict",
-        "replicates=2", "rounds=1",
-    )  # fmt: skip
+        tmp_path,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "critic=lenient,strict",
+        "replicates=2",
+        "rounds=1",
+    )
     assert out.returncode == 0, out.stderr
     assert "DRIFT_WORKERS=2" in out.stderr  # the thread rule: cores split over 2 workers
     sweep_dir = sweep_dir_of(tmp_path)
     index = read_index(sweep_dir)
     assert [c.name for c in index.cells] == [
-        "critic-lenient_rep-0", "critic-lenient_rep-1", "critic-strict_rep-0", "critic-strict_rep-1",
-    ]  # fmt: skip
+        "critic-lenient_rep-0",
+        "critic-lenient_rep-1",
+        "critic-strict_rep-0",
+        "critic-strict_rep-1",
+    ]
     assert [c.seed for c in index.cells] == [0, replicate_seed(0, 1), 0, replicate_seed(0, 1)]
     records = [json.loads((sweep_dir / "cells" / f"{c.name}.json").read_text()) for c in index.cells]
     assert "DRIFT_WORKERS=2" in (sweep_dir / "critic-strict_rep-1" / "cell.log").read_text()
@@ -199,9 +225,14 @@ def test_ray_sweep_on_a_local_cluster(tmp_path):
     pytest.importorskip("ray")
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     out = sweep(
-        tmp_path, "hydra/launcher=ray", "+hydra.launcher.ray.init.num_cpus=2",
-        "llm.temperature=0.2,1.0", "critic=lenient,strict", "rounds=1", timeout=600,
-    )  # fmt: skip
+        tmp_path,
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        "llm.temperature=0.2,1.0",
+        "critic=lenient,strict",
+        "rounds=1",
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     assert [c.status for c in read_index(sweep_dir_of(tmp_path)).cells] == ["completed"] * 4
 

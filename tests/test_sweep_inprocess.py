@@ -4,7 +4,10 @@ One sweep through the real command line: every cell completes into the same
 index, status and run folders as under the process launchers, each cell's
 output lands in its own log, and a driver SIGKILLed with cells in flight
 resumes (``python -m harness.sweep resume``) to every cell completed, with
-every run verifying clean and no model call made twice.
+every run verifying clean and no model call made twice (6 cells here; 64 in
+the ``full`` tier). Against the provider simulator: a 429 storm ends with
+every cell completed, and a dead provider fails each cell in one line, then
+the sweep resumes once it is back.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from omegaconf import OmegaConf
@@ -30,63 +35,114 @@ CELLS = ["llm.temperature=0.2,0.6,1.0", "replicates=2"]  # 6 cells
 ARGS = ["model=scripted", "model.latency_s=0.05", "rounds=3", "progress=false", *CELLS]
 
 
-def sweep(sweep_dir: Path, *extra: str) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "harness.run", "-m", *ARGS, *extra, f"hydra.sweep.dir={sweep_dir}"]
+def sweep(sweep_dir: Path, *extra: str, args: list[str] = ARGS) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "harness.run", "-m", *args, *extra, f"hydra.sweep.dir={sweep_dir}"]
     return subprocess.Popen(
-        cmd, cwd=sweep_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=sweep_dir.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def cell_starts(sweep_dir: Path) -> int:
-    lines = (
-        (sweep_dir / "cells.jsonl").read_text().splitlines() if (sweep_dir / "cells.jsonl").exists() else []
-    )
-    return sum(json.loads(line)["status"] == "running" for line in lines)
+    """Cells started so far (read while the cell log is appended to: counted, not parsed)."""
+    log = sweep_dir / "cells.jsonl"
+    return log.read_text().count('"status":"running"') if log.exists() else 0
 
 
 def replies(run_dir: Path) -> list[str]:
     return [json.loads(x)["id"] for p in run_dir.rglob("replies.jsonl") for x in p.read_text().splitlines()]
 
 
-def test_cells_in_flight_in_one_process_survive_a_kill_and_resume(tmp_path: Path) -> None:
-    sweep_dir = tmp_path / "sweep"
-    driver = sweep(sweep_dir, "sweep.concurrency=4")
-    deadline = time.monotonic() + 120
-    while cell_starts(sweep_dir) < 5 and driver.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    os.killpg(driver.pid, signal.SIGKILL)  # four cells in flight, or finishing: the driver dies mid-sweep
+def replies_written(sweep_dir: Path) -> int:
+    """Whole lines of every cell's reply logs, read while they are written (a last line
+    may be half written; a run folder may be renamed into place under the glob)."""
+    try:
+        return sum(p.read_bytes().count(b"\n") for p in sweep_dir.glob("*/*/replies.jsonl"))
+    except FileNotFoundError:
+        return 0
+
+
+def kill_when(sweep_dir: Path, args: list[str], ready: Callable[[], bool]) -> None:
+    """Start the sweep and SIGKILL its driver (and nothing else) once ``ready()``."""
+    driver = sweep(sweep_dir, args=args)
+    deadline = time.monotonic() + 180
+    while not ready() and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(driver.pid, signal.SIGKILL)
     driver.communicate(timeout=60)
-    index = read_index(sweep_dir)
-    assert index.launcher.endswith("InProcessLauncher") and len(index.cells) == 6
+    assert read_index(sweep_dir).launcher.endswith("InProcessLauncher")
+
+
+def resume_to_the_end(sweep_dir: Path, cells: int, rounds: int) -> None:
+    """``harness.sweep resume``, then: every cell completed, its records each kept once
+    (``verify``: no id twice, no gap in the chain), each model call asked once (a reply
+    kept before the kill replays; asked again it would be kept as ``….redo1``), and
+    its log holding its own output only."""
     out = subprocess.run(
         [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=sweep_dir.parent,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     index = read_index(sweep_dir)
-    assert [c.status for c in index.cells] == ["completed"] * 6
+    assert [c.status for c in index.cells] == ["completed"] * cells
     for cell in index.cells:
         run_dir = sweep_dir / cell.name
         assert verify(run_dir)[0] == [], cell.name
         manifest = read_manifest(run_dir)
-        assert manifest.counts.rounds_completed == 3
+        assert manifest.counts.rounds_completed == rounds
         kept = replies(run_dir)
         assert len(kept) == len(set(kept)) == manifest.counts.model_calls  # each call kept once
+        assert not [r for r in kept if ".redo" in r], cell.name
         log = (run_dir / "cell.log").read_text()
         headers = [line for line in log.splitlines() if line.startswith("=== cell ")]
         assert headers and all(f"=== cell {cell.name} " in h for h in headers)  # no other cell's output
+
+
+def test_cells_in_flight_in_one_process_survive_a_kill_and_resume(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    # the fifth start: four cells in flight, or finishing, when the driver dies
+    kill_when(sweep_dir, [*ARGS, "sweep.concurrency=4"], lambda: cell_starts(sweep_dir) >= 5)
+    resume_to_the_end(sweep_dir, cells=6, rounds=3)
     status = subprocess.run(
         [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert status.returncode == 0 and "6 completed" in status.stdout
+
+
+@pytest.mark.full
+def test_64_cells_in_flight_survive_a_kill_and_resume(tmp_path: Path) -> None:
+    """The driver dies with all 64 cells started and about a sixth of their calls
+    answered; the resume replays what was kept and asks only the rest."""
+    sweep_dir = tmp_path / "sweep"
+    args = ["model=scripted", "model.latency_s=0.25", "rounds=2", "progress=false", "replicates=64"]
+
+    def ready() -> bool:
+        return cell_starts(sweep_dir) >= 64 and replies_written(sweep_dir) >= 128
+
+    kill_when(sweep_dir, [*args, "sweep.concurrency=64"], ready)
+    log = (sweep_dir / "cells.jsonl").read_text()
+    assert log.count('"status":"completed"') <= 32  # most cells were in flight
+    assert replies_written(sweep_dir) >= 128  # and had replies kept, to replay
+    resume_to_the_end(sweep_dir, cells=64, rounds=2)
 
 
 def test_sweep_concurrency_picks_the_launcher_and_is_checked_first() -> None:
     assert launcher_overrides(["-m", "rounds=2", "sweep.concurrency=64"]) == [
-        "-m", "rounds=2", "hydra/launcher=inprocess", "hydra.launcher.concurrency=64",
-    ]  # fmt: skip
+        "-m",
+        "rounds=2",
+        "hydra/launcher=inprocess",
+        "hydra.launcher.concurrency=64",
+    ]
     assert launcher_overrides(["rounds=2"]) == ["rounds=2"]
     for bad in ("0", "-3", "many", "1e9"):
         with pytest.raises(ConfigError, match=r"^sweep\.concurrency: must be a whole number from 1 to \d+"):
@@ -98,10 +154,20 @@ def test_sweep_concurrency_picks_the_launcher_and_is_checked_first() -> None:
 
 def test_a_bad_concurrency_is_one_line_before_anything_starts(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.run", "-m", "model=scripted", "sweep.concurrency=0",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness.run",
+            "-m",
+            "model=scripted",
+            "sweep.concurrency=0",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "error: sweep.concurrency: must be a whole number from 1 to 4096, got '0'"
@@ -187,31 +253,115 @@ def test_a_copied_cell_config_equals_what_hydra_composes(tmp_path: Path) -> None
     assert len(configs.shapes) == 3  # the grid's two model choices, and one more shape; '+' composes in full
 
 
+def api_sweep(sweep_dir: Path, base_url: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    """An in-process sweep of ``model=openai`` cells (the real client) against ``base_url``."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.run",
+            "-m",
+            "model=openai",
+            "model.spec=openai:sim-model",
+            f"model.kwargs.base_url={base_url}",
+            "rounds=1",
+            "progress=false",
+            *extra,
+            f"hydra.sweep.dir={sweep_dir}",
+        ],
+        cwd=sweep_dir.parent,
+        env={**os.environ, "OPENAI_API_KEY": "sk-sweep"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def status_of(sweep_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def ledger(sweep_dir: Path) -> tuple[int, int]:
+    """(model calls, tokens) over every cell's manifest: the harness's own count."""
+    counts = [read_manifest(d).counts for d in sweep_dir.iterdir() if (d / "manifest.json").is_file()]
+    return sum(c.model_calls for c in counts), sum(c.input_tokens + c.output_tokens for c in counts)
+
+
 @pytest.mark.network_loopback
-def test_the_shared_limiter_keeps_its_changes_in_the_sweep_folder(tmp_path: Path) -> None:
-    """Two API cells in flight against a provider whose RPM binds: the limiter
-    they share cuts its limit on the 429s, and each change lands in the sweep's
-    ``limits.jsonl``, which ``harness.sweep status`` reads back."""
+def test_a_429_storm_completes_every_cell_and_the_limiter_keeps_its_changes(tmp_path: Path) -> None:
+    """Eight API cells in flight, asking as fast as they can, against a provider
+    allowing 8 requests a second: every cell completes, nothing is billed that the
+    harness did not keep, the limiter they share cuts its limit on the 429s, and
+    each change lands in the sweep's ``limits.jsonl``, which ``status`` reads back."""
     from provider_sim import ProviderSim
 
     sweep_dir = tmp_path / "sweep"
-    env = {**os.environ, "OPENAI_API_KEY": "sk-sweep"}
-    with ProviderSim(rpm=2, window_s=1.0) as sim:
-        out = subprocess.run(
-            [sys.executable, "-m", "harness.run", "-m", "model=openai", "model.spec=openai:sim-model",
-             f"model.kwargs.base_url={sim.base_url}", "rounds=1", "llm.temperature=0.2,0.9",
-             "retry.max_attempts=8", "retry.initial_s=0.05", "retry.max_s=0.2", "progress=false",
-             "sweep.concurrency=2", f"hydra.sweep.dir={sweep_dir}"],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        rate_limited = sim.billing("sk-sweep").rate_limited
+    with ProviderSim(rpm=8, window_s=1.0) as sim:
+        out = api_sweep(
+            sweep_dir,
+            sim.base_url,
+            "replicates=8",
+            "sweep.concurrency=8",
+            "retry.max_attempts=8",
+            "retry.initial_s=0.05",
+            "retry.max_s=0.2",
+        )
+        billed = sim.billing("sk-sweep")
     assert out.returncode == 0, out.stderr[-2000:]
+    assert [c.status for c in read_index(sweep_dir).cells] == ["completed"] * 8
+    assert billed.rate_limited >= 8  # a storm: refusals, not a queue
+    assert ledger(sweep_dir) == (billed.billed_requests, billed.total_tokens)  # no call paid twice
     changes = [json.loads(line) for line in (sweep_dir / "limits.jsonl").read_text().splitlines()]
-    assert rate_limited > 0 and any(c["reason"] == "429" and c["new"] < c["old"] for c in changes)
+    assert any(c["reason"] == "429" and c["new"] < c["old"] for c in changes)
     assert "sk-sweep" not in (sweep_dir / "limits.jsonl").read_text()  # a hash of the key, never the key
-    status = subprocess.run(
-        [sys.executable, "-m", "harness.sweep", "status", str(sweep_dir)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    status = status_of(sweep_dir)
     (line,) = [x for x in status.stdout.splitlines() if x.startswith("limiter ")]
-    assert "cut(s) on 429" in line and "2 completed" in status.stdout
+    assert "cut(s) on 429" in line and "8 completed" in status.stdout
+
+
+@pytest.mark.network_loopback
+def test_a_dead_provider_fails_each_cell_in_one_line_and_the_sweep_resumes(tmp_path: Path) -> None:
+    """The provider's port refuses: each cell fails with one line naming the
+    connection error; once the provider is back on that port the sweep resumes
+    to every cell completed, billed exactly what the harness kept."""
+    from provider_sim import ProviderSim
+
+    sweep_dir = tmp_path / "sweep"
+    with ProviderSim() as sim:
+        base_url = sim.base_url
+    port = urlsplit(base_url).port  # nothing listens there now: connections are refused
+    out = api_sweep(
+        sweep_dir,
+        base_url,
+        "llm.temperature=0.2,0.6,1.0",
+        "sweep.concurrency=3",
+        "retry.max_attempts=2",
+        "retry.initial_s=0.05",
+        "retry.max_s=0.1",
+    )
+    assert out.returncode == 1
+    cells = read_index(sweep_dir).cells
+    assert [c.status for c in cells] == ["failed"] * 3
+    for cell in cells:
+        assert cell.error and "\n" not in cell.error and "connection" in cell.error.lower(), cell.error
+        assert (sweep_dir / cell.name / "manifest.json").is_file()  # a run folder to resume
+    table = status_of(sweep_dir).stdout.splitlines()
+    assert [line.split()[1] for line in table[1:4]] == ["failed"] * 3
+    with ProviderSim(port=port) as sim:
+        resumed = subprocess.run(
+            [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
+            cwd=tmp_path,
+            env={**os.environ, "OPENAI_API_KEY": "sk-sweep"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        billed = sim.billing("sk-sweep")
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert [c.status for c in read_index(sweep_dir).cells] == ["completed"] * 3
+    assert ledger(sweep_dir) == (billed.billed_requests, billed.total_tokens)

@@ -31,9 +31,12 @@ from harness.sweep.index import (
 def planned_sweep(sweep_dir: Path, cells: int) -> SweepIndex:
     sweep_dir.mkdir()
     index = SweepIndex(
-        name=sweep_dir.name, launcher="basic", task_overrides=[f"replicates={cells}"], hydra_overrides=[],
+        name=sweep_dir.name,
+        launcher="basic",
+        task_overrides=[f"replicates={cells}"],
+        hydra_overrides=[],
         cells=plan_cells(["model=scripted", "replicate=" + ",".join(map(str, range(cells)))]),
-    )  # fmt: skip
+    )
     write_index(sweep_dir, index, parquet=False)
     (sweep_dir / EVENTS_JSONL).touch()
     return index
@@ -108,9 +111,12 @@ def test_status_of_a_sweep_killed_part_way(tmp_path, capsys):
     assert main(["status", str(sweep_dir)]) == 1
     table = capsys.readouterr().out.splitlines()
     assert [line.split()[:2] for line in table[1:6]] == [
-        [names[0], "completed"], [names[1], "failed"], [names[2], "crashed"],
-        [names[3], "pending"], [names[4], "pending"],
-    ]  # fmt: skip
+        [names[0], "completed"],
+        [names[1], "failed"],
+        [names[2], "crashed"],
+        [names[3], "pending"],
+        [names[4], "pending"],
+    ]
     assert table[-1] == "5 cells: 1 completed, 1 crashed, 1 failed, 2 pending"
     assert rows(current_index(sweep_dir)) == rows(refresh_index(sweep_dir, index, final=False))
     # a sweep from before the cell log: status reads every cell's files instead

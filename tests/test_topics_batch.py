@@ -34,8 +34,12 @@ BASE = ["model=scripted", "progress=false", "format=judge_refine", "rounds=3"]
 def harness(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", *args],
-        cwd=REPO, env=environment(), capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def topics_file(tmp_path: Path) -> Path:
@@ -74,8 +78,10 @@ def test_one_cell_per_topic_resumes_as_a_sweep_and_exports_in_input_order(tmp_pa
     assert "1 completed (skipped), 1 to resume, 1 never started" in resumed.stdout
     index = read_index(sweep_dir)
     assert [(c.status, c.action) for c in index.cells] == [
-        ("completed", "skip"), ("completed", "resume"), ("completed", "run"),
-    ]  # fmt: skip
+        ("completed", "skip"),
+        ("completed", "resume"),
+        ("completed", "run"),
+    ]
     # the resumed cell's transcript and public logs equal the uninterrupted ones
     assert Outcome.of(cells[1]).logs == Outcome.of(whole).logs
     assert harness("harness.verify", str(cells[1])).returncode == 0

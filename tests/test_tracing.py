@@ -99,13 +99,28 @@ def runs_sent(collector: Collector) -> list[dict]:
 def test_a_traced_debate_reaches_the_collector_without_any_key_in_it(collector, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LANGSMITH_", "LANGCHAIN_"))}
     env |= {
-        "LANGSMITH_TRACING": "true", "LANGSMITH_ENDPOINT": collector.url, "LANGSMITH_API_KEY": LANGSMITH_KEY,
-        "LANGSMITH_PROJECT": "drift-harness-test", "OPENAI_API_KEY": MODEL_KEY,
-    }  # fmt: skip
+        "LANGSMITH_TRACING": "true",
+        "LANGSMITH_ENDPOINT": collector.url,
+        "LANGSMITH_API_KEY": LANGSMITH_KEY,
+        "LANGSMITH_PROJECT": "drift-harness-test",
+        "OPENAI_API_KEY": MODEL_KEY,
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "harness.run", "model=scripted", "rounds=1", f"runs_root={tmp_path}", "progress=false"],
-        env=env, capture_output=True, text=True, timeout=120, cwd=REPO,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "harness.run",
+            "model=scripted",
+            "rounds=1",
+            f"runs_root={tmp_path}",
+            "progress=false",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stderr
     run_dir = Path(done.stdout.strip().splitlines()[-1])
 

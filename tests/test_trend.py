@@ -66,16 +66,23 @@ def frame(values: dict[tuple[str, str], list[float]]) -> pd.DataFrame:
 
 def test_trends_is_one_tidy_row_per_agent_and_column():
     rng = np.random.default_rng(2)
-    scores = frame({
-        ("a", "pros"): list(0.1 * np.arange(30) + rng.normal(0, 0.3, 30)),
-        ("a", "cons"): list(rng.normal(0, 0.3, 30)),
-        ("b", "pros"): list(-0.1 * np.arange(30) + rng.normal(0, 0.3, 30)),
-        ("b", "cons"): [1.0, 2.0],
-    })  # fmt: skip
+    scores = frame(
+        {
+            ("a", "pros"): list(0.1 * np.arange(30) + rng.normal(0, 0.3, 30)),
+            ("a", "cons"): list(rng.normal(0, 0.3, 30)),
+            ("b", "pros"): list(-0.1 * np.arange(30) + rng.normal(0, 0.3, 30)),
+            ("b", "cons"): [1.0, 2.0],
+        }
+    )
     out = trends(scores, ["drift_index", "not_there"], alpha=0.01)
     assert list(out.columns) == COLUMNS
     verdict = {(r.run_id, r.team): r.trend for r in out.itertuples()}
-    assert verdict == {("a", "pros"): "up", ("a", "cons"): "none", ("b", "pros"): "down", ("b", "cons"): "none"}  # fmt: skip
+    assert verdict == {
+        ("a", "pros"): "up",
+        ("a", "cons"): "none",
+        ("b", "pros"): "down",
+        ("b", "cons"): "none",
+    }
     assert out.signal.unique().tolist() == ["drift_index"]
 
 

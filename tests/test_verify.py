@@ -108,7 +108,7 @@ def test_a_model_echoing_the_motion_is_not_a_leak(clean):
             is_approved=False,
             feedback=echo,
             draft_id="none",
-        )  # fmt: skip
+        )
     )
     assert echo in (clean / "cons" / "prompts.jsonl").read_text()
     assert verify(clean)[0] == []

@@ -119,7 +119,7 @@ def test_an_unreadable_folder_is_listed_and_explained_never_an_error(tree):
         "/verify/../../x",
         "/compare?a=/etc&b=..",
         "/static/../../etc/passwd",
-    ],  # fmt: skip
+    ],
 )
 def test_urls_cannot_reach_outside_the_root(tree, target):
     status, html = route(Catalog(tree), target)
@@ -173,8 +173,12 @@ def test_the_static_export_is_self_contained_and_writes_no_run_folder(tree, tmp_
 @pytest.mark.network_loopback
 def test_the_cli_serves_on_loopback_and_prints_its_address(tree):
     before = tree_digest(tree)
-    proc = subprocess.Popen([sys.executable, "-m", "harness.view", str(tree), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "harness.view", str(tree), "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         address = re.search(r"http://127\.0\.0\.1:\d+/", line)

@@ -117,10 +117,18 @@ def test_console_scripts_run_resume_verify_export_from_anywhere(venv: Path, tmp_
     assert "Remote work" in (tmp_path / "report.md").read_text()
     # the in-process launcher is found by Hydra's plugin scan of the installed hydra_plugins
     swept = check(
-        [bin_ / "drift-run", "-m", "model=scripted", "rounds=1", "llm.temperature=0.2,0.9",
-         "sweep.concurrency=2", f"hydra.sweep.dir={tmp_path / 'sweep'}", "progress=false"],
+        [
+            bin_ / "drift-run",
+            "-m",
+            "model=scripted",
+            "rounds=1",
+            "llm.temperature=0.2,0.9",
+            "sweep.concurrency=2",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            "progress=false",
+        ],
         cwd,
-    )  # fmt: skip
+    )
     assert "2 cells: 2 completed" in swept
     assert list(cwd.iterdir()) == []  # Hydra wrote nothing of its own into the working folder
 

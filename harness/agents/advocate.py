@@ -56,9 +56,11 @@ class AdvocateAgent:
                 "keep what it credited, repair what it criticised, and argue for the motion as it now stands.\n"
                 "Write JSON with:\n- argument: your argument, three to five sentences"
             )
-        said = "Pro's argument follows as its own message. Answer it point by point" if heard else (
-            "Pro made no valid argument this round. Make the case"
-        )  # fmt: skip
+        said = (
+            "Pro's argument follows as its own message. Answer it point by point"
+            if heard
+            else ("Pro made no valid argument this round. Make the case")
+        )
         return f"{said}, arguing against the motion.\nWrite JSON with:\n- answer: your answer, three to five sentences"
 
     def messages(
@@ -89,14 +91,27 @@ class AdvocateAgent:
         role = self.view.seat.role
         schema = ArgumentOutput if self.phase == "argument" else AnswerOutput
         result = self.ctx.ask(
-            role, AGENT, self.messages(original, motion, round_, heard, briefing), schema,
-            round_=round_, team=team, iteration=0,
-        )  # fmt: skip
+            role,
+            AGENT,
+            self.messages(original, motion, round_, heard, briefing),
+            schema,
+            round_=round_,
+            team=team,
+            iteration=0,
+        )
         if result.value is None:
             return None
         record = TurnRecord(
-            id=rid, round=round_, team=team, role=role, model=self.ctx.spec(role), usage=result.usage,
-            text=getattr(result.value, self.phase), phase=self.phase, alias=self.view.seat.alias,
-            motion=motion, original_motion=original,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            team=team,
+            role=role,
+            model=self.ctx.spec(role),
+            usage=result.usage,
+            text=getattr(result.value, self.phase),
+            phase=self.phase,
+            alias=self.view.seat.alias,
+            motion=motion,
+            original_motion=original,
+        )
         return self.view.shared.append(record)  # type: ignore[return-value]

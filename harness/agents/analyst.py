@@ -30,9 +30,14 @@ class AnalystAgent:
         self.view = view
 
     def messages(
-        self, topic: str, framework: str, round_: int, card: RoleCardRecord,
-        previous: list[Published], tension: str | None,
-    ) -> list[dict[str, str]]:  # fmt: skip
+        self,
+        topic: str,
+        framework: str,
+        round_: int,
+        card: RoleCardRecord,
+        previous: list[Published],
+        tension: str | None,
+    ) -> list[dict[str, str]]:
         alias = self.view.seat.alias
         limit = self.ctx.cfg.memory.max_chars_per_item
         if round_ == 1:
@@ -61,22 +66,38 @@ class AnalystAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
-        self, topic: str, framework: str, round_: int, card: RoleCardRecord,
-        previous: list[Published], tension: str | None,
-    ) -> ThinkingRecord | None:  # fmt: skip
+        self,
+        topic: str,
+        framework: str,
+        round_: int,
+        card: RoleCardRecord,
+        previous: list[Published],
+        tension: str | None,
+    ) -> ThinkingRecord | None:
         rid = record_id(round_, self.view.name, "thinking", 0)
         if (landed := self.view.thinking.get(rid)) is not None:
             return landed  # replay after resume: the record already landed, reuse it
         role = self.view.seat.role
         result = self.ctx.ask(
-            role, "analyst", self.messages(topic, framework, round_, card, previous, tension), AnalystOutput,
-            round_=round_, team=self.view.name, iteration=0,
-        )  # fmt: skip
+            role,
+            "analyst",
+            self.messages(topic, framework, round_, card, previous, tension),
+            AnalystOutput,
+            round_=round_,
+            team=self.view.name,
+            iteration=0,
+        )
         if result.value is None:
             return None  # the schema_failure event says why; nothing is published
         record = ThinkingRecord(
-            id=rid, round=round_, team=self.view.name, role="analyst", iteration=0,
-            model=self.ctx.spec(role), usage=result.usage,
-            scratchpad=result.value.notes, draft=result.value.statement,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            team=self.view.name,
+            role="analyst",
+            iteration=0,
+            model=self.ctx.spec(role),
+            usage=result.usage,
+            scratchpad=result.value.notes,
+            draft=result.value.statement,
+        )
         return self.view.thinking.append(record)

@@ -2,8 +2,10 @@
 
 A search step: given the claim, the debate so far and what its searches
 found this turn, the arguer asks for one more search (and says what to
-look for) or says it is ready to write. The format runs the search tool
-between steps, at most ``format.max_searches`` times a turn.
+look for), for a summary of the collection (the summarize tool: its size,
+and its top passages on the query), or says it is ready to write. The
+format runs the tool between steps; searches and summaries together count
+against ``format.max_searches`` a turn.
 
 The write: the arguer writes its turn from the passages it found, citing
 each by id with the words it quotes. A retry (``format.on_bad_citation=retry``)
@@ -16,24 +18,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from harness.agents.common import JSON_ONLY
+from harness.agents.passages import render_hits, topic_words
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
 from harness.models.structured import CHARS_PER_TOKEN
 from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import Citation, DraftRecord, Published, SearchRecord, Usage, record_id
 
-# Each passage is shown clipped to this; a verse or a paragraph fits whole.
-PASSAGE_CHARS = 320
 MAX_CITATIONS = 2
 
 
+class Tool(NamedTuple):
+    """A search step's request: which tool (search or summarize) and its query (or topic)."""
+
+    name: Literal["search", "summarize"]
+    query: str
+
+
 class SearchStepOutput(BaseModel):
-    action: Literal["search", "write"] = Field(description="search the collection again, or write now")
+    action: Literal["search", "summarize", "write"] = Field(
+        description="search the collection again, ask for its summary, or write now"
+    )
     query: str = Field(min_length=3, max_length=80, description="the words to search for")
 
 
@@ -53,57 +63,15 @@ def write_budget(charlimit: int) -> int:
     return 24 + math.ceil((charlimit + citation_chars) / CHARS_PER_TOKEN)
 
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "with",
-    ]
-)
-
-
-def topic_words(claim: str) -> str:
-    """The claim's content words, as a model that echoes field names needs a query shown to it."""
-    words = [w.strip(".,;:!?\"'()").lower() for w in claim.split()]
-    words = [w.removesuffix("'s") for w in words if w and w not in _STOP]
-    return " ".join(dict.fromkeys(words)) or claim
-
-
-def render_hits(searches: list[SearchRecord]) -> str:
-    lines = []
-    for s in searches:
-        lines.append(f'Search "{s.query}": {len(s.hits)} passage(s)')
-        lines += [f"[{h.id}] ({h.source}) {clip(h.text, PASSAGE_CHARS)}" for h in s.hits]
-    return "\n".join(lines) or "(no searches yet)"
-
-
 class ArguerAgent:
     def __init__(
-        self, ctx: AgentContext, view: SeatMemory, collection: str, max_searches: int,
+        self,
+        ctx: AgentContext,
+        view: SeatMemory,
+        collection: str,
+        max_searches: int,
         check: Callable[[list[Citation]], list[Citation]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.ctx = ctx
         self.check = check  # the citation checker, so a draft lands with its citations marked
         self.view = view
@@ -124,31 +92,44 @@ class ArguerAgent:
 
     def step(
         self, claim: str, round_: int, n: int, recent: list[Published], found: list[SearchRecord]
-    ) -> tuple[str | None, Usage]:
-        """The query of search ``n`` of this turn, or None to write now; and the call's usage."""
+    ) -> tuple[Tool | None, Usage]:
+        """Step ``n`` of this turn: the tool and its query, or None to write now; and the call's usage."""
         left = self.max_searches - n
         user = (
             self._head(claim, recent) + f"Your searches this turn:\n{render_hits(found)}\n"
-            f"You may search {left} more time(s) before you write. Write JSON with:\n"
-            '- action: "search" to search once more, or "write" if the passages above are enough\n'
+            f"You may use the collection {left} more time(s) before you write. Write JSON with:\n"
+            '- action: "search" to search once more, "summarize" for an overview of the collection and '
+            'its top passages on the query, or "write" if the passages above are enough\n'
             f"- query: a few words to look up, naming what the claim is about (such as: {topic_words(claim)})"
         )
         messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
         result = self.ctx.ask(
-            self.view.seat.role, "search_step", messages, SearchStepOutput,
-            round_=round_, team=self.view.name, iteration=n,
-        )  # fmt: skip
+            self.view.seat.role,
+            "search_step",
+            messages,
+            SearchStepOutput,
+            round_=round_,
+            team=self.view.name,
+            iteration=n,
+        )
         out = result.value
         if out is None:  # no valid reply: write now; the schema_failure event counted its cost
             return None, Usage()
         if out.action == "write" or not out.query.strip():
             return None, result.usage
-        return " ".join(out.query.split()), result.usage
+        return Tool(out.action, " ".join(out.query.split())), result.usage
 
     def write(
-        self, claim: str, round_: int, attempt: int, recent: list[Published], found: list[SearchRecord],
-        failed: tuple[DraftRecord, str] | None, max_tokens: int, usage: Usage,
-    ) -> DraftRecord | None:  # fmt: skip
+        self,
+        claim: str,
+        round_: int,
+        attempt: int,
+        recent: list[Published],
+        found: list[SearchRecord],
+        failed: tuple[DraftRecord, str] | None,
+        max_tokens: int,
+        usage: Usage,
+    ) -> DraftRecord | None:
         """The turn's draft of attempt ``attempt``, citations checked; None when no reply validated.
         ``usage`` is what the turn's last search step cost, counted with the draft."""
         rid = record_id(round_, self.view.name, "draft", attempt)
@@ -170,17 +151,31 @@ class ArguerAgent:
         messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
         role = self.view.seat.role
         result = self.ctx.ask(
-            role, "arguer", messages, CitedTurnOutput, round_=round_, team=self.view.name,
-            iteration=attempt, max_tokens=max_tokens,
-        )  # fmt: skip
+            role,
+            "arguer",
+            messages,
+            CitedTurnOutput,
+            round_=round_,
+            team=self.view.name,
+            iteration=attempt,
+            max_tokens=max_tokens,
+        )
         if result.value is None:
             return None  # the schema_failure event says why
         out = result.value
         return self.drafts.append(
             DraftRecord(
-                id=rid, round=round_, team=self.view.name, role=role, iteration=attempt,
-                model=self.ctx.spec(role), usage=usage + result.usage, stage="turn", notes="",
-                text=out.argument, citations=self.check([Citation(id=c.id, quote=c.quote) for c in out.citations]),
+                id=rid,
+                round=round_,
+                team=self.view.name,
+                role=role,
+                iteration=attempt,
+                model=self.ctx.spec(role),
+                usage=usage + result.usage,
+                stage="turn",
+                notes="",
+                text=out.argument,
+                citations=self.check([Citation(id=c.id, quote=c.quote) for c in out.citations]),
                 searches=[s.id for s in found],
             )
-        )  # fmt: skip
+        )

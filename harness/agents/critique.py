@@ -51,9 +51,13 @@ class CritiqueAgent:
         team = self.view.name
         record = CritiqueRecord(
             id=record_id(round_, team, "critique", iteration),
-            round=round_, team=team, role="critique", iteration=iteration,  # type: ignore[arg-type]
-            draft_id=draft_id, **fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+            round=round_,
+            team=team,
+            role="critique",
+            iteration=iteration,  # type: ignore[arg-type]
+            draft_id=draft_id,
+            **fields,  # type: ignore[arg-type]
+        )
         return self.view.critique.append(record)
 
     def __call__(
@@ -64,26 +68,45 @@ class CritiqueAgent:
             return landed  # replay after resume: the record already landed, reuse it
         if draft is None:
             return self._record(
-                round_, iteration, "none", is_approved=False, fallback=True,
+                round_,
+                iteration,
+                "none",
+                is_approved=False,
+                fallback=True,
                 feedback="No valid draft was produced; reply with the required JSON fields.",
-            )  # fmt: skip
+            )
         if self.ctx.cfg.critic.approve_all:  # the no-critic control: no model reads the draft
             return self._record(round_, iteration, draft.id, is_approved=True, feedback=APPROVED_UNREAD)
         team = self.view.name
         result = self.ctx.ask(
-            "critic", "critique", self.messages(topic, draft), CritiqueOutput,
-            round_=round_, team=team, iteration=iteration,
-        )  # fmt: skip
+            "critic",
+            "critique",
+            self.messages(topic, draft),
+            CritiqueOutput,
+            round_=round_,
+            team=team,
+            iteration=iteration,
+        )
         spec = self.ctx.spec("critic")
         if result.value is None:
             approve = self.ctx.cfg.critic.on_schema_failure == "approve"
             return self._record(
-                round_, iteration, draft.id, is_approved=approve, fallback=True,
-                feedback="critic reply failed validation", model=spec,
-            )  # fmt: skip
+                round_,
+                iteration,
+                draft.id,
+                is_approved=approve,
+                fallback=True,
+                feedback="critic reply failed validation",
+                model=spec,
+            )
         out = result.value
         return self._record(
-            round_, iteration, draft.id, is_approved=out.is_approved,
-            feedback=out.critique_feedback, revised_argument=out.revised_argument,
-            model=spec, usage=result.usage,
-        )  # fmt: skip
+            round_,
+            iteration,
+            draft.id,
+            is_approved=out.is_approved,
+            feedback=out.critique_feedback,
+            revised_argument=out.revised_argument,
+            model=spec,
+            usage=result.usage,
+        )

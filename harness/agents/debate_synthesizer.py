@@ -38,9 +38,14 @@ class DebateSynthesizerAgent:
         self.log = log
 
     def __call__(
-        self, claim: str, round_: int, close_reason: str, turns: list[Published],
-        grounding: dict[str, str], notes: list[NoteRecord],
-    ) -> SynthesisRecord:  # fmt: skip
+        self,
+        claim: str,
+        round_: int,
+        close_reason: str,
+        turns: list[Published],
+        grounding: dict[str, str],
+        notes: list[NoteRecord],
+    ) -> SynthesisRecord:
         rid = record_id(round_, None, "synthesis", 0)
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
@@ -72,7 +77,13 @@ class DebateSynthesizerAgent:
             text, usage = "No synthesis: the synthesiser's reply failed validation.", Usage()
         return self.log.append(
             SynthesisRecord(
-                id=rid, round=round_, role="synthesizer", model=self.ctx.spec("synthesizer"), usage=usage,
-                text=text, close_reason=close_reason, fallback=out is None,
+                id=rid,
+                round=round_,
+                role="synthesizer",
+                model=self.ctx.spec("synthesizer"),
+                usage=usage,
+                text=text,
+                close_reason=close_reason,
+                fallback=out is None,
             )
-        )  # fmt: skip
+        )

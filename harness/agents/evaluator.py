@@ -27,13 +27,15 @@ FALLBACK_EVALUATION = "The judge's reply failed validation; the motion stands un
 # motion, cut off mid-word (seen on SmolLM2).
 class EvaluationOutput(BaseModel):
     evaluation: str = Field(
-        min_length=20, max_length=500,
+        min_length=20,
+        max_length=500,
         description="how well each side argued: what held up, what did not, and why",
-    )  # fmt: skip
+    )
     synthesis: str = Field(
-        min_length=15, max_length=240,
+        min_length=15,
+        max_length=240,
         description="the refined motion: one sentence that keeps what survived the debate",
-    )  # fmt: skip
+    )
 
 
 class EvaluatorAgent:
@@ -43,9 +45,14 @@ class EvaluatorAgent:
         self.preset = preset
 
     def messages(
-        self, original: str, motion: str, round_: int, final: bool, turns: dict[str, Published | None],
+        self,
+        original: str,
+        motion: str,
+        round_: int,
+        final: bool,
+        turns: dict[str, Published | None],
         briefing: str | None,
-    ) -> list[dict[str, str]]:  # fmt: skip
+    ) -> list[dict[str, str]]:
         limit = self.ctx.cfg.memory.max_chars_per_item
         refined = f"(It refines the original motion: {original})\n" if motion != original else ""
         silent = [f"{alias} made no valid turn this round." for alias, t in turns.items() if t is None]
@@ -72,26 +79,44 @@ class EvaluatorAgent:
         ]
 
     def __call__(
-        self, original: str, motion: str, round_: int, final: bool, turns: dict[str, Published | None],
+        self,
+        original: str,
+        motion: str,
+        round_: int,
+        final: bool,
+        turns: dict[str, Published | None],
         briefing: str | None,
-    ) -> EvaluationRecord:  # fmt: skip
+    ) -> EvaluationRecord:
         """The evaluation of ``round_``; ``turns`` maps each debater's alias to its
         turn, in speaking order (None: its reply never validated)."""
         rid = record_id(round_, None, "evaluation", 0)
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         result = self.ctx.ask(
-            "judge", "judge", self.messages(original, motion, round_, final, turns, briefing),
-            EvaluationOutput, round_=round_, team=None, iteration=0,
-        )  # fmt: skip
+            "judge",
+            "judge",
+            self.messages(original, motion, round_, final, turns, briefing),
+            EvaluationOutput,
+            round_=round_,
+            team=None,
+            iteration=0,
+        )
         if result.value is not None:
             evaluation, synthesis = result.value.evaluation, result.value.synthesis
             usage, fallback = result.usage, False
         else:  # the failure's cost is on its schema_failure event
             evaluation, synthesis, usage, fallback = FALLBACK_EVALUATION, motion, Usage(), True
         record = EvaluationRecord(
-            id=rid, round=round_, role="judge", model=self.ctx.spec("judge"), usage=usage,
-            evaluation=evaluation, synthesis=synthesis, motion=motion, original_motion=original,
-            final=final, fallback=fallback,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            role="judge",
+            model=self.ctx.spec("judge"),
+            usage=usage,
+            evaluation=evaluation,
+            synthesis=synthesis,
+            motion=motion,
+            original_motion=original,
+            final=final,
+            fallback=fallback,
+        )
         return self.log.append(record)

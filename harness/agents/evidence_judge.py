@@ -32,9 +32,13 @@ class EvidenceJudgeAgent:
         self.log = log
 
     def __call__(
-        self, claim: str, round_: int, turns: list[Published], grounding: dict[str, str],
+        self,
+        claim: str,
+        round_: int,
+        turns: list[Published],
+        grounding: dict[str, str],
         notes: list[NoteRecord],
-    ) -> VerdictRecord:  # fmt: skip
+    ) -> VerdictRecord:
         rid = record_id(round_, None, "verdict", 0)
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
@@ -51,9 +55,16 @@ class EvidenceJudgeAgent:
         out = result.value
         return self.log.append(
             VerdictRecord(
-                id=rid, round=round_, role="judge", model=self.ctx.spec("synthesizer"),
-                usage=result.usage if out else Usage(), by="judge", winner=out.winner if out else None,
-                justification=out.justification if out else "No verdict: the judge's reply failed validation.",
+                id=rid,
+                round=round_,
+                role="judge",
+                model=self.ctx.spec("synthesizer"),
+                usage=result.usage if out else Usage(),
+                by="judge",
+                winner=out.winner if out else None,
+                justification=out.justification
+                if out
+                else "No verdict: the judge's reply failed validation.",
                 fallback=out is None,
             )
-        )  # fmt: skip
+        )

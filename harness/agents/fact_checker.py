@@ -56,23 +56,45 @@ class FactCheckerAgent:
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         result = self.ctx.ask(
-            "fact_checker", "fact_checker", self.messages(motion, alias, draft), FactCheckOutput,
-            round_=draft.round, team=seat, iteration=draft.iteration,
-        )  # fmt: skip
+            "fact_checker",
+            "fact_checker",
+            self.messages(motion, alias, draft),
+            FactCheckOutput,
+            round_=draft.round,
+            team=seat,
+            iteration=draft.iteration,
+        )
         if result.value is not None:
             out = result.value
-            fields = {"verdict": out.verdict, "claims": out.claims,
-                      "justification": out.justification, "evidence": out.evidence}  # fmt: skip
+            fields = {
+                "verdict": out.verdict,
+                "claims": out.claims,
+                "justification": out.justification,
+                "evidence": out.evidence,
+            }
             usage, fallback = result.usage, False
         else:
-            fields = {"verdict": "pass", "claims": [], "evidence": [],
-                      "justification": "the fact-checker's reply failed validation; passed unchecked"}  # fmt: skip
+            fields = {
+                "verdict": "pass",
+                "claims": [],
+                "evidence": [],
+                "justification": "the fact-checker's reply failed validation; passed unchecked",
+            }
             usage, fallback = Usage(), True
         failed = fields["verdict"] == "fail"
         record = FactCheckRecord(
-            id=rid, round=draft.round, team=seat, role="fact_checker", iteration=draft.iteration,
-            model=self.ctx.spec("fact_checker"), usage=usage, stage=draft.stage, draft_id=draft.id,
-            strike=strikes_before + 1 if failed else 0, fallback=fallback, grounded=False,
+            id=rid,
+            round=draft.round,
+            team=seat,
+            role="fact_checker",
+            iteration=draft.iteration,
+            model=self.ctx.spec("fact_checker"),
+            usage=usage,
+            stage=draft.stage,
+            draft_id=draft.id,
+            strike=strikes_before + 1 if failed else 0,
+            fallback=fallback,
+            grounded=False,
             **fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
         return self.log.append(record)

@@ -81,9 +81,12 @@ def parse_citations(text: str) -> list[Citation]:
 
 class HumanArguer:
     def __init__(
-        self, model: Any, view: SeatMemory, notes: JsonlLog[NoteRecord],
+        self,
+        model: Any,
+        view: SeatMemory,
+        notes: JsonlLog[NoteRecord],
         check: Callable[[list[Citation]], list[Citation]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.console = model.console
         self.view = view
         self.notes = notes
@@ -101,9 +104,15 @@ class HumanArguer:
         self.console.show("(noted for the synthesiser)")
 
     def __call__(
-        self, claim: str, round_: int, attempt: int, recent: list[Published], found: list[SearchRecord],
-        search: Callable[[int, str], SearchRecord], max_searches: int,
-    ) -> DraftRecord:  # fmt: skip
+        self,
+        claim: str,
+        round_: int,
+        attempt: int,
+        recent: list[Published],
+        found: list[SearchRecord],
+        search: Callable[[int, str], SearchRecord],
+        max_searches: int,
+    ) -> DraftRecord:
         rid = record_id(round_, self.view.name, "draft", attempt)
         if (landed := self.drafts.get(rid)) is not None:
             return landed  # replay after resume
@@ -130,11 +139,19 @@ class HumanArguer:
         line = read_turn(self.console, seat.alias, round_, command, HELP)
         return self.drafts.append(
             DraftRecord(
-                id=rid, round=round_, team=self.view.name, role=seat.role, iteration=attempt, model="human",
-                stage="turn", notes="", text=line, citations=self.check(parse_citations(line)),
+                id=rid,
+                round=round_,
+                team=self.view.name,
+                role=seat.role,
+                iteration=attempt,
+                model="human",
+                stage="turn",
+                notes="",
+                text=line,
+                citations=self.check(parse_citations(line)),
                 searches=[s.id for s in found],
             )
-        )  # fmt: skip
+        )
 
 
 DRIFT_HELP = "/quit  stop (resume later)   anything else is your argument, which the critic reviews"
@@ -154,16 +171,28 @@ class HumanDebater:
             return landed
         return self.view.persona.append(
             PersonaRecord(
-                id=rid, round=round_, team=self.view.name, role="persona", iteration=iteration, model="human",
-                decision="keep" if round_ > 1 or iteration else "initial", version=1,
-                persona=f"{self.view.seat.alias}, played by a person", rationale="a person plays this team",
+                id=rid,
+                round=round_,
+                team=self.view.name,
+                role="persona",
+                iteration=iteration,
+                model="human",
+                decision="keep" if round_ > 1 or iteration else "initial",
+                version=1,
+                persona=f"{self.view.seat.alias}, played by a person",
+                rationale="a person plays this team",
             )
-        )  # fmt: skip
+        )
 
     def draft(
-        self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None,
+        self,
+        topic: str,
+        round_: int,
+        iteration: int,
+        persona: PersonaRecord,
+        feedback: str | None,
         recent: list[Published],
-    ) -> ThinkingRecord:  # fmt: skip
+    ) -> ThinkingRecord:
         rid = record_id(round_, self.view.name, "thinking", iteration)
         if (landed := self.view.thinking.get(rid)) is not None:
             return landed  # replay after resume
@@ -183,7 +212,14 @@ class HumanDebater:
         line = read_turn(self.console, seat.alias, round_, command, DRIFT_HELP)
         return self.view.thinking.append(
             ThinkingRecord(
-                id=rid, round=round_, team=self.view.name, role="thinking", iteration=iteration, model="human",
-                scratchpad="", draft=line, persona_id=persona.id,
+                id=rid,
+                round=round_,
+                team=self.view.name,
+                role="thinking",
+                iteration=iteration,
+                model="human",
+                scratchpad="",
+                draft=line,
+                persona_id=persona.id,
             )
-        )  # fmt: skip
+        )

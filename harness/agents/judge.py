@@ -65,20 +65,33 @@ class JudgeAgent:
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         result = self.ctx.ask(
-            "judge", "judge", self.messages(topic, framework, round_, summaries, statements), JudgeOutput,
-            round_=round_, team=None, iteration=0,
-        )  # fmt: skip
+            "judge",
+            "judge",
+            self.messages(topic, framework, round_, summaries, statements),
+            JudgeOutput,
+            round_=round_,
+            team=None,
+            iteration=0,
+        )
         if result.value is not None:
             out = result.value
             fields = {"decision": out.decision, "reason": out.reason, "tension": out.tension}
             usage, fallback = result.usage, False
         else:
             previous = self.log.last()
-            fields = {"decision": "CONTINUE", "reason": "judge reply failed validation",
-                      "tension": previous.tension if previous else ""}  # fmt: skip
+            fields = {
+                "decision": "CONTINUE",
+                "reason": "judge reply failed validation",
+                "tension": previous.tension if previous else "",
+            }
             usage, fallback = Usage(), True
         record = DecisionRecord(
-            id=rid, round=round_, role="judge", model=self.ctx.spec("judge"), usage=usage,
-            fallback=fallback, **fields,  # type: ignore[arg-type]
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            role="judge",
+            model=self.ctx.spec("judge"),
+            usage=usage,
+            fallback=fallback,
+            **fields,  # type: ignore[arg-type]
+        )
         return self.log.append(record)

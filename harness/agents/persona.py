@@ -59,9 +59,14 @@ class PersonaAgent:
         if (landed := self.view.persona.get(rid)) is not None:
             return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
-            self.view.seat.role, "persona", self.messages(topic, round_, feedback), PersonaOutput,
-            round_=round_, team=team, iteration=iteration,
-        )  # fmt: skip
+            self.view.seat.role,
+            "persona",
+            self.messages(topic, round_, feedback),
+            PersonaOutput,
+            round_=round_,
+            team=team,
+            iteration=iteration,
+        )
         previous = self.view.persona.last()
         version = previous.version if previous else 0
         if result.value is None:
@@ -75,9 +80,15 @@ class PersonaAgent:
                 version += 1
         record = PersonaRecord(
             id=rid,
-            round=round_, team=team, role="persona", iteration=iteration,  # type: ignore[arg-type]
+            round=round_,
+            team=team,
+            role="persona",
+            iteration=iteration,  # type: ignore[arg-type]
             model=self.ctx.spec(self.view.seat.role),
             usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
-            decision=decision, persona=persona, rationale=rationale, version=max(version, 1),
-        )  # fmt: skip
+            decision=decision,
+            persona=persona,
+            rationale=rationale,
+            version=max(version, 1),
+        )
         return self.view.persona.append(record)

@@ -61,17 +61,30 @@ class ProbeAgent:
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
         result = self.ctx.ask(
-            self.view.seat.role, PROBE_ROLE, self.messages(topic, round_, persona, probe), ProbeOutput,
-            round_=round_, team=team, iteration=index,
-        )  # fmt: skip
+            self.view.seat.role,
+            PROBE_ROLE,
+            self.messages(topic, round_, persona, probe),
+            ProbeOutput,
+            round_=round_,
+            team=team,
+            iteration=index,
+        )
         reply = result.value.reply if result.value is not None else None
         record = ProbeRecord(
-            id=rid, round=round_, team=team, role=PROBE_ROLE, iteration=index,
+            id=rid,
+            round=round_,
+            team=team,
+            role=PROBE_ROLE,
+            iteration=index,
             model=self.ctx.spec(self.view.seat.role),
             usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
-            probe=probe.name, instruction=probe.instruction, question=probe.question,
-            checker=probe.checker, params=probe.params, reply=reply,
+            probe=probe.name,
+            instruction=probe.instruction,
+            question=probe.question,
+            checker=probe.checker,
+            params=probe.params,
+            reply=reply,
             passed=probe.check(reply, self.asker) if reply is not None else None,
             persona_id=current.id if current else None,
-        )  # fmt: skip
+        )
         return self.log.append(record)

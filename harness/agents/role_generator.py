@@ -94,9 +94,14 @@ class RoleGeneratorAgent:
             return [card for card in landed if card is not None]  # replay after resume
         generated = [s for s in seats if s != disruptor]
         result = self.ctx.ask(
-            "role_generator", "role_generator", self.messages(topic, framework, len(generated)),
-            roles_schema(len(generated)), round_=0, team=None, iteration=0,
-        )  # fmt: skip
+            "role_generator",
+            "role_generator",
+            self.messages(topic, framework, len(generated)),
+            roles_schema(len(generated)),
+            round_=0,
+            team=None,
+            iteration=0,
+        )
         cards = list(getattr(result.value, "roles", []))
         spec = self.ctx.spec("role_generator")
         out = []
@@ -112,8 +117,15 @@ class RoleGeneratorAgent:
                 # the one call's cost (repairs included), counted once
                 usage = result.usage if seat == generated[0] else Usage()
             record = RoleCardRecord(
-                id=ids[i], round=0, team=seat, role="role_generator", model=model, usage=usage,
-                disruptor=seat == disruptor, fallback=fallback, **fields,  # type: ignore[arg-type]
-            )  # fmt: skip
+                id=ids[i],
+                round=0,
+                team=seat,
+                role="role_generator",
+                model=model,
+                usage=usage,
+                disruptor=seat == disruptor,
+                fallback=fallback,
+                **fields,  # type: ignore[arg-type]
+            )
             out.append(self.log.append(record))
         return out

@@ -42,9 +42,13 @@ class SpeakerAgent:
         self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
 
     def messages(
-        self, motion: str, stage: str, round_: int, recent: list[Published],
+        self,
+        motion: str,
+        stage: str,
+        round_: int,
+        recent: list[Published],
         failed: tuple[DraftRecord, FactCheckRecord] | None,
-    ) -> list[dict[str, str]]:  # fmt: skip
+    ) -> list[dict[str, str]]:
         seat = self.view.seat
         limit = self.ctx.cfg.memory.max_chars_per_item
         system = f"You are {seat.alias} in a moderated debate, arguing {seat.stance}. {JSON_ONLY}"
@@ -52,10 +56,13 @@ class SpeakerAgent:
         if failed is not None:
             draft, check = failed
             claims = "; ".join(clip(c, 160) for c in check.claims) or "(none named)"
+            # a grounded check's evidence: the passages that contradict the draft
+            passages = "".join(f"{line}\n" for line in check.evidence) if check.grounded else ""
             retry = (
                 f"The fact-checker FAILED your previous draft of this speech:\n{clip(draft.text, limit)}\n"
                 f"Claims it checked: {claims}\nWhy it failed: {clip(check.justification, limit)}\n"
-                "Rewrite the speech so that every claim is accurate and supported.\n"
+                + (f"The passages that contradict it:\n{passages}" if passages else "")
+                + "Rewrite the speech so that every claim is accurate and supported.\n"
             )
         user = (
             f"Motion: {motion}\nSpeech {round_}, stage: {stage}. {STAGE_TASKS[stage]}\n"
@@ -67,24 +74,41 @@ class SpeakerAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
-        self, motion: str, stage: str, round_: int, attempt: int, recent: list[Published],
+        self,
+        motion: str,
+        stage: str,
+        round_: int,
+        attempt: int,
+        recent: list[Published],
         failed: tuple[DraftRecord, FactCheckRecord] | None,
-    ) -> DraftRecord | None:  # fmt: skip
+    ) -> DraftRecord | None:
         """The draft of attempt ``attempt``; None when no reply validated."""
         rid = record_id(round_, self.view.name, "draft", attempt)
         if (landed := self.drafts.get(rid)) is not None:
             return landed  # replay after resume
         role = self.view.seat.role
         result = self.ctx.ask(
-            role, "speaker", self.messages(motion, stage, round_, recent, failed), SpeechOutput,
-            round_=round_, team=self.view.name, iteration=attempt,
-        )  # fmt: skip
+            role,
+            "speaker",
+            self.messages(motion, stage, round_, recent, failed),
+            SpeechOutput,
+            round_=round_,
+            team=self.view.name,
+            iteration=attempt,
+        )
         if result.value is None:
             return None  # the schema_failure event says why
         # role: the model role that answered (pro, con), so usage adds up per role
         record = DraftRecord(
-            id=rid, round=round_, team=self.view.name, role=role, iteration=attempt,
-            model=self.ctx.spec(role), usage=result.usage, stage=stage,
-            notes=result.value.notes, text=result.value.speech,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            team=self.view.name,
+            role=role,
+            iteration=attempt,
+            model=self.ctx.spec(role),
+            usage=result.usage,
+            stage=stage,
+            notes=result.value.notes,
+            text=result.value.speech,
+        )
         return self.drafts.append(record)

@@ -41,9 +41,14 @@ class SummarizerAgent:
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         result = self.ctx.ask(
-            "summarizer", "summarizer", self.messages(topic, round_, statements), SummaryOutput,
-            round_=round_, team=None, iteration=0,
-        )  # fmt: skip
+            "summarizer",
+            "summarizer",
+            self.messages(topic, round_, statements),
+            SummaryOutput,
+            round_=round_,
+            team=None,
+            iteration=0,
+        )
         if result.value is not None:
             text, fallback, usage = result.value.summary, False, result.usage
         else:
@@ -54,7 +59,12 @@ class SummarizerAgent:
                 Usage(),
             )
         record = SummaryRecord(
-            id=rid, round=round_, role="summarizer", model=self.ctx.spec("summarizer"),
-            usage=usage, text=text, fallback=fallback,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            role="summarizer",
+            model=self.ctx.spec("summarizer"),
+            usage=usage,
+            text=text,
+            fallback=fallback,
+        )
         return self.log.append(record)

@@ -30,9 +30,13 @@ class SynthesizerAgent:
         self.log = log
 
     def messages(
-        self, topic: str, framework: str, summaries: list[SummaryRecord], statements: list[Published],
+        self,
+        topic: str,
+        framework: str,
+        summaries: list[SummaryRecord],
+        statements: list[Published],
         tension: str | None,
-    ) -> list[dict[str, str]]:  # fmt: skip
+    ) -> list[dict[str, str]]:
         limit = self.ctx.cfg.memory.max_chars_per_item
         recap = "\n".join(f"[round {s.round}] {s.text}" for s in summaries) or "(none)"
         user = (
@@ -48,16 +52,27 @@ class SynthesizerAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
-        self, topic: str, framework: str, round_: int, close_reason: str, summaries: list[SummaryRecord],
-        statements: list[Published], tension: str | None,
-    ) -> SynthesisRecord:  # fmt: skip
+        self,
+        topic: str,
+        framework: str,
+        round_: int,
+        close_reason: str,
+        summaries: list[SummaryRecord],
+        statements: list[Published],
+        tension: str | None,
+    ) -> SynthesisRecord:
         rid = record_id(round_, None, "synthesis", 0)
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         result = self.ctx.ask(
-            "synthesizer", "synthesizer", self.messages(topic, framework, summaries, statements, tension),
-            SynthesisOutput, round_=round_, team=None, iteration=0,
-        )  # fmt: skip
+            "synthesizer",
+            "synthesizer",
+            self.messages(topic, framework, summaries, statements, tension),
+            SynthesisOutput,
+            round_=round_,
+            team=None,
+            iteration=0,
+        )
         if result.value is not None:
             out = result.value
             text, fallback, usage = (
@@ -72,7 +87,13 @@ class SynthesizerAgent:
             )
             fallback, usage = True, Usage()
         record = SynthesisRecord(
-            id=rid, round=round_, role="synthesizer", model=self.ctx.spec("synthesizer"), usage=usage,
-            text=text, close_reason=close_reason, fallback=fallback,
-        )  # fmt: skip
+            id=rid,
+            round=round_,
+            role="synthesizer",
+            model=self.ctx.spec("synthesizer"),
+            usage=usage,
+            text=text,
+            close_reason=close_reason,
+            fallback=fallback,
+        )
         return self.log.append(record)

@@ -65,15 +65,26 @@ class ThinkingAgent:
         if (landed := self.view.thinking.get(rid)) is not None:
             return landed  # replay after resume: the record already landed, reuse it
         result = self.ctx.ask(
-            self.view.seat.role, "thinking", self.messages(topic, round_, persona, feedback), ThinkingOutput,
-            round_=round_, team=team, iteration=iteration,
-        )  # fmt: skip
+            self.view.seat.role,
+            "thinking",
+            self.messages(topic, round_, persona, feedback),
+            ThinkingOutput,
+            round_=round_,
+            team=team,
+            iteration=iteration,
+        )
         if result.value is None:
             return None
         record = ThinkingRecord(
             id=rid,
-            round=round_, team=team, role="thinking", iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(self.view.seat.role), usage=result.usage,
-            scratchpad=result.value.scratchpad, draft=result.value.argument, persona_id=persona.id,
-        )  # fmt: skip
+            round=round_,
+            team=team,
+            role="thinking",
+            iteration=iteration,  # type: ignore[arg-type]
+            model=self.ctx.spec(self.view.seat.role),
+            usage=result.usage,
+            scratchpad=result.value.scratchpad,
+            draft=result.value.argument,
+            persona_id=persona.id,
+        )
         return self.view.thinking.append(record)

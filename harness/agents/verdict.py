@@ -54,16 +54,21 @@ class VerdictAgent:
         self.log = log
 
     def messages(
-        self, motion: str, speeches: list[Published], checks: list[FactCheckRecord],
-        strikes: dict[str, int], aliases: dict[str, str],
-    ) -> list[dict[str, str]]:  # fmt: skip
+        self,
+        motion: str,
+        speeches: list[Published],
+        checks: list[FactCheckRecord],
+        strikes: dict[str, int],
+        aliases: dict[str, str],
+    ) -> list[dict[str, str]]:
         limit = self.ctx.cfg.memory.max_chars_per_item
         criteria = self.ctx.cfg.format.criteria
         heard = "\n".join(f"[{p.alias or p.team}, {p.phase}] {clip(p.text, limit)}" for p in speeches)
         failed = [c for c in checks if c.verdict == "fail"][-4:]
         history = ", ".join(f"{aliases[s]}: {n} strike(s)" for s, n in strikes.items())
-        reasons = "\n".join(f"- {aliases.get(c.team or '', c.team)} ({c.stage}): {clip(c.justification, 200)}"
-                            for c in failed)  # fmt: skip
+        reasons = "\n".join(
+            f"- {aliases.get(c.team or '', c.team)} ({c.stage}): {clip(c.justification, 200)}" for c in failed
+        )
         user = (
             f"Motion: {motion}\nThe debate's speeches:\n{heard or '(none)'}\n"
             f"Fact-check history: {history}\n{reasons}\n"
@@ -76,24 +81,38 @@ class VerdictAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
-        self, motion: str, round_: int, speeches: list[Published], checks: list[FactCheckRecord],
-        strikes: dict[str, int], aliases: dict[str, str],
-    ) -> VerdictRecord:  # fmt: skip
+        self,
+        motion: str,
+        round_: int,
+        speeches: list[Published],
+        checks: list[FactCheckRecord],
+        strikes: dict[str, int],
+        aliases: dict[str, str],
+    ) -> VerdictRecord:
         rid = record_id(round_, None, "verdict", 0)
         if (landed := self.log.get(rid)) is not None:
             return landed  # replay after resume
         schema = verdict_schema(tuple(aliases), tuple(self.ctx.cfg.format.criteria))
         result = self.ctx.ask(
-            "judge", "judge", self.messages(motion, speeches, checks, strikes, aliases), schema,
-            round_=round_, team=None, iteration=0,
-        )  # fmt: skip
+            "judge",
+            "judge",
+            self.messages(motion, speeches, checks, strikes, aliases),
+            schema,
+            round_=round_,
+            team=None,
+            iteration=0,
+        )
         out: Any = result.value
         record = VerdictRecord(
-            id=rid, round=round_, role="judge", model=self.ctx.spec("judge"), by="judge",
+            id=rid,
+            round=round_,
+            role="judge",
+            model=self.ctx.spec("judge"),
+            by="judge",
             usage=result.usage if out is not None else Usage(),
             winner=out.winner if out is not None else None,
             scores=out.scores.model_dump() if out is not None else {},
             justification=out.justification if out is not None else "the judge's reply failed validation",
             fallback=out is None,
-        )  # fmt: skip
+        )
         return self.log.append(record)

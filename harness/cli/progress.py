@@ -5,6 +5,7 @@ when a run ends."""
 from __future__ import annotations
 
 from harness.engine.progress import Progress
+from harness.models.prices import format_usd
 from harness.store.records import RunManifest
 
 __all__ = ["Progress", "summary_line"]
@@ -23,6 +24,7 @@ def summary_line(manifest: RunManifest, rounds: int) -> str:
             f"{manifest.status}: rounds {c.rounds_completed}/{rounds}",
             *parts,
             f"tokens {c.input_tokens} in / {c.output_tokens} out",
+            f"cost {format_usd(c.cost_usd)}",
             f"wall {manifest.wall_s:.1f}s",
         ]
     )

@@ -9,13 +9,24 @@ from harness.cli.console import say
 from harness.cli.progress import summary_line
 from harness.engine.execute import RunResult
 
+# A run a budget stopped: resumable like an interrupted one (130), but not a
+# Ctrl-C, so a sweep goes on with its other cells (EX_TEMPFAIL: try again later).
+BUDGET_EXIT = 75
+
 
 def report(result: RunResult) -> int:
     """Print the summary and the run folder (last line); exit code by status."""
     manifest = result.manifest
     if result.note:
         say(result.note, sys.stderr)
-    if manifest.status == "interrupted":
+    if manifest.status == "interrupted" and (manifest.stop_reason or "").startswith("budget"):
+        say(
+            f"stopped after round {manifest.counts.rounds_completed}, before a call that could cross the "
+            f"{manifest.stop_reason}; raise it and resume: python -m harness.resume {result.run_dir} "
+            f"budget.usd=<more> (or budget.tokens=<more>)",
+            sys.stderr,
+        )
+    elif manifest.status == "interrupted":
         say(
             f"interrupted after round {manifest.counts.rounds_completed}; "
             f"resume with: python -m harness.resume {result.run_dir}",
@@ -23,4 +34,6 @@ def report(result: RunResult) -> int:
         )
     say(summary_line(manifest, result.rounds), sys.stdout)
     say(str(result.run_dir), sys.stdout)
-    return 130 if manifest.status == "interrupted" else 0
+    if manifest.status != "interrupted":
+        return 0
+    return BUDGET_EXIT if (manifest.stop_reason or "").startswith("budget") else 130

@@ -15,17 +15,23 @@ and model.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
+from harness.engine.budget import BudgetExhausted, Budgets
+from harness.engine.otel import traced_agent, traced_call
 from harness.models.base import ChatModel, Completion, Message, ModelRequest
+from harness.models.limiter import estimate_tokens
+from harness.models.prices import PriceTable
 from harness.models.retry import call_with_retry, error_info
-from harness.models.structured import StructuredResult, generate_structured
+from harness.models.structured import StructuredResult, generate_structured, usage_of
 from harness.schema import Config
 from harness.store.memory import JsonlLog, RunMemory
 from harness.store.records import (
@@ -83,10 +89,23 @@ class RoleModel:
     model: ChatModel
     temperature: float
     max_tokens: int
+    prices: PriceTable | None = None  # None: no dollars are counted (cost left at 0)
 
     @property
     def spec(self) -> str:
         return self.model.spec
+
+    def priced(self, completion: Completion) -> Completion:
+        """``completion`` with its dollars from the price table (None: unknown)."""
+        if self.prices is None:
+            return completion
+        return dataclasses.replace(completion, cost_usd=self.prices.cost(self.spec, completion))
+
+    def worst_case(self, request: ModelRequest) -> tuple[float | None, int]:
+        """What a call could cost at most: (dollars, tokens), the whole reply allowance used."""
+        prompt = estimate_tokens(request.messages, 0)
+        usd = self.prices.estimate(self.spec, prompt, request.max_tokens) if self.prices else 0.0
+        return usd, prompt + request.max_tokens
 
 
 @dataclass
@@ -112,7 +131,7 @@ def request_sha(request: ModelRequest) -> str:
 # Events of one attempt at a call. A call re-made after a resume may fail
 # again at the same position; that is a new attempt, and its event must land
 # beside the first one rather than be refused as a replayed copy of it.
-ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart", "replay_mismatch"})
+ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart", "replay_mismatch", "budget"})
 
 
 def redo_id(rid: str, n: int) -> str:
@@ -126,6 +145,9 @@ class EventLog:
 
     def __init__(self, log: JsonlLog[EventRecord]) -> None:
         self._log = log
+        # set while one step's calls run together (harness.engine.fanout): it
+        # writes each call's events in seat order, whichever call is quicker
+        self.gate: Callable[[Callable[[], object]], None] | None = None
 
     def get(self, rid: str) -> EventRecord | None:
         return self._log.get(rid)
@@ -149,24 +171,31 @@ class EventLog:
         usage: Usage | None = None,
         model: str | None = None,
         **data: Any,
-    ) -> EventRecord:
-        if kind in ATTEMPT_EVENTS:
-            n = self._free_n(round_, team, role, iteration, kind, n)
-        return self._log.append(
-            EventRecord(
-                id=record_id(round_, team, role, iteration, kind, n),
-                round=round_,
-                team=team,  # type: ignore[arg-type]
-                role=role,
-                iteration=iteration,
-                model=model,
-                event=kind,
-                detail=detail,
-                error=error,
-                usage=usage or Usage(),
-                data=data,
+    ) -> EventRecord | None:
+        """The event as written; None while a fan-out's gate holds it for its turn."""
+
+        def write() -> EventRecord:  # the free id is looked up when the event is written
+            free = self._free_n(round_, team, role, iteration, kind, n) if kind in ATTEMPT_EVENTS else n
+            return self._log.append(
+                EventRecord(
+                    id=record_id(round_, team, role, iteration, kind, free),
+                    round=round_,
+                    team=team,  # type: ignore[arg-type]
+                    role=role,
+                    iteration=iteration,
+                    model=model,
+                    event=kind,
+                    detail=detail,
+                    error=error,
+                    usage=usage or Usage(),
+                    data=data,
+                )
             )
-        )
+
+        if self.gate is None:
+            return write()
+        self.gate(write)
+        return None
 
 
 @dataclass
@@ -181,6 +210,7 @@ class AgentContext:
     side: str | None = None  # the seat's side, passed to models as a tag
     replies: JsonlLog[ReplyRecord] | None = None  # None: a run made before replies were kept
     forced: bool = False  # a ``--force`` resume: a kept reply answers only the very request it was for
+    budgets: Budgets = field(default_factory=Budgets)  # the run's and its sweep's, passed by every call
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -200,10 +230,15 @@ class AgentContext:
             n += 1
         self.prompts.append(
             PromptRecord(
-                id=redo_id(rid, n), round=tags["round"], team=tags["team"], role=agent,
-                iteration=tags["iteration"], model=tags["model"], messages=messages,
+                id=redo_id(rid, n),
+                round=tags["round"],
+                team=tags["team"],
+                role=agent,
+                iteration=tags["iteration"],
+                model=tags["model"],
+                messages=messages,
             )
-        )  # fmt: skip
+        )
         return redo_id(rid, n)
 
     def _kept(self, rid: str) -> list[ReplyRecord]:
@@ -226,15 +261,29 @@ class AgentContext:
         if reply is None and kept and not self.forced:
             reply = kept[-1]
             self.events.emit(
-                "replay_mismatch", **where, model=reply.model, reply_id=reply.id,
-                kept_sha=reply.request_sha, request_sha=sha,
+                "replay_mismatch",
+                **where,
+                model=reply.model,
+                reply_id=reply.id,
+                kept_sha=reply.request_sha,
+                request_sha=sha,
                 detail="the request rebuilt on resume differs from the one the kept reply answered; "
                 "the kept reply was replayed",
-            )  # fmt: skip
+            )
         if reply is None:
             return None
         u = reply.usage
-        return Completion(reply.text, u.input_tokens, u.output_tokens, u.latency_s)
+        return Completion(
+            reply.text,
+            u.input_tokens,
+            u.output_tokens,
+            u.latency_s,
+            u.reasoning_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+            u.cost_usd,
+            u.billed_usd,
+        )
 
     def _keep(self, rid: str, sha: str, request: ModelRequest, completion: Completion, spec: str) -> None:
         """Keep a reply before it is parsed, so a reply that fails validation replays too.
@@ -244,12 +293,32 @@ class AgentContext:
         t = request.tags
         self.replies.append(
             ReplyRecord(
-                id=rid, round=t["round"], team=t["team"], role=t["role"], iteration=t["iteration"],
-                model=spec, attempt=t["attempt"], request_sha=sha, text=completion.text,
-                usage=Usage(input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
-                            latency_s=completion.latency_s, calls=1),
+                id=rid,
+                round=t["round"],
+                team=t["team"],
+                role=t["role"],
+                iteration=t["iteration"],
+                model=spec,
+                attempt=t["attempt"],
+                request_sha=sha,
+                text=completion.text,
+                usage=usage_of(completion),
             )
-        )  # fmt: skip
+        )
+
+    @contextmanager
+    def _budgeted(
+        self, bound: RoleModel, request: ModelRequest, where: dict[str, Any]
+    ) -> Iterator[Callable[[float | None, int], None]]:
+        """Hold the call's worst case on every budget; a budget it could cross
+        stops the run before the call, with an event saying which and why."""
+        usd, tokens = bound.worst_case(request)
+        try:
+            with self.budgets.call(usd, tokens) as paid:
+                yield paid
+        except BudgetExhausted as exc:
+            self.events.emit("budget", **where, detail=str(exc), model=bound.spec)
+            raise
 
     def _caller(
         self, bound: RoleModel, agent: str, tags: dict[str, Any]
@@ -262,9 +331,13 @@ class AgentContext:
             nonlocal retries
             retries += 1
             self.events.emit(
-                "retry", **where, detail=f"attempt {attempt} failed; retrying in {wait:.2f}s",
-                error=error_info(exc), n=retries, model=bound.spec,
-            )  # fmt: skip
+                "retry",
+                **where,
+                detail=f"attempt {attempt} failed; retrying in {wait:.2f}s",
+                error=error_info(exc),
+                n=retries,
+                model=bound.spec,
+            )
 
         def call(request: ModelRequest) -> Completion:
             attempt = request.tags["attempt"]
@@ -273,23 +346,31 @@ class AgentContext:
             kept = self._kept(rid)
             if (replayed := self._replayed(kept, sha, where)) is not None:  # after a resume: no second call
                 return replayed
-            if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
-                self._log_prompt(agent, tags, "prompt", request.messages)
-            try:
-                completion = call_with_retry(lambda: bound.model.complete(request), self.cfg.retry, on_retry)
-            except Exception as exc:  # classified fatal, or retries exhausted
-                info = error_info(exc)
-                self.events.emit("error", **where, detail="model call failed", error=info, model=bound.spec)
-                raise ModelCallError(
-                    f"role={agent} team={tags['team']} round={tags['round']} model={bound.spec}: "
-                    f"{info.type}: {info.message}",
-                    info,
-                ) from exc
+            with self._budgeted(bound, request, where) as paid:
+                if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
+                    self._log_prompt(agent, tags, "prompt", request.messages)
+                try:
+                    completion = call_with_retry(
+                        lambda: traced_call(bound.model, request), self.cfg.retry, on_retry
+                    )
+                except Exception as exc:  # classified fatal, or retries exhausted
+                    info = error_info(exc)
+                    self.events.emit(
+                        "error", **where, detail="model call failed", error=info, model=bound.spec
+                    )
+                    raise ModelCallError(
+                        f"role={agent} team={tags['team']} round={tags['round']} model={bound.spec}: "
+                        f"{info.type}: {info.message}",
+                        info,
+                    ) from exc
+                completion = bound.priced(completion)
+                paid(completion.cost_usd, completion.input_tokens + completion.output_tokens)
             self._keep(redo_id(rid, len(kept)), sha, request, completion, bound.spec)
             return completion
 
         return call
 
+    @traced_agent  # an invoke_agent span when the run is traced (tracing.otel)
     def ask(
         self,
         role: str,
@@ -330,11 +411,17 @@ class AgentContext:
                 {"reply_id": reply_id} if reply_id else {"raw": raw} if team is None else {}
             )
             self.events.emit(
-                "schema_failure", round_=round_, team=team, role=agent, iteration=iteration,
+                "schema_failure",
+                round_=round_,
+                team=team,
+                role=agent,
+                iteration=iteration,
                 detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
                 error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
-                usage=result.usage, model=bound.spec, **where,
-            )  # fmt: skip
+                usage=result.usage,
+                model=bound.spec,
+                **where,
+            )
         return result
 
 
@@ -349,6 +436,7 @@ class RunContext:
     step: StepHook = field(default_factory=StepHook)
     tools: Any = None  # what the format's ``open_tools`` opened for the run (a search session)
     forced: bool = False  # resumed with ``--force`` past a changed fingerprint
+    budgets: Budgets = field(default_factory=Budgets)
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
@@ -359,13 +447,27 @@ class RunContext:
         side = next((s.side for s in self.seats if s.name == name), None)
         replies = view.logs.get("replies")
         return AgentContext(
-            self.cfg, self.roles, self.events, view.prompts, self.step, side, replies, self.forced
+            self.cfg,
+            self.roles,
+            self.events,
+            view.prompts,
+            self.step,
+            side,
+            replies,
+            self.forced,
+            self.budgets,
         )
 
     def for_public(self) -> AgentContext:
         """The context of the roles with no seat; their prompts go to ``public/``."""
         public = self.memory.public
         return AgentContext(
-            self.cfg, self.roles, self.events, public.get("prompts"), self.step,
-            replies=public.get("replies"), forced=self.forced,
-        )  # fmt: skip
+            self.cfg,
+            self.roles,
+            self.events,
+            public.get("prompts"),
+            self.step,
+            replies=public.get("replies"),
+            forced=self.forced,
+            budgets=self.budgets,
+        )

@@ -16,16 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import Config, ConfigError, ModelConfig
+from harness.engine.budget import Budget, Budgets, sweep_budget
 from harness.engine.context import ModelCallError, RoleModel, RunContext
 from harness.engine.fingerprint import components
 from harness.engine.interrupt import RunStopped, StopOnSignal
+from harness.engine.otel import traced_run
 from harness.engine.progress import Progress
 from harness.formats import Format, get_format, max_tokens_key
 from harness.models.base import ChatModel
+from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model, check_model
 from harness.models.retry import error_info
 from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
+from harness.store.reader import ledger
 from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
 from harness.store.rundir import (
     RunLock,
@@ -61,11 +65,32 @@ def preflight(cfg: Config) -> Format:
         model_cfg, _, _ = cfg.role_model(role)
         override = cfg.roles.get(role)
         key = f"roles.{role}.spec" if override is not None and override.spec is not None else "model.spec"
-        check_model(model_cfg, key)
+        own_knobs = override is not None and (override.reasoning_effort, override.thinking_budget) != (
+            None,
+            None,
+        )
+        check_model(model_cfg, key, f"roles.{role}" if own_knobs else "model")
     check_reply_budgets(cfg, fmt)
+    check_prices(cfg, fmt)
     if fmt.preflight is not None:
         fmt.preflight(cfg)
     return fmt
+
+
+def check_prices(cfg: Config, fmt: Format) -> PriceTable:
+    """The price table loads, and a dollar budget has a price for every model
+    it would be charged for: fail closed, naming the model and the key to set."""
+    table = load_prices(cfg.prices.file, cfg.prices.models)
+    limits = [k for k in ("usd", "sweep_usd") if getattr(cfg.budget, k) is not None]
+    for role in fmt.model_roles(cfg) if limits else ():
+        spec = cfg.role_model(role)[0].spec
+        if not table.known(spec):
+            key = spec.replace(":", "\\:")  # Hydra's override grammar escapes the colon in a key
+            raise ConfigError(
+                f"budget.{limits[0]}: {spec!r} (role {role}) has no price; set "
+                f"prices.models={{{key}:{{input:<$/1M>,output:<$/1M>}}}} or prices.file (docs/costs.md)"
+            )
+    return table
 
 
 def check_reply_budgets(cfg: Config, fmt: Format) -> None:
@@ -85,13 +110,27 @@ def build_roles(cfg: Config, build: ModelFactory = build_model) -> dict[str, Rol
     """One model object per distinct model config, shared by the roles using it."""
     built: dict[str, ChatModel] = {}
     roles = {}
+    prices = load_prices(cfg.prices.file, cfg.prices.models)
     for role in get_format(cfg.format.name).model_roles(cfg):
         model_cfg, temperature, max_tokens = cfg.role_model(role)
         key = repr(model_cfg)
         if key not in built:
             built[key] = build(model_cfg)
-        roles[role] = RoleModel(role, built[key], temperature, max_tokens)
+        roles[role] = RoleModel(role, built[key], temperature, max_tokens, prices)
     return roles
+
+
+def run_budgets(cfg: Config, run_dir: Path) -> Budgets:
+    """The run's own budget, charged with what its kept replies already cost
+    (a resume continues the count), and its sweep's, if it runs in one."""
+    held = []
+    if cfg.budget.usd is not None or cfg.budget.tokens is not None:
+        paid = ledger(run_dir)
+        spent = paid.input_tokens + paid.output_tokens
+        held.append(Budget("budget.", cfg.budget.usd, cfg.budget.tokens, paid.cost_usd or 0.0, spent))
+    if (shared := sweep_budget()) is not None and shared.limited:
+        held.append(shared)
+    return Budgets(tuple(held))
 
 
 def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> RunManifest:
@@ -207,30 +246,46 @@ def execute(
     memory = RunMemory(
         run_dir, fmt.layout(cfg), start=base.window if base else None, keep_rounds=fmt.window_rounds(cfg)
     )
-    ctx = RunContext(cfg=cfg, memory=memory, roles=roles, seats=fmt.seat_list(cfg), forced=forced)
+    ctx = RunContext(
+        cfg=cfg,
+        memory=memory,
+        roles=roles,
+        seats=fmt.seat_list(cfg),
+        forced=forced,
+        budgets=run_budgets(cfg, run_dir),
+    )
     if resumed is not None:
         ctx.events.emit(
-            "resume", round_=state["round"], team=None, role="resume",
-            n=len(manifest.history), detail=resumed,
-        )  # fmt: skip
+            "resume",
+            round_=state["round"],
+            team=None,
+            role="resume",
+            n=len(manifest.history),
+            detail=resumed,
+        )
     fingerprint = digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
-        run_dir, memory, seed=cfg.seed, fingerprint=fingerprint,
-        window_rounds=fmt.window_rounds(cfg), base=base,
-    )  # fmt: skip
+        run_dir,
+        memory,
+        seed=cfg.seed,
+        fingerprint=fingerprint,
+        window_rounds=fmt.window_rounds(cfg),
+        base=base,
+    )
     started, total = time.perf_counter(), fmt.planned_rounds(cfg)
     manifest.status, manifest.error, manifest.ended_at = "running", None, None
     # a full disk, in a node or in a manifest write, ends in one line
     with full_disk_in_one_line(run_dir):
         write_manifest(run_dir, manifest)
         try:
-            stopped = run_graph(fmt, ctx, state, snapshots)
+            with traced_run(cfg, manifest, resumed):  # the run's OpenTelemetry trace, if tracing.otel
+                stopped = run_graph(fmt, ctx, state, snapshots)
             finished = state["done"] or rounds_completed(state, total) >= total
             if finished:
                 manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
                 manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
             else:
-                manifest.status = "interrupted"
+                manifest.status, manifest.stop_reason = "interrupted", stopped
                 manifest.history.append(HistoryEntry(action="interrupt", detail=stopped or ""))
         except ModelCallError as exc:
             manifest.status, manifest.error = "failed", exc.info

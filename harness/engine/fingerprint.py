@@ -33,6 +33,9 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         config.get("search", {}).pop(key, None)
     for key in MODEL_TRANSPORT_KEYS:
         config.get("model", {}).pop(key, None)
+    # whether a step's independent calls go out together (harness.engine.fanout),
+    # not what they ask: free to change on resume
+    config.get("format", {}).pop("fan_out", None)
     prompt_modules = list(fmt.prompt_modules)
     if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
         prompt_modules += PROBE_MODULES
@@ -41,10 +44,22 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
-    return {
+    parts = {
         "config": config,
         "format": fmt.name,
         "prompts": {name: sha256(module_file(name).read_bytes()) for name in sorted(prompt_modules)},
         "models": {role: bound.spec for role, bound in sorted(roles.items())},
         "model_files": files,
     }
+    # the price of each priced model (none for free ones, so their fingerprints read as before)
+    if prices := _prices(roles):
+        parts["prices"] = prices
+    return parts
+
+
+def _prices(roles: dict[str, RoleModel]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for bound in roles.values():
+        if bound.prices is not None:
+            out.update(bound.prices.digest([bound.spec]))
+    return out

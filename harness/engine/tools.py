@@ -57,27 +57,56 @@ class SearchTool:
         k = self.cfg.search.k
         started = time.perf_counter()
         hits: list[Hit] = self._call(lambda: self.session.search(query, k), where, query)
-        return log.append(
-            SearchRecord(
-                id=rid, round=where["round"], team=where["team"], role="search", iteration=where["iteration"],
-                usage=usage, query=query, collection=self.cfg.search.collection, k=k,
-                hits=hits,
-                latency_s=round(time.perf_counter() - started, 6),
-            )
-        )  # fmt: skip
+        return log.append(self._record(rid, where, usage, started, query=query, k=k, hits=hits))
+
+    def summarize(
+        self, log: JsonlLog[SearchRecord], rid: str, where: dict[str, Any], topic: str, usage: Usage
+    ) -> SearchRecord:
+        """The summarize tool's overview of the collection and its top passages on ``topic``,
+        as a ``SearchRecord`` (``tool="summarize"``, no hits, k 0); replayed if it landed."""
+        if (landed := log.get(rid)) is not None:
+            return landed
+        started = time.perf_counter()
+        summary: str = self._call(lambda: self.session.summarize(topic), where, topic)
+        record = self._record(rid, where, usage, started, tool="summarize", query=topic, k=0, summary=summary)
+        return log.append(record)
+
+    def _record(
+        self, rid: str, where: dict[str, Any], usage: Usage, started: float, **tool: Any
+    ) -> SearchRecord:
+        """A search record at ``where``: the tool's own fields, timed from ``started``."""
+        return SearchRecord(
+            id=rid,
+            round=where["round"],
+            team=where["team"],
+            role="search",
+            iteration=where["iteration"],
+            usage=usage,
+            collection=self.cfg.search.collection,
+            latency_s=round(time.perf_counter() - started, 6),
+            **tool,
+        )
 
     def _call(self, fn: Any, where: dict[str, Any], query: str) -> Any:
         place = {"round_": where["round"], "team": where["team"], "iteration": where["iteration"]}
 
         def on_retry(attempt: int, exc: BaseException, wait: float) -> None:
             self.events.emit(
-                "retry", **place, role="search", n=attempt, error=error_info(exc),
+                "retry",
+                **place,
+                role="search",
+                n=attempt,
+                error=error_info(exc),
                 detail=f"search attempt {attempt} failed; restarting the server, retrying in {wait:.2f}s",
-            )  # fmt: skip
+            )
             self.events.emit(
-                "search_restart", **place, role="search", n=attempt,
-                detail=f"search server restarted after {type(exc).__name__}", query=query,
-            )  # fmt: skip
+                "search_restart",
+                **place,
+                role="search",
+                n=attempt,
+                detail=f"search server restarted after {type(exc).__name__}",
+                query=query,
+            )
 
         try:
             return call_with_retry(fn, self.cfg.retry, on_retry)

@@ -23,6 +23,18 @@ from harness.store.records import RunLayout
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
 
+def register_format(fmt: Format) -> Format:
+    """Make ``format.name=<fmt.name>`` run ``fmt``: the hook for a format
+    defined outside this package (docs/adding-a-format.md). Registering the
+    same object again does nothing; a different format under a taken name is
+    a one-line ``ConfigError``."""
+    known = FORMATS.get(fmt.name)
+    if known is not None and known is not fmt:
+        raise ConfigError(f"format {fmt.name!r}: a different format is already registered under that name")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
 def get_format(name: str) -> Format:
     """The format called ``name``; a one-line ``ConfigError`` if there is none."""
     if name not in FORMATS:
@@ -125,5 +137,6 @@ __all__ = [
     "max_tokens_key",
     "get_format",
     "layout_of",
+    "register_format",
     "validate",
 ]

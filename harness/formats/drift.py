@@ -75,9 +75,16 @@ class DriftState(TypedDict):
 def initial_state(cfg: Config) -> DriftState:
     topic = "" if cfg.topic.generate else (cfg.topic.text or "")
     return DriftState(
-        topic=topic, round=1, team=cfg.format.teams[0], iteration=0, persona_id=None,
-        draft_id=None, critique_id=None, done=False, stop_reason=None,
-    )  # fmt: skip
+        topic=topic,
+        round=1,
+        team=cfg.format.teams[0],
+        iteration=0,
+        persona_id=None,
+        draft_id=None,
+        critique_id=None,
+        done=False,
+        stop_reason=None,
+    )
 
 
 class DriftNodes:
@@ -147,10 +154,14 @@ class DriftNodes:
     def loop_lock(self, state: DriftState) -> dict:
         policy = self.cfg.critic.on_loop_lock
         self.ctx.events.emit(
-            "loop_lock", round_=state["round"], team=state["team"], role="critique",
-            iteration=state["iteration"], detail=f"{state['iteration']} rejections; policy {policy}",
+            "loop_lock",
+            round_=state["round"],
+            team=state["team"],
+            role="critique",
+            iteration=state["iteration"],
+            detail=f"{state['iteration']} rejections; policy {policy}",
             policy=policy,
-        )  # fmt: skip
+        )
         if policy == "abort":
             return {"done": True, "stop_reason": f"loop_lock_abort r{state['round']} {state['team']}"}
         return {}
@@ -168,11 +179,17 @@ class DriftNodes:
         view.shared.append(
             ArgumentRecord(
                 id=record_id(state["round"], state["team"], "argument", 0),
-                round=state["round"], team=state["team"], role="argument",  # type: ignore[arg-type]
-                iteration=draft.iteration, model=draft.model, text=text, draft_id=draft.id,
-                critique_id=verdict.id if verdict else None, source=source,  # type: ignore[arg-type]
+                round=state["round"],
+                team=state["team"],
+                role="argument",  # type: ignore[arg-type]
+                iteration=draft.iteration,
+                model=draft.model,
+                text=text,
+                draft_id=draft.id,
+                critique_id=verdict.id if verdict else None,
+                source=source,  # type: ignore[arg-type]
             )
-        )  # fmt: skip
+        )
         return {}
 
     def probe(self, state: DriftState) -> dict:
@@ -186,9 +203,14 @@ class DriftNodes:
         if index == len(self.teams):  # last team done: the round is complete
             round_ += 1
         return {
-            "round": round_, "team": team, "iteration": 0, "persona_id": None,
-            "draft_id": None, "critique_id": None, "done": round_ > self.cfg.rounds,
-        }  # fmt: skip
+            "round": round_,
+            "team": team,
+            "iteration": 0,
+            "persona_id": None,
+            "draft_id": None,
+            "critique_id": None,
+            "done": round_ > self.cfg.rounds,
+        }
 
     def route_start(self, state: DriftState) -> Literal["topic", "persona"]:
         return "topic" if not state["topic"] else "persona"
@@ -222,13 +244,15 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph.add_edge("persona", "thinking")
     graph.add_edge("thinking", "critique")
     graph.add_conditional_edges(
-        "critique", n.route_after_critique,
+        "critique",
+        n.route_after_critique,
         {"publish": "publish", "persona": "persona", "loop_lock": "loop_lock"},
-    )  # fmt: skip
+    )
     graph.add_conditional_edges(
-        "loop_lock", n.route_after_lock,
+        "loop_lock",
+        n.route_after_lock,
         {"publish": "publish", "probe": "probe", "advance": "advance", "end": END},
-    )  # fmt: skip
+    )
     graph.add_conditional_edges("publish", n.should_probe, {"probe": "probe", "advance": "advance"})
     graph.add_edge("probe", "advance")
     graph.add_conditional_edges("advance", n.should_continue, {"persona": "persona", "end": END})
@@ -291,8 +315,13 @@ DRIFT = Format(
     counts=("approvals", "rejections", "loop_locks", "schema_failures", "retries"),
     checks=(check_arguments, one_argument_per_turn),
     prompt_modules=(
-        "harness.formats.drift", "harness.agents.persona", "harness.agents.thinking", "harness.agents.human",
-        "harness.agents.critique", "harness.agents.topic", "harness.agents.common",
+        "harness.formats.drift",
+        "harness.agents.persona",
+        "harness.agents.thinking",
+        "harness.agents.human",
+        "harness.agents.critique",
+        "harness.agents.topic",
+        "harness.agents.common",
         "harness.agents.transcript",
     ),
-)  # fmt: skip
+)

@@ -24,8 +24,7 @@ records, with ``model: human``.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
@@ -36,10 +35,10 @@ from harness.agents.arguer import ArguerAgent, write_budget
 from harness.agents.debate_synthesizer import DebateSynthesizerAgent
 from harness.agents.evidence_judge import EvidenceJudgeAgent
 from harness.agents.human import HumanArguer, is_human
-from harness.engine.context import EventLog, RunContext
+from harness.engine.context import RunContext
 from harness.engine.tools import SearchTool
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
-from harness.models.retry import call_with_retry
+from harness.formats.searching import check_collection, open_search
 from harness.schema import Config, ConfigError
 from harness.search.citations import bad_citations, check_citations, reasons
 from harness.store.records import (
@@ -90,10 +89,16 @@ class GroundedOptions(FormatOptions):
 
 def seats(options: GroundedOptions) -> tuple[Seat, ...]:
     return tuple(
-        Seat(name=side, alias=side.upper(), role=side, stance=f"{side.upper()} the claim", logs=SEAT_LOGS,
-             side=side)  # type: ignore[arg-type]
+        Seat(
+            name=side,
+            alias=side.upper(),
+            role=side,
+            stance=f"{side.upper()} the claim",
+            logs=SEAT_LOGS,
+            side=side,  # type: ignore[arg-type]
+        )
         for side in SIDES
-    )  # fmt: skip
+    )
 
 
 class GroundedState(TypedDict):
@@ -101,7 +106,8 @@ class GroundedState(TypedDict):
     round: int
     turn: int  # 0: FOR speaks, 1: AGAINST
     searches: int  # made in this turn
-    query: str | None  # the search the arguer asked for, not yet run
+    query: str | None  # the search (or summary topic) the arguer asked for, not yet run
+    tool: str | None  # search or summarize: the tool ``query`` is for
     attempt: int  # of this turn's write
     draft_id: str | None
     done: bool
@@ -111,9 +117,17 @@ class GroundedState(TypedDict):
 def initial_state(cfg: Config) -> GroundedState:
     topic = "" if cfg.topic.generate else (cfg.topic.text or "")
     return GroundedState(
-        topic=topic, round=1, turn=0, searches=0, query=None, attempt=0, draft_id=None, done=False,
+        topic=topic,
+        round=1,
+        turn=0,
+        searches=0,
+        query=None,
+        tool=None,
+        attempt=0,
+        draft_id=None,
+        done=False,
         stop_reason=None,
-    )  # fmt: skip
+    )
 
 
 def cut(text: str, limit: int) -> tuple[str, bool]:
@@ -148,11 +162,14 @@ class GroundedNodes:
         check = self.tool.check
         self.arguers = {
             s.name: ArguerAgent(
-                ctx.for_seat(s.name), ctx.memory.seat(s.name), self.cfg.search.collection,
-                self.options.max_searches, check,
+                ctx.for_seat(s.name),
+                ctx.memory.seat(s.name),
+                self.cfg.search.collection,
+                self.options.max_searches,
+                check,
             )
             for s in ctx.seats
-        }  # fmt: skip
+        }
         self.humans = {
             s.name: HumanArguer(ctx.roles[s.role].model, ctx.memory.seat(s.name), self.public["notes"], check)
             for s in ctx.seats
@@ -197,21 +214,24 @@ class GroundedNodes:
         return {"topic": TopicAgent(self.ctx.for_public())()}
 
     def plan(self, state: GroundedState) -> dict:
-        """One search step: the arguer asks for a search, or is ready to write."""
+        """One search step: the arguer asks for a search or a summary, or is ready to write."""
         seat, n = self.seat(state), state["searches"]
-        query, usage = self.arguers[seat.name].step(
+        tool, usage = self.arguers[seat.name].step(
             state["topic"], state["round"], n, self.recent(state), self.found(state)
         )
         self.pending_usage[(state["round"], state["turn"])] = usage
-        return {"query": query}
+        return {"query": tool.query if tool else None, "tool": tool.name if tool else None}
 
     def search(self, state: GroundedState) -> dict:
+        """The step's search or summary: either is one of the turn's ``max_searches``."""
         seat, n = self.seat(state).name, state["searches"]
         rid = record_id(state["round"], seat, "search", n)
         where = {"round": state["round"], "team": seat, "iteration": n}
         assert state["query"] is not None, "a search follows a query"
-        self.tool.search(self.searches_log(seat), rid, where, state["query"], self.step_usage(state))
-        return {"searches": n + 1, "query": None}
+        # a state from before summaries (no "tool") asked for a search
+        run = self.tool.summarize if state.get("tool") == "summarize" else self.tool.search
+        run(self.searches_log(seat), rid, where, state["query"], self.step_usage(state))
+        return {"searches": n + 1, "query": None, "tool": None}
 
     def write(self, state: GroundedState) -> dict:
         seat, attempt = self.seat(state).name, state["attempt"]
@@ -222,9 +242,15 @@ class GroundedNodes:
             failed = (before, reasons(before.citations)) if before is not None else None
         usage = self.step_usage(state)
         draft = self.arguers[seat].write(
-            state["topic"], state["round"], attempt, self.recent(state), self.found(state), failed,
-            self.budget, usage,
-        )  # fmt: skip
+            state["topic"],
+            state["round"],
+            attempt,
+            self.recent(state),
+            self.found(state),
+            failed,
+            self.budget,
+            usage,
+        )
         if draft is None:  # no valid reply: the step's cost rides with the next attempt's draft
             self.pending_usage[(state["round"], state["turn"])] = usage
         return {"draft_id": draft.id if draft is not None else None}
@@ -233,10 +259,14 @@ class GroundedNodes:
         """A person's turn: searches, notes and the turn itself, at the terminal."""
         seat = self.seat(state)
         draft = self.humans[seat.name](
-            state["topic"], state["round"], state["attempt"], self.recent(state),
-            self.found(state, landed=True), lambda n, query: self._human_search(state, n, query),
+            state["topic"],
+            state["round"],
+            state["attempt"],
+            self.recent(state),
+            self.found(state, landed=True),
+            lambda n, query: self._human_search(state, n, query),
             self.options.max_searches,
-        )  # fmt: skip
+        )
         return {"draft_id": draft.id}
 
     def _human_search(self, state: GroundedState, n: int, query: str) -> SearchRecord:
@@ -257,27 +287,41 @@ class GroundedNodes:
         found = [self.searches_log(seat.name).get(sid) for sid in draft.searches]
         self.shared.append(
             CitedTurnRecord(
-                id=record_id(state["round"], seat.name, "turn", 0), round=state["round"], team=seat.name,
-                role="arguer", iteration=state["attempt"], model=draft.model, text=text, phase="turn",
-                alias=seat.alias, side=seat.name, draft_id=draft.id, citations=draft.citations,
-                searches=draft.searches, hits=sum(len(s.hits) for s in found if s is not None),
+                id=record_id(state["round"], seat.name, "turn", 0),
+                round=state["round"],
+                team=seat.name,
+                role="arguer",
+                iteration=state["attempt"],
+                model=draft.model,
+                text=text,
+                phase="turn",
+                alias=seat.alias,
+                side=seat.name,
+                draft_id=draft.id,
+                citations=draft.citations,
+                searches=draft.searches,
+                hits=sum(len(s.hits) for s in found if s is not None),
                 truncated=truncated,
             )
-        )  # fmt: skip
+        )
         return {}
 
     def skip(self, state: GroundedState) -> dict:
         """No valid turn after every attempt: say so, with the cost of the step that led here."""
         self.ctx.events.emit(
-            "turn_skipped", round_=state["round"], team=self.seat(state).name, role="arguer",
-            iteration=state["attempt"], usage=self.step_usage(state),
+            "turn_skipped",
+            round_=state["round"],
+            team=self.seat(state).name,
+            role="arguer",
+            iteration=state["attempt"],
+            usage=self.step_usage(state),
             detail=f"no valid turn after {state['attempt'] + 1} attempt(s); nothing published",
-        )  # fmt: skip
+        )
         return {}
 
     def advance(self, state: GroundedState) -> dict:
         turn = (state["turn"] + 1) % len(self.seats)
-        fresh = {"searches": 0, "query": None, "attempt": 0, "draft_id": None, "turn": turn}
+        fresh = {"searches": 0, "query": None, "tool": None, "attempt": 0, "draft_id": None, "turn": turn}
         return {**fresh, "round": state["round"] + (turn == 0)}
 
     def final(self, state: GroundedState) -> dict:
@@ -365,36 +409,6 @@ def max_steps(cfg: Config) -> int:
     options: GroundedOptions = cfg.format
     per_turn = (2 * options.max_searches + 4) * (options.max_turn_retries + 1) + 2
     return cfg.rounds * len(SIDES) * per_turn + 10
-
-
-@contextmanager
-def open_search(cfg: Config, events: EventLog) -> Iterator[SearchTool]:
-    """One search session for the whole run, closed when the run ends."""
-    from harness.search import load_collection
-    from harness.search import open_search as open_session
-
-    collection = load_collection(cfg.search.collection, cache_dir=cfg.search.cache_dir)
-    # started now, so a broken install shows before the first turn; a server
-    # that fails to start is a fault like any other, retried by the one policy
-    session = call_with_retry(
-        lambda: open_session(
-            cfg.search.collection, transport=cfg.search.transport, timeout_s=cfg.search.timeout_s,
-            cache_dir=cfg.search.cache_dir,
-        ),
-        cfg.retry,
-    )  # fmt: skip
-    with session:
-        yield SearchTool(cfg, session, events, collection)
-
-
-def check_collection(cfg: Config) -> None:
-    """A missing or empty collection is one line before any folder is made."""
-    from harness.search import CollectionError, load_collection
-
-    try:
-        load_collection(cfg.search.collection, cache_dir=cfg.search.cache_dir)
-    except CollectionError as exc:
-        raise ConfigError(str(exc)) from None
 
 
 # -- verify: the grounded debate's own promises ---------------------------------
@@ -489,11 +503,18 @@ GROUNDED = Format(
     min_window_rounds=lambda cfg: cfg.format.final_window,
     whole_logs=("public/notes.jsonl",),  # the final reads every note a person made
     prompt_modules=(
-        "harness.formats.grounded", "harness.agents.arguer", "harness.agents.human",
-        "harness.agents.debate_synthesizer", "harness.agents.evidence_judge", "harness.agents.topic",
-        "harness.agents.common", "harness.agents.transcript", "harness.search.citations",
+        "harness.formats.grounded",
+        "harness.agents.arguer",
+        "harness.agents.passages",
+        "harness.agents.human",
+        "harness.agents.debate_synthesizer",
+        "harness.agents.evidence_judge",
+        "harness.agents.topic",
+        "harness.agents.common",
+        "harness.agents.transcript",
+        "harness.search.citations",
     ),
     open_tools=open_search,
     preflight=check_collection,
     sections=("search",),
-)  # fmt: skip
+)

@@ -102,10 +102,14 @@ class JudgeRefineOptions(FormatOptions):
 SEATS = (
     Seat(name="pro", alias="Pro", role="pro", stance="argues for the motion", logs=(PROMPTS,), side="for"),
     Seat(
-        name="con", alias="Con", role="con", stance="answers Pro, against the motion",
-        logs=(PROMPTS,), side="against",
+        name="con",
+        alias="Con",
+        role="con",
+        stance="answers Pro, against the motion",
+        logs=(PROMPTS,),
+        side="against",
     ),
-)  # fmt: skip
+)
 
 
 def seats(options: JudgeRefineOptions) -> tuple[Seat, ...]:
@@ -182,10 +186,14 @@ class JudgeRefineNodes:
             text = briefing(team or "judge", state["topic"])
             log.append(
                 PromptRecord(
-                    id=briefing_id(team, agent), round=0, team=team, role=agent,
-                    model=self.ctx.roles[team or "judge"].spec, messages=[{"role": "system", "content": text}],
+                    id=briefing_id(team, agent),
+                    round=0,
+                    team=team,
+                    role=agent,
+                    model=self.ctx.roles[team or "judge"].spec,
+                    messages=[{"role": "system", "content": text}],
                 )
-            )  # fmt: skip
+            )
         return {}
 
     def pro(self, state: JudgeRefineState) -> dict:
@@ -217,11 +225,16 @@ class JudgeRefineNodes:
         assert evaluation is not None, "the judge node runs before refine"
         self.motions.append(
             MotionRecord(
-                id=record_id(round_ + 1, None, "motion", 0), round=round_ + 1, role="judge",
-                model=evaluation.model, motion=evaluation.synthesis, previous=state["motion"],
-                original_motion=state["topic"], evaluation_id=evaluation.id,
+                id=record_id(round_ + 1, None, "motion", 0),
+                round=round_ + 1,
+                role="judge",
+                model=evaluation.model,
+                motion=evaluation.synthesis,
+                previous=state["motion"],
+                original_motion=state["topic"],
+                evaluation_id=evaluation.id,
             )
-        )  # fmt: skip
+        )
         return {"round": round_ + 1, "motion": evaluation.synthesis}
 
     def close(self, state: JudgeRefineState) -> dict:
@@ -379,7 +392,11 @@ JUDGE_REFINE = Format(
     counts=("published", "evaluation", "motion", "schema_failures", "retries"),
     checks=(check_turns, check_motion_chain, check_final, check_briefings),
     prompt_modules=(
-        "harness.formats.judge_refine", "harness.agents.advocate", "harness.agents.evaluator",
-        "harness.agents.topic", "harness.agents.common", "harness.agents.transcript",
+        "harness.formats.judge_refine",
+        "harness.agents.advocate",
+        "harness.agents.evaluator",
+        "harness.agents.topic",
+        "harness.agents.common",
+        "harness.agents.transcript",
     ),
-)  # fmt: skip
+)

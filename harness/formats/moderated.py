@@ -4,6 +4,7 @@ disqualify a side, and a judge gives the verdict.
 
     python -m harness.run format=moderated
     python -m harness.run format=moderated format.exchanges=25      # 52 speeches: a drift study
+    python -m harness.run format=moderated format.fact_check=grounded search.collection=kjv
 
 Speeches: Pro opening, then ``format.exchanges`` times Con rebuttal and Pro
 counter, then Con closing. Each speech is one round of the run (snapshotted,
@@ -16,19 +17,27 @@ A speech that fails ``format.max_speech_retries`` + 1 checks hits the cap
 (publish nothing for that stage) or ``abort`` (end the debate with no
 verdict). The state holds counters only; drafts live in each seat's
 ``drafts`` log, checks and the verdict in ``public/``.
+
+The fact-checker judges from the model alone (``format.fact_check=ungrounded``),
+or rules on each claim from passages of ``search.collection`` (``grounded``:
+``harness.agents.grounded_checker``, its searches in ``public/searches``).
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
 from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
+from harness.agents.grounded_checker import MAX_CLAIMS, GroundedFactCheckerAgent
 from harness.agents.verdict import CRITERIA
-from harness.engine.context import RunContext
+from harness.engine.context import EventLog, RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.formats.fact_checks import check_fact_check_marks, check_grounded_strikes, check_strikes
+from harness.formats.searching import check_collection, open_search
 from harness.schema import Config, ConfigError
 from harness.store.records import (
     DraftRecord,
@@ -41,6 +50,7 @@ from harness.store.records import (
 
 STAGES = ("opening", "rebuttal", "counter", "closing")
 SPEECH_CAP_POLICIES = ("publish_last", "skip", "abort")
+FACT_CHECKS = ("ungrounded", "grounded")
 SEAT_LOGS = ("drafts", PROMPTS)
 
 
@@ -54,6 +64,8 @@ class ModeratedOptions(FormatOptions):
     criteria: list[str] = field(default_factory=lambda: ["evidence", "rebuttal", "clarity"])
     checked_stages: list[str] = field(default_factory=lambda: list(STAGES))  # the fact-checker reviews these
     judge_window: int = 8  # the judge reads this many last speeches
+    fact_check: str = "ungrounded"  # ungrounded: the model alone; grounded: search.collection's passages
+    max_claims: int = 2  # claims a grounded fact-check extracts, searches and rules on, per speech
 
     def check(self) -> None:
         for key in ("exchanges", "max_strikes", "judge_window"):
@@ -70,6 +82,12 @@ class ModeratedOptions(FormatOptions):
             raise ConfigError(
                 f"format.criteria: expected distinct criteria from {', '.join(CRITERIA)}, got {self.criteria}"
             )
+        if self.fact_check not in FACT_CHECKS:
+            raise ConfigError(
+                f"format.fact_check: must be one of {', '.join(FACT_CHECKS)}, got {self.fact_check!r}"
+            )
+        if not 1 <= self.max_claims <= MAX_CLAIMS:
+            raise ConfigError(f"format.max_claims: must be in [1, {MAX_CLAIMS}], got {self.max_claims}")
         unknown = [s for s in self.checked_stages if s not in STAGES]
         if unknown:
             raise ConfigError(
@@ -111,9 +129,16 @@ class ModeratedState(TypedDict):
 def initial_state(cfg: Config) -> ModeratedState:
     topic = "" if cfg.topic.generate else (cfg.topic.text or "")
     return ModeratedState(
-        topic=topic, round=1, attempt=0, draft_id=None, check_id=None,
-        strikes={"pro": 0, "con": 0}, opened=False, done=False, stop_reason=None,
-    )  # fmt: skip
+        topic=topic,
+        round=1,
+        attempt=0,
+        draft_id=None,
+        check_id=None,
+        strikes={"pro": 0, "con": 0},
+        opened=False,
+        done=False,
+        stop_reason=None,
+    )
 
 
 class ModeratedNodes:
@@ -128,7 +153,13 @@ class ModeratedNodes:
         self.shared = ctx.memory.shared
         public, logs = ctx.for_public(), ctx.memory.public
         self.factchecks, self.verdicts = logs["factchecks"], logs["verdicts"]
-        self.fact_checker = FactCheckerAgent(public, self.factchecks)
+        self.fact_checker: FactCheckerAgent | GroundedFactCheckerAgent = (
+            GroundedFactCheckerAgent(
+                public, self.factchecks, logs["searches"], ctx.tools, self.options.max_claims
+            )
+            if self.options.fact_check == "grounded"
+            else FactCheckerAgent(public, self.factchecks)
+        )
         self.judge_agent = VerdictAgent(public, self.verdicts)
         # each speaker gets its own seat's context and view, nothing wider
         self.speakers = {
@@ -158,9 +189,14 @@ class ModeratedNodes:
         shared = [s.name for s in self.ctx.seats if self.ctx.roles[s.role].spec == judge]
         if shared:
             events.emit(
-                "warning", round_=0, team=None, role="moderator", model=judge,
-                detail=f"the judge's model {judge} also speaks for {', '.join(shared)}", seats=shared,
-            )  # fmt: skip
+                "warning",
+                round_=0,
+                team=None,
+                role="moderator",
+                model=judge,
+                detail=f"the judge's model {judge} also speaks for {', '.join(shared)}",
+                seats=shared,
+            )
         return {"opened": True}
 
     def speak(self, state: ModeratedState) -> dict:
@@ -183,10 +219,15 @@ class ModeratedNodes:
         if record.verdict == "pass":
             return {"check_id": record.id}
         self.ctx.events.emit(
-            "strike", round_=record.round, team=seat, role="fact_checker", iteration=record.iteration,
+            "strike",
+            round_=record.round,
+            team=seat,
+            role="fact_checker",
+            iteration=record.iteration,
             detail=f"{self.aliases[seat]}: strike {record.strike} of {self.options.max_strikes}",
-            strike=record.strike, fact_check_id=record.id,
-        )  # fmt: skip
+            strike=record.strike,
+            fact_check_id=record.id,
+        )
         return {"check_id": record.id, "strikes": {**state["strikes"], seat: record.strike}}
 
     def retry(self, state: ModeratedState) -> dict:
@@ -196,10 +237,14 @@ class ModeratedNodes:
         seat, stage = self.at(state)
         policy = self.options.on_speech_cap
         self.ctx.events.emit(
-            "speech_cap", round_=state["round"], team=seat, role="moderator", iteration=state["attempt"],
+            "speech_cap",
+            round_=state["round"],
+            team=seat,
+            role="moderator",
+            iteration=state["attempt"],
             detail=f"{stage} by {self.aliases[seat]}: {state['attempt'] + 1} attempts failed; {policy}",
             policy=policy,
-        )  # fmt: skip
+        )
         if policy == "abort":
             reason = f"abort: {self.aliases[seat]}'s {stage} failed {state['attempt'] + 1} attempts"
             return {"round": state["round"] + 1, "done": True, "stop_reason": reason}
@@ -214,12 +259,20 @@ class ModeratedNodes:
         source = "unchecked" if check is None else "passed" if check.verdict == "pass" else "cap"
         self.shared.append(
             SpeechRecord(
-                id=record_id(round_, seat, "speech", 0), round=round_, team=seat, role="speaker",
-                iteration=state["attempt"], model=draft.model, text=draft.text, phase=stage,
-                alias=self.aliases[seat], draft_id=draft.id,
-                fact_check_id=check.id if check else None, source=source,  # type: ignore[arg-type]
+                id=record_id(round_, seat, "speech", 0),
+                round=round_,
+                team=seat,
+                role="speaker",
+                iteration=state["attempt"],
+                model=draft.model,
+                text=draft.text,
+                phase=stage,
+                alias=self.aliases[seat],
+                draft_id=draft.id,
+                fact_check_id=check.id if check else None,
+                source=source,  # type: ignore[arg-type]
             )
-        )  # fmt: skip
+        )
         return {}
 
     def advance(self, state: ModeratedState) -> dict:
@@ -232,10 +285,15 @@ class ModeratedNodes:
         why = f"{self.aliases[seat]} reached {n} failed fact-checks (max_strikes={self.options.max_strikes})"
         self.verdicts.append(
             VerdictRecord(
-                id=record_id(state["round"], None, "verdict", 0), round=state["round"], role="moderator",
-                by="moderator", winner=winner, disqualified=seat, justification=f"{why}; {self.aliases[winner]} wins.",
+                id=record_id(state["round"], None, "verdict", 0),
+                round=state["round"],
+                role="moderator",
+                by="moderator",
+                winner=winner,
+                disqualified=seat,
+                justification=f"{why}; {self.aliases[winner]} wins.",
             )
-        )  # fmt: skip
+        )
         self.ctx.events.emit("disqualify", round_=state["round"], team=seat, role="moderator", detail=why)
         reason = f"disqualified: {seat} after {n} strikes; winner {winner}"
         return {"round": state["round"] + 1, "done": True, "stop_reason": reason}
@@ -244,9 +302,13 @@ class ModeratedNodes:
         round_ = state["round"]
         first = max(1, round_ - self.options.judge_window + 1)
         verdict = self.judge_agent(
-            state["topic"], round_, self.shared.since_round(first), self.factchecks.since_round(first),
-            state["strikes"], self.aliases,
-        )  # fmt: skip
+            state["topic"],
+            round_,
+            self.shared.since_round(first),
+            self.factchecks.since_round(first),
+            state["strikes"],
+            self.aliases,
+        )
         reason = f"verdict: {verdict.winner} wins" if verdict.winner else "verdict: no valid judgement"
         return {"round": round_ + 1, "done": True, "stop_reason": reason}
 
@@ -297,9 +359,10 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
         "speak", n.route_after_speak, {"check": "check", "publish": "publish", "retry": "retry", "cap": "cap"}
     )
     graph.add_conditional_edges(
-        "check", n.route_after_check,
+        "check",
+        n.route_after_check,
         {"publish": "publish", "disqualify": "disqualify", "retry": "retry", "cap": "cap"},
-    )  # fmt: skip
+    )
     graph.add_edge("retry", "speak")
     graph.add_conditional_edges(
         "cap",
@@ -311,6 +374,16 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph.add_edge("disqualify", END)
     graph.add_edge("verdict", END)
     return graph.compile()
+
+
+def open_checker_search(cfg: Config, events: EventLog) -> AbstractContextManager[Any]:
+    """The run's search session when its fact-checks are grounded; nothing otherwise."""
+    return open_search(cfg, events) if cfg.format.fact_check == "grounded" else nullcontext()
+
+
+def check_checker_collection(cfg: Config) -> None:
+    if cfg.format.fact_check == "grounded":
+        check_collection(cfg, "format.fact_check=grounded")
 
 
 def max_steps(cfg: Config) -> int:
@@ -368,26 +441,6 @@ def check_speech_sources(run: RunLogs) -> list[str]:
     return problems
 
 
-def check_strikes(run: RunLogs) -> list[str]:
-    """Each side's strikes count 1, 2, 3... in the order its checks failed, and
-    a disqualification names the side with the most strikes, not the winner."""
-    problems: list[str] = []
-    seen: dict[str | None, int] = {}
-    for c in run.of("public/factchecks.jsonl"):
-        if not isinstance(c, FactCheckRecord) or c.verdict != "fail":
-            continue
-        expected = seen.get(c.team, 0) + 1
-        if c.strike != expected:
-            problems.append(f"public/factchecks.jsonl: {c.id} is strike {c.strike}, expected {expected}")
-        seen[c.team] = c.strike
-    verdicts = [v for v in run.of("public/verdicts.jsonl") if isinstance(v, VerdictRecord)]
-    for v in verdicts:
-        dq = v.disqualified
-        if dq is not None and (v.winner == dq or seen.get(dq, 0) == 0):
-            problems.append(f"public/verdicts.jsonl: {v.id} disqualifies {dq} without cause")
-    return problems
-
-
 def check_drafts_stay_private(run: RunLogs) -> list[str]:
     """No seat's prompt holds the other seat's unpublished draft (the
     fact-checker reads every draft, so the general isolation check counts
@@ -417,18 +470,35 @@ MODERATED = Format(
     options=ModeratedOptions,
     seats=seats,
     roles=("fact_checker", "judge", "topic"),
-    public_logs=("factchecks", "verdicts", PROMPTS),
-    record_kinds=("draft", "speech", "fact_check", "verdict", "prompt", "event"),
+    public_logs=("factchecks", "verdicts", "searches", PROMPTS),  # searches: a grounded fact-check's
+    record_kinds=("draft", "speech", "fact_check", "verdict", "search", "prompt", "event"),
     build_graph=build_graph,
     initial_state=initial_state,  # type: ignore[arg-type]
     max_steps=max_steps,
     counts=("published", "fact_check", "strike", "speech_cap", "schema_failures", "retries"),
-    checks=(check_stage_order, check_speech_sources, check_strikes, check_drafts_stay_private),
+    checks=(
+        check_stage_order,
+        check_speech_sources,
+        check_strikes,
+        check_drafts_stay_private,
+        check_fact_check_marks,
+        check_grounded_strikes,
+    ),
     min_window_rounds=lambda cfg: cfg.format.judge_window,
     prompt_modules=(
-        "harness.formats.moderated", "harness.agents.speaker", "harness.agents.fact_checker",
-        "harness.agents.verdict", "harness.agents.topic", "harness.agents.common",
+        "harness.formats.moderated",
+        "harness.agents.speaker",
+        "harness.agents.fact_checker",
+        "harness.agents.verdict",
+        "harness.agents.topic",
+        "harness.agents.common",
         "harness.agents.transcript",
+        "harness.agents.grounded_checker",
+        "harness.agents.passages",
+        "harness.search.citations",
     ),
     planned_rounds=planned_rounds,
-)  # fmt: skip
+    open_tools=open_checker_search,
+    preflight=check_checker_collection,
+    sections=("search",),
+)

@@ -5,11 +5,17 @@ CONTINUE from round 2 under a round cap, and an executive synthesis.
 
     python -m harness.run format=panel
     python -m harness.run format=panel format.judge=false rounds=50   # a long panel for drift studies
+    python -m harness.run format=panel format.fan_out=false           # analysts one after another
 
 Seats are ``analyst_a``... (aliases "Analyst A"...); each keeps its notes
 (``thinking``) and prompts private. The role cards, summaries, decisions and
 synthesis are public. The state holds counters only; the statements live in
 the shared transcript, everything else in ``public/``.
+
+A round's analysts read only the round before, so their calls are
+independent: with ``format.fan_out`` (on by default) they go out together
+(``harness.engine.fanout``), and the statements are published after, in
+seat order, so the run folder is the one a sequential run writes.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -30,9 +37,18 @@ from harness.agents import (
     TopicAgent,
 )
 from harness.engine.context import RunContext
+from harness.engine.fanout import fans_out, together
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.schema import Config, ConfigError
-from harness.store.records import DecisionRecord, PositionRecord, PromptRecord, Published, record_id
+from harness.store.records import (
+    DecisionRecord,
+    PositionRecord,
+    PromptRecord,
+    Published,
+    RoleCardRecord,
+    ThinkingRecord,
+    record_id,
+)
 
 MAX_ANALYSTS = 8
 RECAP_ROUNDS = 3  # the judge and the synthesiser read this many round summaries
@@ -46,6 +62,9 @@ class PanelOptions(FormatOptions):
     disruptor: bool = False  # the last seat questions the premise instead of taking a generated role
     judge: bool = True  # false: no early stop; the panel runs `rounds` rounds (drift studies)
     max_rounds: int = 4  # with the judge on, synthesis is forced at this round
+    # a round's analysts are asked together where their calls wait on a provider;
+    # false: one after another. Either way the run folder is the same.
+    fan_out: bool = True
 
     def check(self) -> None:
         if not 2 <= self.analysts <= MAX_ANALYSTS:
@@ -63,7 +82,7 @@ def seats(options: PanelOptions) -> tuple[Seat, ...]:
             role=f"analyst_{x.lower()}",
             stance="an analyst whose role is written for the topic",
             logs=("thinking", PROMPTS),
-        )  # fmt: skip
+        )
         for x in letters
     )
 
@@ -76,7 +95,6 @@ def cap(cfg: Config) -> int:
 class PanelState(TypedDict):
     topic: str
     round: int
-    seat: int  # index of the analyst whose turn it is
     cards: bool  # the role cards are written
     done: bool
     stop_reason: str | None
@@ -84,7 +102,7 @@ class PanelState(TypedDict):
 
 def initial_state(cfg: Config) -> PanelState:
     topic = "" if cfg.topic.generate else (cfg.topic.text or "")
-    return PanelState(topic=topic, round=1, seat=0, cards=False, done=False, stop_reason=None)
+    return PanelState(topic=topic, round=1, cards=False, done=False, stop_reason=None)
 
 
 class PanelNodes:
@@ -104,7 +122,8 @@ class PanelNodes:
         self.judge_agent = JudgeAgent(public, self.decisions)
         self.synthesizer = SynthesizerAgent(public, logs["synthesis"])
         # each analyst gets its own seat's context and view, nothing wider
-        self.analysts = {s: AnalystAgent(ctx.for_seat(s), ctx.memory.seat(s)) for s in self.seats}
+        self.agents = {s: AnalystAgent(ctx.for_seat(s), ctx.memory.seat(s)) for s in self.seats}
+        self.fan_out = fans_out(ctx.cfg, [s.role for s in ctx.seats])
 
     def statements(self, round_: int) -> list[Published]:
         return [p for p in self.shared.since_round(round_) if p.round == round_]
@@ -126,24 +145,44 @@ class PanelNodes:
         self.role_generator(state["topic"], self.framework, self.seats, disruptor)
         return {"cards": True}
 
-    def analyst(self, state: PanelState) -> dict:
-        round_, seat = state["round"], self.seats[state["seat"]]
+    def analysts(self, state: PanelState) -> dict:
+        """Every analyst's statement of the round. What the calls read is read
+        here, before they go out together; each call writes only its own seat's
+        logs, and the statements are published after, in seat order."""
+        round_ = state["round"]
+        previous = self.statements(round_ - 1) if round_ > 1 else []
+        tension = self.tension(round_)
+        calls = [
+            partial(
+                self.agents[seat], state["topic"], self.framework, round_, self.card(seat), previous, tension
+            )
+            for seat in self.seats
+        ]
+        for seat, notes in zip(self.seats, together(self.ctx.events, calls, self.fan_out), strict=True):
+            if notes is not None:
+                self.publish(round_, seat, notes)
+        return {}
+
+    def card(self, seat: str) -> RoleCardRecord:
         card = self.cards_log.get(record_id(0, seat, "role_card", 0))
         assert card is not None, "the roles node runs before any analyst"
-        previous = self.statements(round_ - 1) if round_ > 1 else []
-        notes = self.analysts[seat](
-            state["topic"], self.framework, round_, card, previous, self.tension(round_)
+        return card
+
+    def publish(self, round_: int, seat: str, notes: ThinkingRecord) -> None:
+        alias = self.ctx.memory.seat(seat).seat.alias
+        self.shared.append(
+            PositionRecord(
+                id=record_id(round_, seat, "position", 0),
+                round=round_,
+                team=seat,
+                role="analyst",
+                model=notes.model,
+                text=notes.draft,
+                alias=alias,
+                notes_id=notes.id,
+                phase="blind" if round_ == 1 else "debate",
+            )
         )
-        if notes is not None:
-            alias = self.ctx.memory.seat(seat).seat.alias
-            self.shared.append(
-                PositionRecord(
-                    id=record_id(round_, seat, "position", 0), round=round_, team=seat, role="analyst",
-                    model=notes.model, text=notes.draft, alias=alias, notes_id=notes.id,
-                    phase="blind" if round_ == 1 else "debate",
-                )
-            )  # fmt: skip
-        return {"seat": state["seat"] + 1}
 
     def summary(self, state: PanelState) -> dict:
         self.summarizer(state["topic"], state["round"], self.statements(state["round"]))
@@ -164,23 +203,25 @@ class PanelNodes:
         else:
             reason = "cap" if self.cfg.format.judge else "rounds"
         self.synthesizer(
-            state["topic"], self.framework, round_, reason, self.recent_summaries(round_),
-            self.statements(round_), self.tension(round_ + 1),
-        )  # fmt: skip
+            state["topic"],
+            self.framework,
+            round_,
+            reason,
+            self.recent_summaries(round_),
+            self.statements(round_),
+            self.tension(round_ + 1),
+        )
         # a panel run to its rounds may be extended (rounds=N); a closed one may not
         stop = None if reason == "rounds" else f"{reason}: synthesis after round {round_}"
-        return {"round": round_ + 1, "seat": 0, "done": True, "stop_reason": stop}
+        return {"round": round_ + 1, "done": True, "stop_reason": stop}
 
     def advance(self, state: PanelState) -> dict:
-        return {"round": state["round"] + 1, "seat": 0}
+        return {"round": state["round"] + 1}
 
-    def route_start(self, state: PanelState) -> Literal["topic", "roles", "analyst"]:
+    def route_start(self, state: PanelState) -> Literal["topic", "roles", "analysts"]:
         if not state["topic"]:
             return "topic"
-        return "analyst" if state["cards"] else "roles"
-
-    def route_after_analyst(self, state: PanelState) -> Literal["analyst", "summary"]:
-        return "analyst" if state["seat"] < len(self.seats) else "summary"
+        return "analysts" if state["cards"] else "roles"
 
     def route_after_summary(self, state: PanelState) -> Literal["judge", "synthesis", "advance"]:
         if state["round"] >= cap(self.cfg):
@@ -196,30 +237,29 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     """The compiled panel graph for one run."""
     n = PanelNodes(ctx)
     graph = StateGraph(PanelState)
-    for name in ("topic", "roles", "analyst", "summary", "judge", "synthesis", "advance"):
+    for name in ("topic", "roles", "analysts", "summary", "judge", "synthesis", "advance"):
         graph.add_node(name, getattr(n, name))
     graph.add_conditional_edges(
-        START, n.route_start, {"topic": "topic", "roles": "roles", "analyst": "analyst"}
+        START, n.route_start, {"topic": "topic", "roles": "roles", "analysts": "analysts"}
     )
     graph.add_edge("topic", "roles")
-    graph.add_edge("roles", "analyst")
-    graph.add_conditional_edges(
-        "analyst", n.route_after_analyst, {"analyst": "analyst", "summary": "summary"}
-    )
+    graph.add_edge("roles", "analysts")
+    graph.add_edge("analysts", "summary")
     graph.add_conditional_edges(
         "summary", n.route_after_summary, {"judge": "judge", "synthesis": "synthesis", "advance": "advance"}
     )
     graph.add_conditional_edges(
         "judge", n.route_after_judge, {"synthesis": "synthesis", "advance": "advance"}
     )
-    graph.add_edge("advance", "analyst")
+    graph.add_edge("advance", "analysts")
     graph.add_edge("synthesis", END)
     return graph.compile()
 
 
 def max_steps(cfg: Config) -> int:
-    """An upper bound on graph steps, for LangGraph's recursion limit."""
-    return cfg.rounds * (cfg.format.analysts + 4) + 10
+    """An upper bound on graph steps, for LangGraph's recursion limit: a round
+    is four steps at most (analysts, summary, judge, advance or synthesis)."""
+    return cfg.rounds * 4 + 10
 
 
 # -- verify: the panel's own promises ------------------------------------------
@@ -354,8 +394,14 @@ PANEL = Format(
     whole_logs=("public/roles.jsonl",),
     min_window_rounds=RECAP_ROUNDS,
     prompt_modules=(
-        "harness.formats.panel", "harness.agents.role_generator", "harness.agents.analyst",
-        "harness.agents.summarizer", "harness.agents.judge", "harness.agents.synthesizer",
-        "harness.agents.topic", "harness.agents.common", "harness.agents.transcript",
+        "harness.formats.panel",
+        "harness.agents.role_generator",
+        "harness.agents.analyst",
+        "harness.agents.summarizer",
+        "harness.agents.judge",
+        "harness.agents.synthesizer",
+        "harness.agents.topic",
+        "harness.agents.common",
+        "harness.agents.transcript",
     ),
-)  # fmt: skip
+)

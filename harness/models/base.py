@@ -34,10 +34,20 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class Completion:
+    """One reply. Reasoning tokens are counted inside ``output_tokens`` and
+    cache reads/writes inside ``input_tokens``; ``cost_usd`` is set from the
+    price table by the engine (None: unknown), ``billed_usd`` by a backend
+    whose provider reported its own figure."""
+
     text: str
     input_tokens: int
     output_tokens: int
     latency_s: float
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = 0.0
+    billed_usd: float | None = None
 
 
 @runtime_checkable

@@ -11,7 +11,8 @@ sampled token against the grammar and masks the vocabulary only on rejection
 restores each agent's system prompt and header from a saved KV state instead
 of evaluating them again. Both hook into llama-cpp-python's own
 ``create_chat_completion`` (``HookedLlama``), so the chat template, stop
-strings and detokenization stay its own.
+strings and detokenization stay its own. The config turns both on
+(``ModelConfig``); this class's own defaults are llama-cpp-python's plain path.
 """
 
 from __future__ import annotations

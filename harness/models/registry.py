@@ -10,8 +10,9 @@ from harness.models.base import ChatModel, ModelConfigError
 from harness.schema import ModelConfig
 
 
-def check_model(cfg: ModelConfig, key: str = "model.spec") -> None:
-    """Validate a spec without loading anything heavy."""
+def check_model(cfg: ModelConfig, key: str = "model.spec", knobs: str | None = None) -> None:
+    """Validate a spec without loading anything heavy; ``knobs`` is where the
+    reasoning knobs were set (``roles.critic``), if not beside the spec."""
     provider, _, name = cfg.spec.partition(":")
     if provider in ("scripted", "human"):
         return
@@ -23,9 +24,10 @@ def check_model(cfg: ModelConfig, key: str = "model.spec") -> None:
                 f"{key}: unknown local model {name!r}; known: {', '.join(sorted(LOCAL_MODELS))}"
             )
         return
-    from harness.models.remote import check_remote
+    from harness.models.remote import check_reasoning, check_remote
 
     check_remote(cfg.spec, cfg.kwargs, key)
+    check_reasoning(provider, cfg.reasoning_effort, cfg.thinking_budget, knobs or key.rsplit(".", 1)[0])
 
 
 def build_model(cfg: ModelConfig) -> ChatModel:
@@ -73,6 +75,8 @@ def build_model(cfg: ModelConfig) -> ChatModel:
         max_concurrency=cfg.max_concurrency,
         rpm=cfg.rpm,
         tpm=cfg.tpm,
+        reasoning_effort=cfg.reasoning_effort,
+        thinking_budget=cfg.thinking_budget,
     )
 
 

@@ -35,9 +35,29 @@ API_KEY_ENV = {
 # SDK clients retry by themselves (openai: twice), hiding faults from the one
 # retry policy and its events; they are set to 0 retries here.
 CLIENT_RETRY_PROVIDERS = frozenset(
-    {"openai", "azure_openai", "anthropic", "mistralai", "groq", "google_genai",
-     "fireworks", "together", "deepseek", "xai"}
-)  # fmt: skip
+    {
+        "openai",
+        "azure_openai",
+        "anthropic",
+        "mistralai",
+        "groq",
+        "google_genai",
+        "fireworks",
+        "together",
+        "deepseek",
+        "xai",
+    }
+)
+# The drift-harness extra that installs each hosted provider's LangChain package.
+PROVIDER_EXTRAS = {
+    "openai": "openai",
+    "azure_openai": "openai",
+    "anthropic": "anthropic",
+    "google_genai": "google",
+}
+# Reasoning knobs each provider's LangChain class takes (validated in check_remote).
+EFFORT_PROVIDERS = frozenset({"openai", "azure_openai"})
+THINKING_PROVIDERS = frozenset({"anthropic", "google_genai"})
 # Providers that take a per-call ``seed`` (OpenAI's API and servers copying it).
 SEED_PROVIDERS = frozenset({"openai", "azure_openai"})
 
@@ -73,11 +93,44 @@ def check_remote(spec: str, kwargs: dict[str, Any], key: str) -> None:
     module = providers[provider].split(".")[0]
     if importlib.util.find_spec(module) is None:
         package = module.replace("_", "-")
-        raise ModelConfigError(f"{key}: {spec!r} needs the package {package} (pip install {package})")
+        extra = PROVIDER_EXTRAS.get(provider)
+        install = f"pip install 'drift-harness[{extra}]'" if extra else f"pip install {package}"
+        raise ModelConfigError(f"{key}: {spec!r} needs the package {package} ({install})")
     env = API_KEY_ENV.get(provider)
     if env and not os.environ.get(env) and kwargs.get("api_key") is None:
         raise ModelConfigError(
             f"{key}: {spec!r} needs {env} in the environment (or {key.rsplit('.', 1)[0]}.kwargs.api_key)"
+        )
+
+
+def reasoning_kwargs(provider: str, effort: str | None, thinking_budget: int | None) -> dict[str, Any]:
+    """A role's reasoning knob as its provider's LangChain class takes it."""
+    if effort is not None:
+        return {"reasoning_effort": effort}
+    if thinking_budget is None:
+        return {}
+    if provider == "anthropic":  # extended thinking: the budget is part of max_tokens
+        if thinking_budget == 0:
+            return {"thinking": {"type": "disabled"}}
+        return {"thinking": {"type": "enabled", "budget_tokens": thinking_budget}}
+    return {"thinking_budget": thinking_budget}  # google_genai
+
+
+def check_reasoning(provider: str, effort: str | None, thinking_budget: int | None, key: str) -> None:
+    """A knob the provider has no use for is refused, not silently dropped."""
+    if effort is not None and provider not in EFFORT_PROVIDERS:
+        raise ModelConfigError(
+            f"{key}.reasoning_effort: {provider} takes no reasoning_effort "
+            f"(use {key}.thinking_budget for {', '.join(sorted(THINKING_PROVIDERS))})"
+        )
+    if thinking_budget is not None and provider not in THINKING_PROVIDERS:
+        raise ModelConfigError(
+            f"{key}.thinking_budget: {provider} takes no thinking budget "
+            f"(use {key}.reasoning_effort for {', '.join(sorted(EFFORT_PROVIDERS))})"
+        )
+    if provider == "anthropic" and thinking_budget is not None and 0 != thinking_budget < 1024:
+        raise ModelConfigError(
+            f"{key}.thinking_budget: Anthropic takes 0 (off) or >= 1024, got {thinking_budget}"
         )
 
 
@@ -113,13 +166,18 @@ class LangChainModel:
         max_concurrency: float = 64,
         rpm: int | None = None,
         tpm: int | None = None,
+        reasoning_effort: str | None = None,
+        thinking_budget: int | None = None,
     ):
         self.spec = spec
         self.provider, self.name = spec.split(":", 1)
         # null values in config mean "not set" (they exist so CLI overrides need no '+')
         self.kwargs = {k: v for k, v in kwargs.items() if v is not None}
         self.mode = pick_mode(self.provider, self.kwargs, structured_mode)
-        self.client_kwargs = client_kwargs(self.provider, self.kwargs, timeout_s)
+        self.client_kwargs = {
+            **reasoning_kwargs(self.provider, reasoning_effort, thinking_budget),
+            **client_kwargs(self.provider, self.kwargs, timeout_s),
+        }
         self._chats: dict[tuple[float, int], Any] = {}
         # one limiter per endpoint, shared with every other model of the process
         api_key = _api_key(self.provider, self.kwargs)
@@ -192,16 +250,41 @@ class LangChainModel:
             if cut is None:
                 raise
             text, input_tokens, output_tokens = cut
-        else:
-            usage = getattr(reply, "usage_metadata", None) or {}
-            text = reply.content if isinstance(reply.content, str) else str(reply.content)
-            input_tokens, output_tokens = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-        return Completion(
-            text=text,
-            input_tokens=int(input_tokens),
-            output_tokens=int(output_tokens),
-            latency_s=time.perf_counter() - started,
-        )
+            return Completion(text, int(input_tokens), int(output_tokens), time.perf_counter() - started)
+        return completion_of(reply, time.perf_counter() - started)
+
+
+def completion_of(reply: Any, latency_s: float) -> Completion:
+    """A LangChain ``AIMessage`` as a harness completion, with the token details
+    LangChain normalises across providers (reasoning inside output, cache
+    reads and writes inside input) and the provider's own cost if it sent one."""
+    usage = getattr(reply, "usage_metadata", None) or {}
+    details_in = usage.get("input_token_details") or {}
+    details_out = usage.get("output_token_details") or {}
+    return Completion(
+        text=reply.content if isinstance(reply.content, str) else text_of(reply.content),
+        input_tokens=int(usage.get("input_tokens", 0)),
+        output_tokens=int(usage.get("output_tokens", 0)),
+        latency_s=latency_s,
+        reasoning_tokens=int(details_out.get("reasoning", 0) or 0),
+        cache_read_tokens=int(details_in.get("cache_read", 0) or 0),
+        cache_write_tokens=int(details_in.get("cache_creation", 0) or 0),
+        billed_usd=billed_cost(getattr(reply, "response_metadata", None) or {}),
+    )
+
+
+def text_of(content: Any) -> str:
+    """The text blocks of a list-of-blocks reply (thinking blocks are not the answer)."""
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return str(content)
+
+
+def billed_cost(metadata: dict[str, Any]) -> float | None:
+    """The cost a provider reported for the call itself (OpenRouter's ``usage.cost``), if any."""
+    usage = metadata.get("token_usage") or metadata.get("usage") or {}
+    cost = usage.get("cost") if isinstance(usage, dict) else None
+    return float(cost) if isinstance(cost, (int, float)) else None
 
 
 def _api_key(provider: str, kwargs: dict[str, Any]) -> str | None:

@@ -11,7 +11,14 @@ a fact-checker's fail verdict ``factcheck_fail_rate``, a verdict's winner
 ``judge_winner``. A grounded arguer's search step searches until its prompt
 shows passages, with a query drawn from the claim; its citations quote real
 spans of the passages in its prompt, and ``bad_citation_rate`` of them cite
-an id no passage has or words the passage lacks.
+an id no passage has or words the passage lacks. A spec whose name holds
+``summarize`` (``scripted:summarize``) asks the summarize tool first. A
+grounded fact-checker takes its claims from the speech it is shown (six
+words each) and rules on the first passage its prompt shows that holds a
+denial word (contradicted; ``_DENIALS``), else on the first passage
+(supported), or finds nothing (not found); it quotes the passage's first
+words, and ``bad_citation_rate`` of its rulings cite an unknown id or words
+the passage lacks. So a fixture collection decides which side is struck.
 
 Temperature and gradual drift restyle the words, never the choices. 0.7
 (``llm.temperature``'s default) is the reference temperature: there a reply
@@ -101,6 +108,11 @@ _LONG_FIELDS = {"argument", "statement", "summary", "convergences", "tensions", 
 # A passage as a grounded arguer's prompt shows it: [id] (source) text
 _PASSAGE = re.compile(r"^\[(\S+)\] \([^)]*\) (.+)$", re.MULTILINE)
 _CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
+# A grounded fact-check's prompts: the speech whose claims it names, and a ruling's fields.
+_SPEECH = re.compile(r"^Speech to check \([^)]*\):\n(.+)$", re.MULTILINE)
+_RULING_FIELDS = ("ruling", "passage", "quote")
+_DENIALS = frozenset({"false", "untrue", "wrong"})  # a passage holding one contradicts the claim
+_CLAIM_WORDS = 6
 # The tags that place a call; others (such as ``side``) inform the reply but
 # do not reseed it.
 _POSITION_TAGS = ("attempt", "iteration", "role", "round", "team")
@@ -202,6 +214,7 @@ class ScriptedModel:
         self.factcheck_fail_rate = factcheck_fail_rate
         self.judge_winner = judge_winner
         self.bad_citation_rate = bad_citation_rate
+        self.summarizes = "summarize" in spec.partition(":")[2]  # its arguer asks for a summary first
         # per-request retry counter, least recently asked dropped first: retries of
         # one request come back to back, and a 10,000-round run stays flat in memory
         self._calls: OrderedDict[str, int] = OrderedDict()
@@ -305,6 +318,12 @@ class ScriptedModel:
             return None
         if name == "citations":
             return self._citations(str(tags.get("prompt", "")), rng)
+        if name == "claims" and (speech := _SPEECH.search(str(tags.get("prompt", "")))):
+            words = speech.group(1).split()
+            chunks = [words[i : i + _CLAIM_WORDS] for i in range(0, len(words), _CLAIM_WORDS)]
+            return [" ".join(c) for c in chunks if len(c) > 1][: prop.get("maxItems", 2)]
+        if name in _RULING_FIELDS:
+            return self._ruling(str(tags.get("prompt", "")))[name]
         if name == "query":
             return self._query(str(tags.get("prompt", "")), rng, tags.get("side"))
         if "enum" in prop:
@@ -350,6 +369,28 @@ class ScriptedModel:
             cited.append({"id": pid[:40], "quote": quote[:120]})
         return cited
 
+    def _ruling(self, prompt: str) -> dict[str, str]:
+        """A fact-check's ruling on its prompt's passages (see module docstring); no draw from ``rng``."""
+        passages = _PASSAGE.findall(prompt)
+        if not passages:
+            return {"ruling": "not_found", "passage": "", "quote": ""}
+        denied = [
+            (pid, text) for pid, text in passages if _DENIALS & set(re.findall(r"[a-z]+", text.lower()))
+        ]
+        pid, text = (denied or passages)[0]
+        quote = " ".join(text.rstrip("…").split()[:_CLAIM_WORDS])
+        forge = _rng(self.seed, prompt, "forge")
+        if self.bad_citation_rate and forge.random() < self.bad_citation_rate:
+            if forge.random() < 0.5:
+                pid = f"no-such-passage.{forge.randrange(1000)}"
+            else:
+                quote = " ".join(_SWITCHED[:4])
+        return {
+            "ruling": "contradicted" if denied else "supported",
+            "passage": pid[:40],
+            "quote": quote[:160],
+        }
+
     def _choice(self, name: str, options: list[Any], rng: random.Random, tags: dict[str, Any]) -> Any:
         if name == "decision" and "evolve" in options:  # evolve when the persona's style changes
             round_ = int(tags.get("round", 0))
@@ -363,5 +404,8 @@ class ScriptedModel:
         if name == "winner" and self.judge_winner in options:
             return self.judge_winner
         if name == "action" and "search" in options:  # a grounded arguer: search until it has passages
-            return "write" if _PASSAGE.search(str(tags.get("prompt", ""))) else "search"
+            prompt = str(tags.get("prompt", ""))
+            if self.summarizes and "summarize" in options and 'Summary "' not in prompt:
+                return "write" if _PASSAGE.search(prompt) else "summarize"
+            return "write" if _PASSAGE.search(prompt) else "search"
         return rng.choice(options)

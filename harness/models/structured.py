@@ -240,6 +240,22 @@ def min_tokens(schema: dict[str, Any]) -> int:
     return overhead + math.ceil(least / CHARS_PER_TOKEN)
 
 
+def usage_of(completion: Completion) -> Usage:
+    """One call's usage, as records keep it."""
+    c = completion
+    return Usage(
+        input_tokens=c.input_tokens,
+        output_tokens=c.output_tokens,
+        latency_s=c.latency_s,
+        calls=1,
+        cost_usd=c.cost_usd,
+        billed_usd=c.billed_usd,
+        reasoning_tokens=c.reasoning_tokens,
+        cache_read_tokens=c.cache_read_tokens,
+        cache_write_tokens=c.cache_write_tokens,
+    )
+
+
 def generate_structured(
     call: Callable[[ModelRequest], Completion],
     messages: list[Message],
@@ -272,12 +288,7 @@ def generate_structured(
             tags={**tags, "attempt": attempt},
         )
         completion = call(request)
-        usage = usage + Usage(
-            input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens,
-            latency_s=completion.latency_s,
-            calls=1,
-        )
+        usage = usage + usage_of(completion)
         raw = completion.text
         try:
             value = parse_reply(raw, schema_cls)

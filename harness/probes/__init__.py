@@ -17,6 +17,18 @@ from harness.probes.checkers import CHECKERS, Asker, Checker, checker, param_pro
 from harness.probes.integrity import check_probes
 
 __all__ = [
-    "CHECKERS", "PROBE_LOG", "PROBE_MODULES", "PROBE_ROLE", "Asker", "Checker", "Probe", "active_probes",
-    "check_probes", "checker", "param_problem", "probe_id", "rules", "run_checker",
-]  # fmt: skip
+    "CHECKERS",
+    "PROBE_LOG",
+    "PROBE_MODULES",
+    "PROBE_ROLE",
+    "Asker",
+    "Checker",
+    "Probe",
+    "active_probes",
+    "check_probes",
+    "checker",
+    "param_problem",
+    "probe_id",
+    "rules",
+    "run_checker",
+]

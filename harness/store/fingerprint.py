@@ -21,7 +21,20 @@ from harness.store.rundir import write_atomic
 
 # Keys that may differ on resume without changing what the run computes.
 # ``chat`` names the seat a person plays; the seat's spec (human:you) is fingerprinted.
-MUTABLE_KEYS = ("rounds", "runs_root", "progress", "resume", "experiment_name", "run_name", "chat")
+# ``budget`` only limits how far a run goes (raised on resume to continue one).
+# ``prices`` is fingerprinted as the entries of the run's models (a ``prices`` part), not as paths.
+MUTABLE_KEYS = (
+    "rounds",
+    "runs_root",
+    "progress",
+    "resume",
+    "experiment_name",
+    "run_name",
+    "chat",
+    "budget",
+    "prices",
+    "tracing",  # where a run's spans go, not what it computes
+)
 # Sections some formats read (``Format.sections``); left out of other formats' fingerprints.
 OPTIONAL_SECTIONS = ("search",)
 # How a search reaches its collection, not what it finds: free to change on resume.
@@ -71,6 +84,8 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
         before, after = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
         if before == "<absent>" and key in defaults and after == defaults[key]:
             continue
+        if before == "<absent>" and key.startswith("prices."):
+            continue  # made before dollars were counted: the model's price was never part of it
         # a key given on the command line at the start and read from the
         # environment on resume: redacted either way, and no change to the run
         if before in (REDACTED, None) and after in (REDACTED, None):

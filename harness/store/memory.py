@@ -38,6 +38,8 @@ from harness.store.records import (
     SeatInfo,
     ThinkingRecord,
     Usage,
+    add_billed,
+    add_cost,
 )
 
 R = TypeVar("R", bound=Envelope)
@@ -299,7 +301,7 @@ class RunMemory:
                 fsync=fsync,
                 start=start.get(name),
                 keep_rounds=None if name in layout.whole_logs else keep_rounds,
-            )  # fmt: skip
+            )
             for name in layout.files()
         }
         self.shared: JsonlLog[Published] = self._logs["shared_memory.jsonl"]
@@ -356,6 +358,8 @@ def count_record(counts: RunCounts, record: Envelope) -> None:
     """Add one record to ``counts``: its kind, its usage, what it decided."""
     if isinstance(record, (PromptRecord, ReplyRecord)):  # a reply's cost is counted where it ended
         return
+    counts.cost_usd = add_cost(counts.cost_usd, record.usage.cost_usd)
+    counts.billed_usd = add_billed(counts.billed_usd, record.usage.billed_usd)
     if record.role == "probe":  # a behavioural probe (harness.probes): its own counts only
         counts.probe_calls += record.usage.calls
         counts.probe_tokens += record.usage.input_tokens + record.usage.output_tokens

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from harness.store.jsonl import scan
-from harness.store.records import Record, RunLayout, RunManifest
+from harness.store.records import Record, ReplyRecord, RunLayout, RunManifest, Usage
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -94,3 +94,16 @@ def read_run(run_dir: Path, *, skip: tuple[str, ...] = ()) -> RunFolder:
         if not name.endswith(skip):
             run.files[name] = list(read_records(run_dir / name, run.notes))
     return run
+
+
+def ledger(run_dir: Path) -> Usage:
+    """What a run's model calls cost, summed over every reply it kept (each
+    paid call keeps one, retries aside): the figure a budget is charged with
+    and a provider's bill is checked against. Replayed replies are not kept
+    twice, so nothing is counted twice."""
+    total = Usage()
+    for path in sorted(run_dir.glob("*/replies.jsonl")):
+        for line in scan(path):
+            if isinstance(line.record, ReplyRecord):
+                total = total + line.record.usage
+    return total

@@ -11,7 +11,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 SCHEMA_VERSION = 1
 
@@ -36,6 +43,7 @@ EventKind = Literal[
     "note",  # a person's note for the synthesiser (chat mode)
     "turn_skipped",  # a grounded turn with no valid reply after its retries: nothing published
     "replay_mismatch",  # a resumed call rebuilt a request other than the one its kept reply answered
+    "budget",  # the next call could cross budget.usd / budget.tokens: the run stopped before it
 ]
 
 
@@ -52,12 +60,30 @@ class ErrorInfo(BaseModel):
 
 
 class Usage(BaseModel):
-    """Cost of one model call (or of several, summed over repairs and retries)."""
+    """Cost of one model call (or of several, summed over repairs and retries).
+
+    ``cost_usd`` is computed from the price table (``harness.models.prices``):
+    None means unknown (a model with no price), never 0. ``billed_usd`` is the
+    provider's own figure when its reply carried one. Reasoning tokens are
+    already inside ``output_tokens``; cache reads and writes inside
+    ``input_tokens``. The detail fields are left out of a record while they
+    hold their defaults, so records of free models read as they always did.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
     calls: int = 0
+    cost_usd: float | None = 0.0
+    billed_usd: float | None = None
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @model_serializer(mode="wrap")
+    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k not in _USAGE_DETAIL or v != _USAGE_DETAIL[k]}
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -65,7 +91,32 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             latency_s=self.latency_s + other.latency_s,
             calls=self.calls + other.calls,
+            cost_usd=add_cost(self.cost_usd, other.cost_usd),
+            billed_usd=add_billed(self.billed_usd, other.billed_usd),
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
+
+
+# Usage's detail fields and the defaults they are left out at.
+_USAGE_DETAIL: dict[str, Any] = {
+    "cost_usd": 0.0,
+    "billed_usd": None,
+    "reasoning_tokens": 0,
+    "cache_read_tokens": 0,
+    "cache_write_tokens": 0,
+}
+
+
+def add_cost(a: float | None, b: float | None) -> float | None:
+    """Dollars summed; unknown anywhere makes the sum unknown (never shown as 0)."""
+    return None if a is None or b is None else a + b
+
+
+def add_billed(a: float | None, b: float | None) -> float | None:
+    """The provider's billed figures summed where there are any (None: none reported)."""
+    return None if a is None and b is None else (a or 0.0) + (b or 0.0)
 
 
 class Envelope(BaseModel):
@@ -237,6 +288,20 @@ class NoteRecord(Envelope):
     text: str
 
 
+class Ruling(BaseModel):
+    """A grounded fact-check's ruling on one claim: the search made for it
+    (in ``public/searches``), and the passage and quote the ruling rests on,
+    marked by the citation checker (None: it cites nothing, as a claim not found)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    claim: str
+    ruling: Literal["supported", "contradicted", "not_found"]
+    reason: str = ""
+    search_id: str
+    citation: Citation | None = None
+
+
 class FactCheckRecord(Envelope):
     """The fact-checker's review of one draft (public; ``team`` is the seat checked)."""
 
@@ -253,6 +318,10 @@ class FactCheckRecord(Envelope):
     passages: list[str] = Field(default_factory=list)
     strike: int = 0  # the side's strikes after this check (0 for a pass)
     fallback: bool = False
+    # grounded: one ruling per claim, the SearchRecord ids and the passages they returned
+    rulings: list[Ruling] = Field(default_factory=list)
+    searches: list[str] = Field(default_factory=list)
+    hits: int = 0
 
 
 class VerdictRecord(Envelope):
@@ -438,13 +507,18 @@ class RunCounts(BaseModel):
     # behavioural probes' calls and tokens, kept out of the debate's figures above
     probe_calls: int = 0
     probe_tokens: int = 0
+    # dollars of every paid call, probes included (None: some call's model has no price)
+    cost_usd: float | None = 0.0
+    billed_usd: float | None = None  # what providers reported billing, where they did
 
     def __add__(self, other: RunCounts) -> RunCounts:
         # rounds_completed is a position, not a sum: the later value wins
         summed: dict[str, Any] = {
-            k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields if k not in _KEYED
+            k: getattr(self, k) + getattr(other, k) for k in type(self).model_fields if k not in _UNSUMMED
         }
         summed["rounds_completed"] = max(self.rounds_completed, other.rounds_completed)
+        summed["cost_usd"] = add_cost(self.cost_usd, other.cost_usd)
+        summed["billed_usd"] = add_billed(self.billed_usd, other.billed_usd)
         for key in _KEYED:
             mine, theirs = getattr(self, key), getattr(other, key)
             summed[key] = {
@@ -455,12 +529,13 @@ class RunCounts(BaseModel):
 
     def get(self, name: str) -> int:
         """A count by field name, record kind (``summary``) or event (``strike``)."""
-        if name in type(self).model_fields and name not in _KEYED:
+        if name in type(self).model_fields and name not in _UNSUMMED:
             return int(getattr(self, name))
         return self.by_kind.get(name, self.by_event.get(name, 0))
 
 
 _KEYED = ("by_kind", "by_event", "usage_by_role", "usage_by_stage")
+_UNSUMMED = (*_KEYED, "cost_usd", "billed_usd")
 
 
 class HistoryEntry(BaseModel):

@@ -5,8 +5,10 @@
 seat, per record (generic columns plus the record's full JSON, so a record
 kind added later needs no new table), and typed tables for what researchers
 query most: the shared transcript's statements, the events, and the usage of
-every model call. The JSONL files stay the source of truth; the store is an
-index of them and can be rebuilt from scratch at any time (``rebuild=True``).
+every model call; and a full-text index of the transcripts, drafts,
+critiques and personas (``harness.store.fts``). The JSONL files stay the
+source of truth; the store is an index of them and can be rebuilt from
+scratch at any time (``rebuild=True``).
 
 Updates are incremental. Each run keeps a stamp (size, mtime and inode of
 ``manifest.json``, ``config.yaml`` and every log of its layout); a run whose
@@ -33,11 +35,12 @@ from typing import Any
 
 import yaml
 
+from harness.store.fts import FTS_SCHEMA, passage_rows
 from harness.store.reader import RunFolder, find_runs, layout_of_run, read_manifest, read_run
 from harness.store.records import SCHEMA_VERSION, EventRecord, Published, Record
 
 # Bump when a table or column changes: a store of another version is rebuilt.
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 3  # 2: passages and their full-text index; 3: cost_usd (NULL: unknown)
 DEFAULT_DB_NAME = "_store.sqlite"  # "_": find_runs never looks inside it
 SKIP_LOGS = ("prompts.jsonl", "replies.jsonl")  # every call's prompt and raw reply: large, left to the JSONL
 # Runs written per transaction: each run's delete and re-insert always land
@@ -50,7 +53,7 @@ CREATE TABLE runs (
     run_id TEXT PRIMARY KEY, name TEXT, format TEXT, status TEXT, stop_reason TEXT, seed INTEGER,
     topic TEXT, started_at TEXT, ended_at TEXT, wall_s REAL, rounds_completed INTEGER,
     model_calls INTEGER, published INTEGER, input_tokens INTEGER, output_tokens INTEGER,
-    git_commit TEXT, error_kind TEXT, error_type TEXT, error_message TEXT,
+    cost_usd REAL, git_commit TEXT, error_kind TEXT, error_type TEXT, error_message TEXT,
     config_json TEXT, manifest_json TEXT, read_notes TEXT, logs_json TEXT, stamp TEXT, indexed_at TEXT
 );
 CREATE TABLE seats (
@@ -73,7 +76,7 @@ CREATE TABLE events (
 CREATE TABLE usage (
     run_id TEXT, file TEXT, seq INTEGER, record_id TEXT, kind TEXT, round INTEGER, seat TEXT,
     role TEXT, iteration INTEGER, model TEXT, input_tokens INTEGER, output_tokens INTEGER,
-    latency_s REAL, calls INTEGER
+    latency_s REAL, calls INTEGER, cost_usd REAL
 );
 CREATE INDEX runs_format_status ON runs (format, status);
 CREATE INDEX records_run ON records (run_id, file, seq);
@@ -84,7 +87,8 @@ CREATE INDEX events_event ON events (event, error_kind);
 CREATE INDEX usage_run ON usage (run_id, seat, kind);
 CREATE INDEX usage_model ON usage (model);
 """
-TABLES = ("runs", "seats", "records", "statements", "events", "usage")
+# passages: its delete trigger takes a run's rows out of the full-text index too
+TABLES = ("runs", "seats", "records", "statements", "events", "usage", "passages")
 
 
 @dataclass
@@ -166,7 +170,7 @@ def open_store(db: Path, rebuild: bool) -> sqlite3.Connection:
     db.parent.mkdir(parents=True, exist_ok=True)
     con = sqlite3.connect(db, isolation_level=None)  # transactions are explicit (transaction())
     if meta is None:
-        con.executescript(f"BEGIN; {SCHEMA} COMMIT;")
+        con.executescript(f"BEGIN; {SCHEMA} {FTS_SCHEMA} COMMIT;")
         with transaction(con):
             con.executemany(
                 "INSERT INTO meta VALUES (?, ?)", [*versions().items(), ("created_at", now_iso())]
@@ -262,30 +266,86 @@ def insert_run(con: sqlite3.Connection, run_id: str, run: RunFolder, logs: list[
     """Write every row of one read run."""
     insert(con, "runs", [run_row(run_id, run, logs, stamp)])
     specs = run.manifest.model_specs
-    insert(con, "seats", [
-        (run_id, s.name, s.alias, s.role, s.stance, specs.get(s.role), json.dumps(s.logs))
-        for s in run.layout.seats
-    ])  # fmt: skip
+    insert(
+        con,
+        "seats",
+        [
+            (run_id, s.name, s.alias, s.role, s.stance, specs.get(s.role), json.dumps(s.logs))
+            for s in run.layout.seats
+        ],
+    )
     rows = list(all_records(run))
-    insert(con, "records", [
-        (run_id, file, *envelope(r), r.ts.isoformat(), r.model_dump_json()) for file, r in rows
-    ])  # fmt: skip
+    insert(
+        con,
+        "records",
+        [(run_id, file, *envelope(r), r.ts.isoformat(), r.model_dump_json()) for file, r in rows],
+    )
     aliases = {s.name: s.alias for s in run.layout.seats}  # a drift argument names no alias of its own
-    insert(con, "statements", [
-        (run_id, r.seq, r.id, r.round, r.team, r.alias or aliases.get(r.team or ""), r.kind,
-         r.phase, r.role, r.iteration, r.text, r.model, r.ts.isoformat())
-        for r in run.of("shared_memory.jsonl") if isinstance(r, Published)
-    ])  # fmt: skip
-    insert(con, "events", [
-        (run_id, file, r.seq, r.id, r.round, r.team, r.role, r.iteration, r.event, r.detail,
-         *error_cols(r), json.dumps(r.data, default=str), r.ts.isoformat())
-        for file, r in rows if isinstance(r, EventRecord)
-    ])  # fmt: skip
-    insert(con, "usage", [
-        (run_id, file, *envelope(r), r.usage.input_tokens, r.usage.output_tokens, r.usage.latency_s,
-         r.usage.calls)
-        for file, r in rows if r.usage.calls > 0
-    ])  # fmt: skip
+    insert(
+        con,
+        "statements",
+        [
+            (
+                run_id,
+                r.seq,
+                r.id,
+                r.round,
+                r.team,
+                r.alias or aliases.get(r.team or ""),
+                r.kind,
+                r.phase,
+                r.role,
+                r.iteration,
+                r.text,
+                r.model,
+                r.ts.isoformat(),
+            )
+            for r in run.of("shared_memory.jsonl")
+            if isinstance(r, Published)
+        ],
+    )
+    insert(
+        con,
+        "events",
+        [
+            (
+                run_id,
+                file,
+                r.seq,
+                r.id,
+                r.round,
+                r.team,
+                r.role,
+                r.iteration,
+                r.event,
+                r.detail,
+                *error_cols(r),
+                json.dumps(r.data, default=str),
+                r.ts.isoformat(),
+            )
+            for file, r in rows
+            if isinstance(r, EventRecord)
+        ],
+    )
+    insert(
+        con,
+        "usage",
+        [
+            (
+                run_id,
+                file,
+                *envelope(r),
+                r.usage.input_tokens,
+                r.usage.output_tokens,
+                r.usage.latency_s,
+                r.usage.calls,
+                r.usage.cost_usd,
+            )
+            for file, r in rows
+            if r.usage.calls > 0
+        ],
+    )
+    insert(con, "passages", list(passage_rows(run_id, rows, aliases)))
 
 
 def insert(con: sqlite3.Connection, table: str, rows: list[tuple[Any, ...]]) -> None:
@@ -298,13 +358,33 @@ def run_row(run_id: str, run: RunFolder, logs: list[str], stamp: str) -> tuple[A
     m, c = run.manifest, run.manifest.counts
     err = m.error
     return (
-        run_id, m.run_id, m.format, m.status, m.stop_reason, m.seed, m.topic,
-        m.started_at.isoformat(), m.ended_at.isoformat() if m.ended_at else None, m.wall_s,
-        c.rounds_completed, c.model_calls, c.published, c.input_tokens, c.output_tokens,
-        m.git_commit, err.kind if err else None, err.type if err else None, err.message if err else None,
-        json.dumps(run.config, default=str), m.model_dump_json(),
-        "\n".join(run.notes) or None, json.dumps(logs), stamp, now_iso(),
-    )  # fmt: skip
+        run_id,
+        m.run_id,
+        m.format,
+        m.status,
+        m.stop_reason,
+        m.seed,
+        m.topic,
+        m.started_at.isoformat(),
+        m.ended_at.isoformat() if m.ended_at else None,
+        m.wall_s,
+        c.rounds_completed,
+        c.model_calls,
+        c.published,
+        c.input_tokens,
+        c.output_tokens,
+        c.cost_usd,
+        m.git_commit,
+        err.kind if err else None,
+        err.type if err else None,
+        err.message if err else None,
+        json.dumps(run.config, default=str),
+        m.model_dump_json(),
+        "\n".join(run.notes) or None,
+        json.dumps(logs),
+        stamp,
+        now_iso(),
+    )
 
 
 def all_records(run: RunFolder) -> Iterator[tuple[str, Record]]:

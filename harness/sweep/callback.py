@@ -85,14 +85,29 @@ def concurrent_workers(launcher: DictConfig, cells: int) -> int:
     return 1
 
 
+# Overrides a resumed sweep may change without changing its cells (a raised budget).
+RESUME_MUTABLE = ("budget.", "+budget.")
+
+
+def fixed(overrides: list[str]) -> list[str]:
+    """The overrides that say which cell a job is."""
+    return [o for o in overrides if not o.startswith(RESUME_MUTABLE)]
+
+
 def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:
     cells = plan_cells(arguments)
     if os.environ.get(RESUME_ENV):
         if not (sweep_dir / INDEX_JSON).is_file():
             _fail(f"{RESUME_ENV} is set but {sweep_dir} holds no {INDEX_JSON} to resume")
         index = read_index(sweep_dir)
-        if [(c.name, c.overrides) for c in index.cells] != [(c.name, c.overrides) for c in cells]:
+        if [(c.name, fixed(c.overrides)) for c in index.cells] != [
+            (c.name, fixed(c.overrides)) for c in cells
+        ]:
             _fail(f"{sweep_dir}: these overrides plan different cells than its {INDEX_JSON}")
+        # a raised budget is the same sweep: its cells carry the overrides they now run with
+        for kept, planned in zip(index.cells, cells, strict=True):
+            kept.overrides = planned.overrides
+        index.task_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
         index.history.append(f"resume {index.updated_at.isoformat()}")
         return index
     if (sweep_dir / INDEX_JSON).exists():

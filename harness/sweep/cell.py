@@ -22,7 +22,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import AbstractContextManager, contextmanager, nullcontext, redirect_stderr, redirect_stdout
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +32,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
+from harness.engine.budget import in_sweep_budget
+from harness.store.reader import ledger
 from harness.store.records import utcnow
 from harness.streams import RoutedStream
 from harness.sweep.index import (
@@ -47,7 +49,8 @@ from harness.sweep.index import (
 )
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
-_EXIT_STATUS = {0: "completed", 130: "interrupted"}
+# 75: a budget stopped the run (harness.cli.report), resumable; the sweep goes on
+_EXIT_STATUS = {0: "completed", 130: "interrupted", 75: "interrupted"}
 _PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
 _PLAN_LOCK = threading.Lock()
 
@@ -82,9 +85,11 @@ def find_cell(sweep_dir: Path, num: int, overrides: list[str]) -> Cell:
     raise RuntimeError(f"job {num} ({' '.join(overrides)}) is not a cell of {sweep_dir}/sweep.json")
 
 
-def cell_config(cfg: DictConfig, sweep_dir: Path, name: str) -> DictConfig:
-    """The cell's config: its run lands in the sweep folder, and a replicate gets its seed."""
-    out = copy.deepcopy(cfg)
+def cell_config(cfg: DictConfig, sweep_dir: Path, name: str, *, owned: bool = False) -> DictConfig:
+    """The cell's config: its run lands in the sweep folder, and a replicate gets its seed.
+    ``owned``: ``cfg`` was made for this cell alone, so it is changed in place (a copy
+    of a whole config costs milliseconds of CPU, a lot with 1,000 cells on one GIL)."""
+    out = cfg if owned else copy.deepcopy(cfg)
     with open_dict(out):
         out.runs_root = str(sweep_dir)
         out.run_name = name  # the planned folder name, which says what varies
@@ -176,14 +181,31 @@ def _last_error(log: Path, offset: int) -> str | None:
     return errors[-1] if errors else None
 
 
+def sweep_budget_of(cfg: DictConfig, sweep_dir: Path) -> AbstractContextManager[object]:
+    """The budget every cell of this sweep in this process shares, if it has one;
+    charged at first with what the sweep's runs had already spent (a resume)."""
+    budget = cfg.get("budget") or {}
+    usd, tokens = budget.get("sweep_usd"), budget.get("sweep_tokens")
+    if usd is None and tokens is None:
+        return nullcontext()
+
+    def spent() -> tuple[float, int]:
+        paid = [ledger(run) for run in sweep_dir.iterdir() if (run / "manifest.json").is_file()]
+        return sum(p.cost_usd or 0.0 for p in paid), sum(p.input_tokens + p.output_tokens for p in paid)
+
+    return in_sweep_budget(str(sweep_dir.resolve()), usd, tokens, spent)
+
+
 @dataclass(frozen=True)
 class SweepJob:
     """Which job of which sweep: from Hydra's per-job config in a process of
-    its own, or handed over by the in-process launcher (whose threads share one)."""
+    its own, or handed over by the in-process launcher (whose threads share one;
+    its job's config is composed for the cell alone: ``owned``)."""
 
     sweep_dir: Path
     num: int
     overrides: list[str]
+    owned: bool = False
 
     @classmethod
     def current(cls) -> SweepJob:
@@ -204,7 +226,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         return
     if manifest is None and run_dir.exists():
         _set_aside(run_dir)
-    cell_cfg = cell_config(cfg, sweep_dir, cell.name)
+    cell_cfg = cell_config(cfg, sweep_dir, cell.name, owned=job.owned)
     record = CellRecord(
         status="running",
         action="run" if manifest is None else "resume",
@@ -214,7 +236,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     write_cell_record(sweep_dir, cell.name, record)
     token = _CELL.set(cell.name)
     try:
-        with cell_output(sweep_dir, cell.name) as log:
+        with cell_output(sweep_dir, cell.name) as log, sweep_budget_of(cell_cfg, sweep_dir):
             offset = log.stat().st_size
             code = _invoke(single_run, cell_cfg, run_dir, resume=manifest is not None)
     finally:

@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,20 +82,31 @@ class CellRecord(BaseModel):
     wall_s: float | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    cost_usd: float | None = 0.0  # None: some call's model has no price (docs/costs.md)
 
     def with_counts(self, manifest: RunManifest | None) -> CellRecord:
         """This record with the run's counts, so the index needs no manifest read for it."""
         if manifest is None:
             return self.model_copy(
-                update={"rounds_done": 0, "wall_s": 0.0, "input_tokens": 0, "output_tokens": 0}
+                update={
+                    "rounds_done": 0,
+                    "wall_s": 0.0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cost_usd": 0.0,
+                }
             )
         counts = manifest.counts
         return self.model_copy(
             update={
-                "rounds_done": counts.rounds_completed, "wall_s": manifest.wall_s, "seed": manifest.seed,
-                "input_tokens": counts.input_tokens, "output_tokens": counts.output_tokens,
+                "rounds_done": counts.rounds_completed,
+                "wall_s": manifest.wall_s,
+                "seed": manifest.seed,
+                "input_tokens": counts.input_tokens,
+                "output_tokens": counts.output_tokens,
+                "cost_usd": counts.cost_usd,
             }
-        )  # fmt: skip
+        )
 
 
 class CellEvent(CellRecord):
@@ -117,6 +129,7 @@ class Cell(BaseModel):
     wall_s: float = 0.0
     input_tokens: int = 0
     output_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: unknown
     seed: int | None = None
     exit_code: int | None = None
     error: str | None = None
@@ -297,6 +310,12 @@ def _dead_here(record: CellRecord) -> bool:
     return False
 
 
+def _running_here(row: Cell, record: CellRecord) -> bool:
+    """The row says running, from this process's record that it is running."""
+    ours = record.pid == os.getpid() and record.host == os.uname().nodename
+    return ours and row.status == record.status == "running"
+
+
 def cell_row(cell: Cell, record: CellRecord | None, manifest: RunManifest | None, *, final: bool) -> Cell:
     """The cell's row from its last record and, where read, its manifest. ``final``:
     nothing runs any more, so a cell still marked running was killed."""
@@ -305,16 +324,20 @@ def cell_row(cell: Cell, record: CellRecord | None, manifest: RunManifest | None
         counts = manifest.counts
         row.rounds_done, row.wall_s = counts.rounds_completed, manifest.wall_s
         row.input_tokens, row.output_tokens = counts.input_tokens, counts.output_tokens
-        row.seed = manifest.seed
+        row.cost_usd, row.seed = counts.cost_usd, manifest.seed
     elif record is not None and record.rounds_done is not None:
         row.rounds_done, row.wall_s, row.seed = record.rounds_done, record.wall_s or 0.0, record.seed
         row.input_tokens, row.output_tokens = record.input_tokens or 0, record.output_tokens or 0
+        row.cost_usd = record.cost_usd
     if record is None:
         row.status = "pending" if manifest is None else "crashed"
         return row
     row.action, row.exit_code, row.error, row.rounds = (
-        record.action, record.exit_code, record.error, record.rounds,
-    )  # fmt: skip
+        record.action,
+        record.exit_code,
+        record.error,
+        record.rounds,
+    )
     row.seed = row.seed if row.seed is not None else record.seed
     row.status = record.status
     if record.status == "running" and (final or _dead_here(record)):
@@ -343,12 +366,14 @@ def replay_index(
     """``index`` (the compacted rows) updated by the cell log's last record of each cell
     (of each cell in ``names``, if given). A manifest is read only for a cell still
     running (its rounds so far) or a record without counts; a cell with no record
-    keeps its compacted row."""
+    keeps its compacted row, and so, given ``names``, does a row already running
+    in this very process (the in-process launcher's cells, alive by definition):
+    re-reading 1,000 manifests every second took a tenth of the driver's GIL."""
     started = time.perf_counter()
     cells = []
     for cell in index.cells:
         record = latest.get(cell.name)
-        if record is None or (names is not None and cell.name not in names):
+        if record is None or (names is not None and (cell.name not in names or _running_here(cell, record))):
             cells.append(cell)
             continue
         look = record.status == "running" or record.rounds_done is None
@@ -420,32 +445,48 @@ def progress_line(cells: list[Cell]) -> str:
 
 def status_table(index: SweepIndex) -> str:
     """The table printed when a sweep ends: one line per cell, then the totals."""
+    from harness.models.prices import format_usd  # light; kept out of the callback's import
+    from harness.store.records import add_cost
+
     width = max([len("cell"), *(len(c.name) for c in index.cells)])
-    lines = [f"{'cell':<{width}}  {'status':<11} {'rounds':>7} {'wall_s':>8} {'tokens':>9}  note"]
+    lines = [f"{'cell':<{width}}  {'status':<11} {'rounds':>7} {'wall_s':>8} {'tokens':>9} {'cost':>9}  note"]
+    spent: float | None = 0.0
     for c in index.cells:
         rounds = f"{c.rounds_done}/{c.rounds}" if c.rounds else str(c.rounds_done)
         note = c.error or ("skipped: already completed" if c.action == "skip" else "")
         lines.append(
             f"{c.name:<{width}}  {c.status:<11} {rounds:>7} {c.wall_s:>8.1f} "
-            f"{c.input_tokens + c.output_tokens:>9}  {note}".rstrip()
+            f"{c.input_tokens + c.output_tokens:>9} {format_usd(c.cost_usd):>9}  {note}".rstrip()
         )
+        spent = add_cost(spent, c.cost_usd)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(tally(index.cells).items()))
-    lines.append(f"{len(index.cells)} cells: {summary}")
+    tokens = sum(c.input_tokens + c.output_tokens for c in index.cells)
+    lines.append(f"{len(index.cells)} cells: {summary}; {tokens} tokens, {format_usd(spent)} spent")
     return "\n".join(lines)
 
 
 # -- the command line ---------------------------------------------------------------
-def relaunch_command(sweep_dir: Path, index: SweepIndex) -> list[str]:
-    """The multirun that continues this sweep: same overrides, same launcher, same folder."""
+def relaunch_command(sweep_dir: Path, index: SweepIndex, changes: Sequence[str] = ()) -> list[str]:
+    """The multirun that continues this sweep: same overrides, same launcher, same
+    folder; ``changes`` (``budget.sweep_usd=5``) replace the overrides of their keys."""
     hydra = [o for o in index.hydra_overrides if _key(o) not in ("hydra.sweep.dir", "hydra.mode")]
+    changed = {_key(c) for c in changes}
+    task = [o for o in index.task_overrides if _key(o) not in changed]
     return [
-        sys.executable, "-m", "harness.run", "-m", *index.task_overrides, *hydra,
+        sys.executable,
+        "-m",
+        "harness.run",
+        "-m",
+        *task,
+        *changes,
+        *hydra,
         f"hydra.sweep.dir='{sweep_dir.resolve()}'",
-    ]  # fmt: skip
+    ]
 
 
-def resume(sweep_dir: Path) -> int:
-    """Skip completed cells, resume crashed ones, run those never started."""
+def resume(sweep_dir: Path, changes: list[str] | None = None) -> int:
+    """Skip completed cells, resume crashed ones, run those never started;
+    ``changes`` such as a raised ``budget.sweep_usd`` apply to every cell."""
     index = refresh_index(sweep_dir, read_index(sweep_dir), final=True)
     counts = tally(index.cells)
     todo = len(index.cells) - counts.get("completed", 0)
@@ -459,7 +500,7 @@ def resume(sweep_dir: Path) -> int:
         flush=True,
     )
     env = {**os.environ, RESUME_ENV: "1"}
-    return subprocess.call(relaunch_command(sweep_dir, index), env=env)
+    return subprocess.call(relaunch_command(sweep_dir, index, changes or []), env=env)
 
 
 def limiter_lines(sweep_dir: Path) -> list[str]:
@@ -487,17 +528,24 @@ def status(sweep_dir: Path) -> int:
     return 0 if all(c.status == "completed" for c in index.cells) else 1
 
 
-USAGE = "usage: python -m harness.sweep {resume,status} <sweep_dir>"
+USAGE = "usage: python -m harness.sweep {resume <sweep_dir> [key=value ...], status <sweep_dir>}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2 or args[0] not in ("resume", "status"):
+    changes = args[2:]
+    well_formed = all("=" in c and not c.startswith("hydra") for c in changes)
+    if (
+        len(args) < 2
+        or args[0] not in ("resume", "status")
+        or (changes and args[0] == "status")
+        or not well_formed
+    ):
         print(USAGE, file=sys.stderr)
         return 2
     sweep_dir = Path(args[1])
     try:
-        return resume(sweep_dir) if args[0] == "resume" else status(sweep_dir)
+        return resume(sweep_dir, changes) if args[0] == "resume" else status(sweep_dir)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -20,11 +20,17 @@ every core, so they run one at a time, while API cells go on around them.
 The first SIGINT or SIGTERM asks every cell to stop after its node in flight
 (each is left ``interrupted``, resumable) and starts no new cell; the sweep
 then exits 130, as the other launchers do.
+
+While the cells run, the cyclic garbage collector runs less often
+(``fewer_collections``): 1,000 cells in flight hold millions of objects, and
+at Python's default thresholds the collector took about a third of the
+driver's CPU (a 1,000-cell wave of starts: 167 s, 124 s with this).
 """
 
 from __future__ import annotations
 
 import copy
+import gc
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -167,7 +173,7 @@ class InProcessLauncher(Launcher):
         release_stderr()  # what Hydra said before the first cell, held by harness.run.cli
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
-        with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir):
+        with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
             workers = max(1, min(self.concurrency, len(jobs)))
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell") as pool:
                 returns = list(pool.map(lambda job: self._run(sweep_dir, *job), jobs))
@@ -176,7 +182,8 @@ class InProcessLauncher(Launcher):
         return returns
 
     def _run(self, sweep_dir: Path, num: int, overrides: list[str]) -> JobReturn:
-        """One cell in this thread; never raises (a cell's failure is in its record)."""
+        """One cell in this thread; never raises (a cell's failure is in its record).
+        The return keeps no config: 1,000 of them would stay alive to the sweep's end."""
         ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
         if self.stopped.is_set():  # stopping: a cell not started stays pending
             return ret
@@ -186,10 +193,9 @@ class InProcessLauncher(Launcher):
         except Exception as exc:  # a value Hydra cannot compose: this cell fails, not the sweep
             fail_cell(SweepJob(sweep_dir, num, overrides), exc)
             return ret
-        ret.cfg = job_cfg
         with _LOCAL_MODEL if uses_local_model(job_cfg) else nullcontext():
-            try:
-                run_cell(job_cfg, self._single_run, SweepJob(sweep_dir, num, overrides))
+            try:  # the config is this cell's own copy: run_cell sets its values in place
+                run_cell(job_cfg, self._single_run, SweepJob(sweep_dir, num, overrides, owned=True))
             except SystemExit as exc:  # run_cell's way of saying: Ctrl-C, stop the sweep
                 if exc.code == 130:
                     self.stopped.set()
@@ -213,6 +219,23 @@ def fail_cell(job: SweepJob, exc: Exception) -> None:
     write_cell_record(
         job.sweep_dir, cell.name, CellRecord(status="failed", action="run", exit_code=2, error=error)
     )
+
+
+@contextmanager
+def fewer_collections(young: int = 50_000) -> Iterator[None]:
+    """The cyclic collector, less often, while cells run. What exists at the launch
+    (modules, the master config) is frozen out of every collection, and a young
+    collection waits for ``young`` new objects instead of 700, so that objects
+    living as long as a cell are not scanned again and again; each cell's cyclic
+    garbage (configs hold their parents) still goes in the young collections."""
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(young, 20, 20)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 @contextmanager
@@ -271,4 +294,21 @@ def launcher_overrides(argv: list[str]) -> list[str]:
 
             raise ConfigError("sweep.concurrency: sets how many cells of a sweep run at once; add -m")
         out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
+    check_sweep_budget(argv)
     return out
+
+
+def check_sweep_budget(argv: list[str]) -> None:
+    """A sweep budget is one object shared by the cells of one process: it needs
+    this launcher (process launchers would each count their own)."""
+    given = [a.split("=", 1)[0].lstrip("+") for a in argv if a.lstrip("+").startswith("budget.sweep_")]
+    in_process = any(
+        a.lstrip("+").startswith(("sweep.concurrency=", "hydra/launcher=inprocess")) for a in argv
+    )
+    if given and not in_process:
+        from harness.config import ConfigError
+
+        raise ConfigError(
+            f"{given[0]}: a sweep budget is shared by the cells of one process; "
+            "add -m and sweep.concurrency=N (or use budget.usd / budget.tokens per run)"
+        )

@@ -1,7 +1,8 @@
 """The run viewer: ``python -m harness.view <runs_root | run_dir>`` serves the
 runs list, each run's transcript with every turn's private history, its
-verify verdict and drift trajectory, and two runs side by side; ``--static``
-writes the same pages as HTML files."""
+verify verdict and drift trajectory, two runs side by side, each sweep
+followed live (``/live``) and a search of every transcript (``/search``);
+``--static`` writes the run pages as HTML files."""
 
 from harness.view.catalog import Catalog
 from harness.view.pages import Links, compare_page, run_page, runs_page, verify_page

@@ -2,7 +2,7 @@
 
 Serves a read-only viewer on 127.0.0.1 (the address is printed), or with
 ``--static OUT`` writes the same pages as self-contained HTML files. It
-never writes into a run folder.
+never writes into a run folder (a search updates ``<root>/_store.sqlite``).
 """
 
 from __future__ import annotations

@@ -79,8 +79,11 @@ def item(record: Any) -> Item:
 
 def badge_of(record: Any) -> str | None:
     if isinstance(record, EventRecord):
-        return record.event.replace("_", "-") if record.event in ("loop_lock", "schema_failure", "error",
-                                                                   "retry", "turn_skipped") else None  # fmt: skip
+        return (
+            record.event.replace("_", "-")
+            if record.event in ("loop_lock", "schema_failure", "error", "retry", "turn_skipped")
+            else None
+        )
     if getattr(record, "source", None) == "loop_lock":
         return "loop-lock"
     if getattr(record, "truncated", False):
@@ -117,8 +120,9 @@ def build_rounds(run: RunFolder, wanted: set[int]) -> list[Round]:
             rounds[e.round].events.append(item(e))
     for r in run.of(SHARED):
         if isinstance(r, Published) and r.round in rounds:
-            own = sorted(private.get((r.round, r.team), []) + events.get((r.round, r.team), []),
-                         key=lambda x: x.ts)  # fmt: skip
+            own = sorted(
+                private.get((r.round, r.team), []) + events.get((r.round, r.team), []), key=lambda x: x.ts
+            )
             badges = [b for b in {badge_of(r), *(badge_of(x) for x in own)} if b]
             alias = r.alias or aliases.get(r.team or "", r.team or r.role)
             rounds[r.round].turns.append(

@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 import yaml
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from harness.models.prices import format_usd
 from harness.view.catalog import Catalog, RunRow
 from harness.view.figures import trajectory_svg
 from harness.view.history import build_rounds, persona_timeline, round_numbers, unpublished
@@ -21,6 +22,7 @@ from harness.view.history import build_rounds, persona_timeline, round_numbers, 
 PAGE_ROUNDS = 20  # rounds per page: a 1,000-round run renders 20 at a time
 
 _ENV = Environment(loader=PackageLoader("harness.view"), autoescape=select_autoescape(["html"]))
+_ENV.filters["usd"] = format_usd  # dollars as people read them; unknown stays "unknown"
 
 
 def slug(key: str) -> str:
@@ -61,9 +63,12 @@ def runs_page(catalog: Catalog, links: Links) -> str:
     rows = catalog.rows()
     table = [row_cells(r) for r in rows]
     return _ENV.get_template("runs.html").render(
-        root=str(catalog.root), rows=rows, table=table, links=links,
+        root=str(catalog.root),
+        rows=rows,
+        table=table,
+        links=links,
         configs=[json.dumps(r.config_flat) for r in rows],
-    )  # fmt: skip
+    )
 
 
 def row_cells(row: RunRow) -> dict[str, Any]:
@@ -72,12 +77,20 @@ def row_cells(row: RunRow) -> dict[str, Any]:
         return {"status": "unreadable", "problem": row.problem}
     llm, critic = row.config.get("llm") or {}, row.config.get("critic") or {}
     return {
-        "format": m.format, "models": ", ".join(f"{r}: {s}" for r, s in row.seats()),
-        "temperature": llm.get("temperature"), "critic": critic.get("name"), "status": m.status,
-        "rounds": m.counts.rounds_completed, "planned": row.config.get("rounds"), "approvals": m.counts.approvals,
-        "loop_locks": m.counts.loop_locks, "schema_failures": m.counts.schema_failures,
-        "tokens": m.counts.input_tokens + m.counts.output_tokens, "wall_s": m.wall_s,
-    }  # fmt: skip
+        "format": m.format,
+        "models": ", ".join(f"{r}: {s}" for r, s in row.seats()),
+        "temperature": llm.get("temperature"),
+        "critic": critic.get("name"),
+        "status": m.status,
+        "rounds": m.counts.rounds_completed,
+        "planned": row.config.get("rounds"),
+        "approvals": m.counts.approvals,
+        "loop_locks": m.counts.loop_locks,
+        "schema_failures": m.counts.schema_failures,
+        "tokens": m.counts.input_tokens + m.counts.output_tokens,
+        "wall_s": m.wall_s,
+        "cost": m.counts.cost_usd,
+    }
 
 
 def banner(run: Any) -> str | None:
@@ -105,13 +118,21 @@ def run_page(catalog: Catalog, key: str, page: int, links: Links) -> str | None:
     page = min(max(page, 1), pages)
     wanted = set(numbers[(page - 1) * PAGE_ROUNDS : page * PAGE_ROUNDS])
     return _ENV.get_template("run.html").render(
-        key=key, run=run, m=run.manifest, links=links, page=page, pages=pages, banner=banner(run),
-        rounds=build_rounds(run, wanted), silent=unpublished(run, wanted),
+        key=key,
+        run=run,
+        m=run.manifest,
+        links=links,
+        page=page,
+        pages=pages,
+        banner=banner(run),
+        rounds=build_rounds(run, wanted),
+        silent=unpublished(run, wanted),
         personas=persona_timeline(run) if page == 1 else {},
         figure=trajectory_svg(catalog.root, key, run.path) if page == 1 else None,
-        manifest=run.manifest.model_dump_json(indent=1), config=yaml.safe_dump(run.config, sort_keys=False),
+        manifest=run.manifest.model_dump_json(indent=1),
+        config=yaml.safe_dump(run.config, sort_keys=False),
         others=[k for k in catalog.runs() if k != key][:50],
-    )  # fmt: skip
+    )
 
 
 def verify_page(catalog: Catalog, key: str, links: Links) -> str | None:

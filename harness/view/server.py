@@ -12,20 +12,23 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from harness.view.catalog import Catalog
+from harness.view.live import Sweeps, live_page, sweeps_page
 from harness.view.pages import Links, compare_page, error_page, run_page, runs_page, verify_page
+from harness.view.search import search_page
 
 
-def route(catalog: Catalog, target: str) -> tuple[int, str]:
+def route(catalog: Catalog, target: str, sweeps: Sweeps | None = None) -> tuple[int, str]:
     """(status, html) for one GET of ``target`` (a path and query); a page
-    that cannot be built says why, on a page of its own."""
+    that cannot be built says why, on a page of its own. ``sweeps``: the
+    live pages' state, kept between requests (a fresh one if not given)."""
     try:
-        return _route(catalog, target)
+        return _route(catalog, target, sweeps or Sweeps(catalog.root))
     except Exception as exc:  # a folder half written, a bug: shown, and the viewer stays up
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[0]
         return 200, error_page(f"This page could not be built: {detail[:300]}", Links())
 
 
-def _route(catalog: Catalog, target: str) -> tuple[int, str]:
+def _route(catalog: Catalog, target: str, sweeps: Sweeps) -> tuple[int, str]:
     links, url = Links(), urlsplit(target)
     query = {k: v[-1] for k, v in parse_qs(url.query).items()}
     page = int(query["page"]) if query.get("page", "").isdigit() else 1
@@ -37,6 +40,12 @@ def _route(catalog: Catalog, target: str) -> tuple[int, str]:
         html = run_page(catalog, path.removeprefix("/run/"), page, links)
     elif path.startswith("/verify/"):
         html = verify_page(catalog, path.removeprefix("/verify/"), links)
+    elif path == "/search":
+        html = search_page(catalog, query.get("q", ""), query.get("kind", ""), links)
+    elif path == "/live":
+        html = sweeps_page(sweeps, links)
+    elif path.startswith("/live/"):
+        html = live_page(sweeps, path.removeprefix("/live/"), links)
     elif path == "/compare":
         html = compare_page(catalog, query.get("a", ""), query.get("b", ""), page, links)
     else:
@@ -47,9 +56,11 @@ def _route(catalog: Catalog, target: str) -> tuple[int, str]:
 
 
 def handler(catalog: Catalog) -> type[BaseHTTPRequestHandler]:
+    sweeps = Sweeps(catalog.root)  # each live page follows its sweep's logs from where it left off
+
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the standard library's name
-            status, html = route(catalog, self.path)
+            status, html = route(catalog, self.path, sweeps)
             body = html.encode()
             self.send_response(status)
             self.send_header("Content-Type", "text/html; charset=utf-8")

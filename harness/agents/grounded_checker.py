@@ -1,0 +1,235 @@
+"""Grounded fact-checker: checks a moderated debate's speech against a
+passage collection (``format.fact_check=grounded search.collection=...``).
+
+One check is three kinds of step:
+
+1. the model names the speech's checkable claims (at most ``format.max_claims``);
+2. each claim is searched once, through the run's one search session and its
+   retry and timeout policy (``SearchTool``), into ``public/searches``;
+3. the model rules on each claim from the passages its search found:
+   supported, contradicted or not found, citing a passage id and the words
+   it quotes (a claim whose search found nothing is not found, unasked).
+
+The citation checker marks every quote, as it marks the arguers'. The
+verdict is the code's, not the model's: a speech fails only when a claim is
+contradicted by a passage its own search returned and the quote is in that
+passage. A contradiction whose citation fails the checker costs no strike:
+the check passes as a ``fallback`` that says why. A claim not found never
+strikes. A failed check's ``evidence`` holds the contradicting passages,
+which the speaker's retry prompt quotes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field
+
+from harness.agents.common import JSON_ONLY
+from harness.agents.passages import PASSAGE_CHARS, render_hits, topic_words
+from harness.agents.transcript import clip
+from harness.engine.context import AgentContext
+from harness.engine.tools import SearchTool
+from harness.search.citations import reasons
+from harness.store.memory import JsonlLog
+from harness.store.records import (
+    Citation,
+    DraftRecord,
+    FactCheckRecord,
+    Hit,
+    Ruling,
+    SearchRecord,
+    Usage,
+    record_id,
+)
+
+MAX_CLAIMS = 3  # the most any check extracts; format.max_claims picks fewer
+
+ClaimText = Annotated[str, Field(min_length=8, max_length=160)]
+
+
+class ClaimsOutput(BaseModel):
+    claims: list[ClaimText] = Field(
+        min_length=1, max_length=MAX_CLAIMS, description="checkable factual claims, in the speech's words"
+    )
+
+
+class RulingOutput(BaseModel):
+    ruling: Literal["supported", "contradicted", "not_found"]
+    # short labels: a small model that echoes one whole is caught and re-asked (harness.models.structured)
+    passage: str = Field(max_length=40, description="a passage id, or empty")
+    quote: str = Field(max_length=160, description="words copied from that passage")
+    reason: str = Field(min_length=5, max_length=200, description="one sentence: why")
+
+
+class GroundedFactCheckerAgent:
+    """The grounded check of one draft; a record in ``log``, its searches in ``searches``."""
+
+    def __init__(
+        self,
+        ctx: AgentContext,
+        log: JsonlLog[FactCheckRecord],
+        searches: JsonlLog[SearchRecord],
+        tool: SearchTool,
+        max_claims: int,
+    ) -> None:
+        self.ctx, self.log, self.searches, self.tool = ctx, log, searches, tool
+        self.max_claims = max_claims
+        self.collection = ctx.cfg.search.collection
+
+    def _system(self) -> str:
+        return (
+            "You are the debate's strict, impartial fact-checker. You check claims against the passages "
+            f"of the collection '{self.collection}' and nothing else. {JSON_ONLY}"
+        )
+
+    def claims(self, motion: str, alias: str, draft: DraftRecord) -> tuple[list[str] | None, Usage]:
+        """The speech's checkable claims (None when no reply validated), and the call's usage."""
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        user = (
+            f"Motion: {motion}\nSpeech to check ({alias}, {draft.stage}):\n{clip(draft.text, limit)}\n"
+            f"List up to {self.max_claims} factual claims of the speech that a passage of the collection "
+            "could confirm or refute; opinions and arguments are not claims.\n"
+            "Write JSON with:\n- claims: short claims quoted from the speech"
+        )
+        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
+        result = self.ctx.ask(
+            "fact_checker",
+            "fact_claims",
+            messages,
+            ClaimsOutput,
+            round_=draft.round,
+            team=draft.team,
+            iteration=draft.iteration,
+        )
+        if result.value is None:
+            return None, Usage()
+        return [" ".join(c.split()) for c in result.value.claims][: self.max_claims], result.usage
+
+    def rule(
+        self, motion: str, alias: str, draft: DraftRecord, n: int, claim: str, found: SearchRecord
+    ) -> tuple[RulingOutput | None, Usage]:
+        """The model's ruling on claim ``n`` from its search's passages."""
+        user = (
+            f"Motion: {motion}\nClaim {n + 1} of {alias}'s {draft.stage}: {claim}\n"
+            f"Passages found for it:\n{render_hits([found])}\n"
+            "Rule on the claim from these passages only: supported if a passage confirms it, contradicted "
+            "if a passage says otherwise, not_found if none speaks to it. Cite the passage your ruling "
+            "rests on by its id in brackets, with words copied exactly from it. Write JSON with:\n"
+            "- ruling: supported, contradicted or not_found\n"
+            f"- passage: an id such as {found.hits[0].id}\n- quote: words copied from that passage\n"
+            "- reason: one sentence: why"
+        )
+        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
+        # one call per claim: the claim's index is the iteration's suffix, so ids stay distinct
+        result = self.ctx.ask(
+            "fact_checker",
+            f"fact_ruling{n}",
+            messages,
+            RulingOutput,
+            round_=draft.round,
+            team=draft.team,
+            iteration=draft.iteration,
+        )
+        return result.value, (result.usage if result.value is not None else Usage())
+
+    def search(self, draft: DraftRecord, n: int, claim: str) -> SearchRecord:
+        rid = record_id(draft.round, draft.team, "fact_search", draft.iteration, n)
+        where = {"round": draft.round, "team": draft.team, "iteration": draft.iteration}
+        return self.tool.search(self.searches, rid, where, topic_words(claim), Usage())
+
+    def __call__(self, motion: str, alias: str, draft: DraftRecord, strikes_before: int) -> FactCheckRecord:
+        """The check of ``draft``; a fail carries the side's strike count after it."""
+        rid = record_id(draft.round, draft.team, "fact_check", draft.iteration)
+        if (landed := self.log.get(rid)) is not None:
+            return landed  # replay after resume
+        claims, usage = self.claims(motion, alias, draft)
+        rulings: list[Ruling] = []
+        found: list[SearchRecord] = []
+        unruled = 0
+        for n, claim in enumerate(claims or []):
+            search = self.search(draft, n, claim)
+            found.append(search)
+            out, cost = self.rule(motion, alias, draft, n, claim, search) if search.hits else (None, Usage())
+            usage += cost
+            unruled += bool(search.hits) and out is None
+            rulings.append(self.ruling(claim, search, out))
+        hits = {h.id: h for s in found for h in s.hits}
+        verdict, fallback, why = decide(rulings, hits, claims is None, unruled)
+        # what the verdict rests on: the passages that contradict, or those that support
+        rests = [r for r in rulings if (backed(r, hits) if verdict == "fail" else r.ruling == "supported")]
+        cited = [r.citation.id for r in rests if r.citation and r.citation.id in hits]
+        evidence = [passage_line(hits[pid]) for pid in dict.fromkeys(cited)]
+        record = FactCheckRecord(
+            id=rid,
+            round=draft.round,
+            team=draft.team,
+            role="fact_checker",
+            iteration=draft.iteration,
+            model=self.ctx.spec("fact_checker"),
+            usage=usage,
+            stage=draft.stage,
+            draft_id=draft.id,
+            verdict=verdict,
+            claims=claims or [],
+            justification=why,
+            evidence=evidence,
+            grounded=True,
+            passages=list(dict.fromkeys(r.citation.id for r in rulings if r.citation)),
+            strike=strikes_before + 1 if verdict == "fail" else 0,
+            fallback=fallback,
+            rulings=rulings,
+            searches=[s.id for s in found],
+            hits=sum(len(s.hits) for s in found),
+        )
+        return self.log.append(record)
+
+    def ruling(self, claim: str, search: SearchRecord, out: RulingOutput | None) -> Ruling:
+        """The model's ruling as a record, its citation marked; unasked or unparsed: not found."""
+        if out is None:
+            why = "no passage found" if not search.hits else "the ruling's reply failed validation"
+            return Ruling(claim=claim, ruling="not_found", reason=why, search_id=search.id)
+        cited = out.passage.strip()
+        citation = self.tool.check([Citation(id=cited, quote=out.quote)])[0] if cited else None
+        return Ruling(
+            claim=claim, ruling=out.ruling, reason=out.reason, search_id=search.id, citation=citation
+        )
+
+
+def backed(ruling: Ruling, hits: dict[str, Hit]) -> bool:
+    """A contradiction that can strike: its quote is in a passage its own search returned."""
+    c = ruling.citation
+    return ruling.ruling == "contradicted" and c is not None and c.status == "supported" and c.id in hits
+
+
+def decide(
+    rulings: list[Ruling], hits: dict[str, Hit], no_claims: bool, unruled: int
+) -> tuple[Literal["pass", "fail"], bool, str]:
+    """(verdict, fallback, justification) from the marked rulings."""
+    if no_claims:
+        return "pass", True, "the fact-checker's claims reply failed validation; passed unchecked"
+    if strikes := [r for r in rulings if backed(r, hits) and r.citation]:
+        why = [f"{r.claim!r} is contradicted by [{r.citation.id}]: {r.reason}" for r in strikes if r.citation]
+        return "fail", False, "; ".join(why)
+    if unbacked := [r for r in rulings if r.ruling == "contradicted"]:
+        why = [unbacking(r, hits) for r in unbacked]
+        return "pass", True, "no strike: the fact-checker's own citations fail: " + "; ".join(why)
+    counts = {k: sum(r.ruling == k for r in rulings) for k in ("supported", "not_found")}
+    summary = f"{len(rulings)} claim(s): {counts['supported']} supported, {counts['not_found']} not found"
+    if unruled:
+        return "pass", True, f"{unruled} ruling(s) failed validation; passed: {summary}"
+    return "pass", False, summary
+
+
+def unbacking(ruling: Ruling, hits: dict[str, Hit]) -> str:
+    """Why a contradiction cannot strike, in one clause."""
+    c = ruling.citation
+    if c is None:
+        return f"{ruling.claim[:60]!r} is ruled contradicted, citing no passage"
+    if c.status != "supported":
+        return reasons([c])
+    return f"[{c.id}] is not among the passages its search returned"
+
+
+def passage_line(hit: Hit) -> str:
+    return f"[{hit.id}] ({hit.source}) {clip(hit.text, PASSAGE_CHARS)}"

@@ -1,0 +1,93 @@
+"""The shape of a run's report: plain dataclasses that ``export_build``
+fills from a run folder and ``export_render`` writes out. ``--as json`` is
+``asdict(report)``, so a change here changes the json: bump
+``EXPORT_VERSION`` with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXPORT_VERSION = 2  # goes up when the json structure changes (2: a round's notes)
+
+
+@dataclass
+class RoleCard:
+    name: str
+    expertise: str
+    mandate: str
+    disruptor: bool
+
+
+@dataclass
+class SeatEntry:
+    name: str
+    alias: str
+    role: str
+    model: str
+    stance: str
+    card: RoleCard | None
+
+
+@dataclass
+class Header:
+    run_id: str
+    format: str
+    topic: str | None
+    framework: str | None
+    date: str  # ISO 8601, when the run started
+    status: str
+    close_reason: str
+    rounds_completed: int
+    seats: list[SeatEntry]
+    roles: dict[str, str]  # model role with no seat -> its model
+    incomplete: str | None  # why the report may not hold the whole run
+    notes: list[str]  # lines the reader could not read
+
+
+@dataclass
+class Statement:
+    seat: str
+    alias: str
+    phase: str
+    text: str
+
+
+@dataclass
+class Decision:
+    decision: str
+    reason: str
+    tension: str
+
+
+@dataclass
+class Note:
+    """A labelled paragraph a public record adds to its round."""
+
+    label: str
+    text: str
+
+
+@dataclass
+class RoundEntry:
+    number: int
+    before: list[Note] = field(default_factory=list)  # shown before the statements (the round's motion)
+    statements: list[Statement] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # aliases of seats with no statement
+    summary: str | None = None
+    decision: Decision | None = None
+    after: list[Note] = field(default_factory=list)  # shown after them (an evaluation)
+    events: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Synthesis:
+    text: str
+    close_reason: str
+
+
+@dataclass
+class Report:
+    header: Header
+    rounds: list[RoundEntry]
+    synthesis: Synthesis | None
+    export_version: int = EXPORT_VERSION

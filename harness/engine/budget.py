@@ -1,0 +1,134 @@
+"""Budgets: dollars and tokens a run (or a whole sweep) may spend.
+
+Before a call, its worst case (the prompt's estimated tokens plus the whole
+reply allowance, at the model's price) is *reserved*; after it, the
+reservation is swapped for what the call cost. A call whose reservation
+would cross a limit is not made: the run stops cleanly before it
+(``BudgetExhausted``, a ``RunStopped``: the run is left ``interrupted`` and
+resumable, with ``budget …`` as its stop reason). Reserving, not just
+comparing, is what keeps many cells in flight from all passing the same
+check: spend can pass a limit only by what the calls in flight cost beyond
+their reservations (a prompt longer than its estimate).
+
+A sweep's budget is one object shared by every cell of the driver process
+(``sweep_budget``), seeded with what the sweep's runs had already spent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from harness.engine.interrupt import RunStopped
+
+
+class BudgetExhausted(RunStopped):
+    """The next call could cross a budget; ``str()`` is the stop reason."""
+
+
+@dataclass
+class Budget:
+    """Limits on dollars and tokens, shared by whoever holds this object."""
+
+    key: str  # the config key prefix named in a stop: budget or budget.sweep_
+    usd: float | None = None
+    tokens: int | None = None
+    spent_usd: float = 0.0
+    spent_tokens: int = 0
+    _held_usd: float = 0.0
+    _held_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def limited(self) -> bool:
+        return self.usd is not None or self.tokens is not None
+
+    def reserve(self, usd: float | None, tokens: int) -> None:
+        """Hold a call's worst case, or raise ``BudgetExhausted`` if it could cross a limit.
+        ``usd`` None (no price) only reaches here with no dollar limit: preflight refuses it."""
+        with self._lock:
+            dollars = self.spent_usd + self._held_usd + (usd or 0.0)
+            if self.usd is not None and usd is not None and dollars > self.usd:
+                raise BudgetExhausted(
+                    f"budget: ${self.spent_usd:.4f} of {self.key}usd=${self.usd:g} spent, "
+                    f"${self._held_usd:.4f} in flight; the next call could cost ${usd:.4f}"
+                )
+            if self.tokens is not None and self.spent_tokens + self._held_tokens + tokens > self.tokens:
+                raise BudgetExhausted(
+                    f"budget: {self.spent_tokens} of {self.key}tokens={self.tokens} spent, "
+                    f"{self._held_tokens} in flight; the next call could use {tokens}"
+                )
+            self._held_usd += usd or 0.0
+            self._held_tokens += tokens
+
+    def settle(self, held_usd: float | None, held_tokens: int, usd: float | None, tokens: int) -> None:
+        """Swap a reservation for what the call cost (``usd``/``tokens`` 0 if it failed unpaid)."""
+        with self._lock:
+            self._held_usd -= held_usd or 0.0
+            self._held_tokens -= held_tokens
+            self.spent_usd += usd or 0.0
+            self.spent_tokens += tokens
+
+
+@dataclass
+class Budgets:
+    """Every budget one call must pass: the run's own, and its sweep's."""
+
+    held: tuple[Budget, ...] = ()
+
+    @contextmanager
+    def call(self, usd: float | None, tokens: int) -> Iterator[Callable[[float | None, int], None]]:
+        """Reserve on every budget (all or none), then settle with what the call reports."""
+        taken: list[Budget] = []
+        try:
+            for budget in self.held:
+                budget.reserve(usd, tokens)
+                taken.append(budget)
+        except BudgetExhausted:
+            for budget in taken:
+                budget.settle(usd, tokens, 0.0, 0)
+            raise
+        paid: list[tuple[float | None, int]] = []
+        try:
+            yield lambda cost, used: paid.append((cost, used))
+        finally:
+            cost, used = paid[-1] if paid else (0.0, 0)
+            for budget in taken:
+                budget.settle(usd, tokens, cost, used)
+
+
+# The sweep budget of the cell running in this thread (set by harness.sweep.cell).
+_SWEEP: ContextVar[Budget | None] = ContextVar("sweep_budget", default=None)
+_SHARED: dict[str, Budget] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def sweep_budget() -> Budget | None:
+    return _SWEEP.get()
+
+
+@contextmanager
+def in_sweep_budget(
+    name: str, usd: float | None, tokens: int | None, spent: Callable[[], tuple[float, int]]
+) -> Iterator[Budget]:
+    """Run the enclosed cell under the budget shared by every cell of sweep ``name``.
+    ``spent`` gives what the sweep had spent before this process (read once)."""
+    with _SHARED_LOCK:
+        budget = _SHARED.get(name)
+        if budget is None:
+            before_usd, before_tokens = spent()
+            budget = _SHARED[name] = Budget("budget.sweep_", usd, tokens, before_usd, before_tokens)
+        budget.usd, budget.tokens = usd, tokens  # a resume may raise them
+    token = _SWEEP.set(budget)
+    try:
+        yield budget
+    finally:
+        _SWEEP.reset(token)
+
+
+def forget_sweep_budgets() -> None:
+    with _SHARED_LOCK:
+        _SHARED.clear()

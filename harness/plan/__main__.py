@@ -1,0 +1,3 @@
+from harness.plan.cli import cli
+
+cli()

@@ -1,0 +1,114 @@
+"""The cells a ``harness.run`` command line would run, composed as it composes them.
+
+One run: Hydra composes the overrides in run mode. ``-m``: Hydra composes
+the sweep's master config in multirun mode, the cells are planned as the
+sweep callback plans them (``plan_cells``: the ``sweep=`` preset's params,
+then the command line's, ``replicates=N`` expanded), and each cell's config
+is made as the in-process launcher makes it (``CellConfigs``), with its
+replicate's seed (``cell_config``). Every cell is validated before anything
+runs; a bad override or value is a ``PlanError`` of one line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.errors import HydraException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
+from harness.cli.errors import check_group_choices, one_line, quote_text_values
+from harness.config import Config, ConfigError, validate
+from harness.models.base import ModelConfigError
+from harness.models.prices import load_prices
+from harness.paths import conf_dir
+from harness.store.rundir import run_dir_name
+from harness.sweep.callback import concurrent_workers, replicate_override
+from harness.sweep.cell import cell_config
+from harness.sweep.index import plan_cells
+from harness.sweep.launcher import CellConfigs, launcher_overrides
+
+
+class PlanError(ValueError):
+    """A command line the plan cannot compose; ``str()`` is one line."""
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    name: str  # the sweep's folder name for the cell, or the run's folder name
+    cfg: DictConfig  # as harness.run would hand it to the engine
+    settings: Config  # validated
+
+
+@dataclass(frozen=True)
+class Cells:
+    cells: list[PlannedCell]
+    in_flight: int  # cells that run at once under the chosen launcher
+
+
+def compose_cells(argv: list[str]) -> Cells:
+    """Every cell of ``argv`` (``harness.run``'s overrides, ``-m`` included), validated."""
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    args = quote_text_values([a for a in argv if a not in ("-m", "--multirun")])
+    if flags := [a for a in args if a.startswith("-")]:
+        raise PlanError(f"{flags[0]}: not an override; harness.plan takes harness.run's overrides and -m")
+    if any(a.partition("=")[0].lstrip("+") == "resume" for a in args):
+        raise PlanError("resume: a plan is of a fresh run; plan it with the run's own overrides")
+    try:
+        args = launcher_overrides([*args, *(["-m"] if multirun else [])])
+        args = [a for a in args if a != "-m"]
+        check_group_choices(args)
+    except ConfigError as exc:
+        raise PlanError(str(exc)) from None
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        try:
+            return _sweep(args) if multirun else _single(args)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise PlanError(one_line(str(exc))) from None
+
+
+def _single(args: list[str]) -> Cells:
+    hydra = GlobalHydra.instance().hydra
+    assert hydra is not None
+    cfg = hydra.compose_config("config", args, run_mode=RunMode.RUN, from_shell=True)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    settings = _validated(cfg, None)
+    return Cells([PlannedCell(settings.run_name or run_dir_name(settings), cfg, settings)], 1)
+
+
+def _sweep(args: list[str]) -> Cells:
+    hydra = GlobalHydra.instance().hydra
+    assert hydra is not None
+    master = hydra.compose_config("config", args, run_mode=RunMode.MULTIRUN, from_shell=True)
+    task = [str(o) for o in OmegaConf.to_container(master.hydra.overrides.task)]  # type: ignore[union-attr]
+    # the basic sweeper puts hydra.sweeper.params (conf/sweep presets) before the command line's
+    params = [f"{k}={v}" for k, v in (master.hydra.sweeper.get("params") or {}).items()]
+    planned = plan_cells(params + task + replicate_override(params + task))
+    configs = CellConfigs(hydra.config_loader, master)
+    cells = []
+    for cell in planned:
+        cfg = cell_config(configs.compose(cell.overrides), Path("."), cell.name)
+        cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name)))
+    launcher = master.hydra.launcher
+    if "InProcessLauncher" in str(launcher.get("_target_", "")):
+        in_flight = min(int(launcher.concurrency), len(cells))
+    else:
+        in_flight = concurrent_workers(launcher, len(cells))
+    return Cells(cells, max(1, in_flight))
+
+
+def _validated(cfg: DictConfig, cell: str | None) -> Config:
+    """The cell's settings, its price table readable too; else one line naming the cell."""
+    try:
+        settings = validate(cfg)
+        load_prices(settings.prices.file, settings.prices.models)
+    except (ConfigError, ModelConfigError) as exc:
+        raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
+    return settings

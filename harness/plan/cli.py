@@ -1,0 +1,160 @@
+"""``python -m harness.plan`` (``drift-plan``): what a run or a sweep will cost, before it runs.
+
+    python -m harness.plan model=openai rounds=50
+    python -m harness.plan -m model=openai llm.temperature=0.2,0.7,1.0 replicates=3 sweep.concurrency=8
+
+The same overrides as ``harness.run``, ``-m`` included. Two options of its own:
+``--call-s S``, the seconds one remote call takes (2 unless given: the plan's
+wall time is at the limits the config sets, and a provider's latency is not
+in the config); ``--count words|chars``, how the provider counts tokens (by
+default words for the scripted model, ~4 characters a token for the rest).
+
+Prints a row per cell (calls, input and output tokens, dollars with their
+interval, wall time), then the totals. Exit 0, or 2 with a one-line error.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+
+from harness.cli.console import guarded, say
+from harness.cli.errors import fail
+from harness.config import ConfigError
+from harness.models.base import ModelConfigError
+from harness.models.prices import format_usd
+from harness.plan.cells import PlanError, compose_cells
+from harness.plan.dry import Passes, scripted
+from harness.plan.estimate import Tally, estimate_cell, total
+from harness.plan.totals import Dollars, Plan, make_plan
+
+DEFAULT_CALL_S = 2.0
+
+
+@dataclass(frozen=True)
+class Options:
+    call_s: float = DEFAULT_CALL_S
+    words: bool | None = None  # None: words for scripted roles only
+    overrides: tuple[str, ...] = ()
+
+
+def parse(argv: list[str]) -> Options:
+    """Split the plan's own options from ``harness.run``'s overrides."""
+    call_s, words, rest = DEFAULT_CALL_S, None, []
+    args = iter(argv)
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if name not in ("--call-s", "--count"):
+            rest.append(arg)
+            continue
+        value = value if eq else next(args, "")
+        if name == "--count":
+            if value not in ("words", "chars"):
+                raise PlanError(f"--count: words or chars, got {value!r}")
+            words = value == "words"
+            continue
+        try:
+            call_s = float(value)
+        except ValueError:
+            raise PlanError(f"--call-s: seconds a remote call takes, got {value!r}") from None
+        if call_s < 0:
+            raise PlanError(f"--call-s: must be >= 0, got {value}")
+    return Options(call_s, words, tuple(rest))
+
+
+def build_plan(options: Options) -> tuple[Plan, int]:
+    """The plan of ``options.overrides``, and how many dry passes it took."""
+    cells = compose_cells(list(options.overrides))
+    passes = Passes()
+    estimates = [estimate_cell(cell, passes, options.words) for cell in cells.cells]
+    return make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s()), passes.runs
+
+
+def tokens(x: float) -> str:
+    if x >= 1e6:
+        return f"{x / 1e6:.2f}M"
+    return f"{x / 1e3:.1f}k" if x >= 1e4 else f"{round(x):,}"
+
+
+def duration(seconds: float) -> str:
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{seconds:.1f}s"
+
+
+def usd_range(d: Dollars) -> str:
+    if d.low is None or d.high is None:
+        return "unknown"
+    return f"{format_usd(d.low)}-{format_usd(d.high)}"
+
+
+def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str]:
+    """The plan as printed: a header, a row per cell, the totals, the notes."""
+    counted = "words" if words or (words is None and _all_scripted(plan)) else "~4 characters a token"
+    if words is None and not _all_scripted(plan) and _any_scripted(plan):
+        counted = "words for the scripted model, ~4 characters a token for the others"
+    width = max([len("total"), *(len(r.estimate.cell.name) for r in plan.rows)])
+    lines = [
+        f"plan: {len(plan.rows)} cell(s), {plan.in_flight} in flight; tokens counted as {counted}; "
+        f"{runs} scripted dry pass(es) in {took_s:.1f} s",
+        f"{'cell':<{width}} {'length':>13} {'calls':>7} {'input':>9} {'output':>9} "
+        f"{'dollars':>10} {'dollars low-high':>22} {'wall':>9}",
+    ]
+    for row in plan.rows:
+        e, t = row.estimate, total(row.estimate.point)
+        unit = "rounds" if e.unit_key == "rounds" else e.unit_key.split(".")[-1]
+        lines.append(_row(e.cell.name, width, f"{e.units} {unit}", t, row.dollars, row.wall_s))
+    if len(plan.rows) > 1:
+        lines.append(_row("total", width, "", plan.point(), plan.dollars(), plan.wall_s))
+    low, high = plan.low(), plan.high()
+    lines.append(
+        f"interval: calls {tokens(low.calls)}-{tokens(high.calls)}, input {tokens(low.input)}-"
+        f"{tokens(high.input)}, output {tokens(low.output)}-{tokens(high.output)} (high: every reply at "
+        "max_tokens, rejected to the loop-lock cap, repaired structured.max_repairs times)"
+    )
+    lines.append(f"wall: {duration(plan.wall_s)}, set by {plan.bound}")
+    for spec in plan.unpriced:
+        key = spec.replace(":", "\\:")
+        lines.append(
+            f"unknown: {spec} has no price; set prices.models={{{key}:{{input:<$/1M>,output:<$/1M>}}}} "
+            "or prices.file (docs/costs.md)"
+        )
+    return lines
+
+
+def _row(name: str, width: int, length: str, t: Tally, dollars: Dollars, wall_s: float) -> str:
+    return (
+        f"{name:<{width}} {length:>13} {tokens(t.calls):>7} {tokens(t.input):>9} {tokens(t.output):>9} "
+        f"{format_usd(dollars.point):>10} {usd_range(dollars):>22} {duration(wall_s):>9}"
+    )
+
+
+def _specs(plan: Plan) -> list[str]:
+    return [row.estimate.cell.settings.role_model(r)[0].spec for row in plan.rows for r in row.estimate.point]
+
+
+def _all_scripted(plan: Plan) -> bool:
+    return all(scripted(s) for s in _specs(plan))
+
+
+def _any_scripted(plan: Plan) -> bool:
+    return any(scripted(s) for s in _specs(plan))
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
+    try:
+        options = parse(sys.argv[1:] if argv is None else argv)
+        plan, runs = build_plan(options)
+    except (PlanError, ConfigError, ModelConfigError) as exc:
+        fail(str(exc), 2)
+    for line in render(plan, options.words, runs, time.perf_counter() - started):
+        say(line, sys.stdout)
+    return 0
+
+
+def cli() -> None:
+    sys.stdout = guarded(sys.stdout)
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Dollars and wall time of the planned cells, and their totals.
+
+Dollars: each role's tokens at its model's price (``harness.models.prices``,
+the run's own ``prices.file`` and ``prices.models`` merged over the shipped
+table), with no cache discount: the upper figure of the two a provider
+bills. A role whose model has no price makes its cell's dollars, and the
+total, unknown.
+
+Wall time, at the limits the shared limiter is given (one limiter per
+endpoint, shared by every cell in flight): each cell makes its calls one
+after another, ``call_s`` each (a scripted role's own ``model.latency_s``)
+plus the harness's own time a call, as the dry passes measured it;
+cells run ``in_flight`` at a time. The sweep then takes the longest of:
+the cells' own time over the slots (longest first), each endpoint's calls
+at ``model.rpm``, its charged tokens at ``model.tpm``, and its calls spread
+over ``model.max_concurrency`` slots (the adaptive limit grows there when no
+429 comes). A cell's own figure is its time stretched by the same factor
+when a limit binds.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from harness.models.prices import PriceTable, load_prices
+from harness.plan.estimate import Estimate, Roles, Tally, total
+
+FREE_TIME = ("human",)  # a person's answers: no time a plan can say
+
+
+@dataclass(frozen=True)
+class Dollars:
+    point: float | None
+    low: float | None
+    high: float | None
+
+    def __add__(self, other: Dollars) -> Dollars:
+        return Dollars(*(_plus(a, b) for a, b in zip(self.tuple(), other.tuple(), strict=True)))
+
+    def tuple(self) -> tuple[float | None, float | None, float | None]:
+        return self.point, self.low, self.high
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a + b
+
+
+@dataclass
+class CellRow:
+    estimate: Estimate
+    dollars: Dollars
+    unpriced: list[str]  # models with no price
+    alone_s: float  # its calls one after another
+    wall_s: float = 0.0
+
+
+@dataclass
+class Plan:
+    rows: list[CellRow]
+    in_flight: int
+    call_s: float
+    wall_s: float = 0.0
+    bound: str = "latency"  # what sets the wall time
+    unpriced: list[str] = field(default_factory=list)
+
+    def point(self) -> Tally:
+        return sum((total(r.estimate.point) for r in self.rows), Tally())
+
+    def low(self) -> Tally:
+        return sum((total(r.estimate.low) for r in self.rows), Tally())
+
+    def high(self) -> Tally:
+        return sum((total(r.estimate.high) for r in self.rows), Tally())
+
+    def dollars(self) -> Dollars:
+        return sum((r.dollars for r in self.rows), Dollars(0.0, 0.0, 0.0))
+
+
+def priced(roles: Roles, specs: dict[str, str], table: PriceTable) -> float | None:
+    usd: float | None = 0.0
+    for role, t in roles.items():
+        cost = table.estimate(specs[role], round(t.input), round(t.output))
+        usd = _plus(usd, cost)
+    return usd
+
+
+def cell_row(estimate: Estimate, call_s: float, engine_s: float) -> CellRow:
+    settings = estimate.cell.settings
+    specs = {role: settings.role_model(role)[0].spec for role in estimate.point}
+    table = load_prices(settings.prices.file, settings.prices.models)
+    dollars = Dollars(*(priced(r, specs, table) for r in (estimate.point, estimate.low, estimate.high)))
+    unpriced = sorted({s for s in specs.values() if not table.known(s)})
+    point = estimate.point
+    alone = sum(t.calls * (engine_s + role_call_s(estimate, role, call_s)) for role, t in point.items())
+    return CellRow(estimate, dollars, unpriced, alone)
+
+
+def role_call_s(estimate: Estimate, role: str, call_s: float) -> float:
+    model = estimate.cell.settings.role_model(role)[0]
+    provider = model.spec.split(":", 1)[0]
+    if provider == "scripted":
+        return model.latency_s
+    return 0.0 if provider in FREE_TIME else call_s
+
+
+def makespan(times: list[float], slots: int) -> float:
+    """Longest-first onto ``slots`` workers: when the last one finishes."""
+    ends = [0.0] * max(1, slots)
+    for t in sorted(times, reverse=True):
+        heapq.heappush(ends, heapq.heappop(ends) + t)
+    return max(ends)
+
+
+def endpoint_floors(rows: list[CellRow], call_s: float) -> dict[str, float]:
+    """{what binds: seconds} for each remote endpoint's limits over the whole plan."""
+    use: dict[tuple[str, str], list[float]] = {}  # (spec, base_url) -> calls, charged, busy s
+    limits = {}
+    for row in rows:
+        settings = row.estimate.cell.settings
+        for role, t in row.estimate.point.items():
+            model = settings.role_model(role)[0]
+            if model.spec.split(":", 1)[0] in ("scripted", "local", "human"):
+                continue
+            key = (model.spec, str(model.kwargs.get("base_url") or ""))
+            acc = use.setdefault(key, [0.0, 0.0, 0.0])
+            acc[0], acc[1], acc[2] = acc[0] + t.calls, acc[1] + t.charged, acc[2] + t.calls * call_s
+            limits[key] = model
+    floors = {}
+    for key, (calls, charged, busy) in use.items():
+        model = limits[key]
+        floors[f"{key[0]} max_concurrency={model.max_concurrency}"] = busy / model.max_concurrency
+        if model.rpm:
+            floors[f"{key[0]} rpm={model.rpm}"] = calls * 60 / model.rpm
+        if model.tpm:
+            floors[f"{key[0]} tpm={model.tpm}"] = charged * 60 / model.tpm
+    return floors
+
+
+def make_plan(estimates: list[Estimate], in_flight: int, call_s: float, engine_s: float = 0.0) -> Plan:
+    rows = [cell_row(e, call_s, engine_s) for e in estimates]
+    plan = Plan(rows, in_flight, call_s)
+    plan.unpriced = sorted({s for r in rows for s in r.unpriced})
+    span = makespan([r.alone_s for r in rows], in_flight)
+    plan.wall_s = span
+    plan.bound = f"{in_flight} cell(s) in flight, a call {call_s:g} s at the provider + {engine_s:.2f} s in the harness"
+    for what, seconds in endpoint_floors(rows, call_s).items():
+        if seconds > plan.wall_s:
+            plan.wall_s, plan.bound = seconds, what
+    stretch = plan.wall_s / span if span > 0 else 1.0
+    for row in rows:
+        row.wall_s = row.alone_s * stretch
+    return plan

@@ -1,0 +1,268 @@
+"""The live sweep page (``/live/<sweep>``): a sweep folder followed while it runs.
+
+A sweep folder (one holding ``sweep.json``) is followed by a ``Follower``
+kept between requests. Each refresh reads only what the cell log
+(``cells.jsonl``) and the limiter log (``limits.jsonl``) gained since the
+last one, from a byte offset (a line still being written waits for the
+next refresh), and ``sweep.json`` (the plan: every cell, named before any
+starts) only when it was rewritten. A running cell's rounds, tokens and
+dollars come from its latest round snapshot, one small file per running
+cell. Nothing here imports the sweep package (it sits above the viewer):
+the files are read as the JSON they are, documented in docs/sweeps.md.
+
+The page refreshes itself every ``REFRESH_S`` seconds while any cell is
+pending or running: a few lines of script fetch it again and swap its body
+(``templates/_live.html``; no framework, no navigation, the scroll stays).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from harness.models.prices import format_usd
+from harness.store.snapshot import list_snapshots, read_snapshot
+from harness.view.pages import _ENV as ENV
+from harness.view.pages import Links
+
+SWEEP_INDEX = "sweep.json"
+CELL_LOG = "cells.jsonl"
+LIMITS_LOG = "limits.jsonl"
+REFRESH_S = 2  # the page's reload period while the sweep runs
+RECENT_429 = 5  # the latest 429 cuts shown per limiter
+SCAN_TTL_S = 2.0
+OPEN = ("pending", "running")  # a cell in either keeps the page reloading
+
+
+@dataclass
+class Limiter:
+    """One shared rate limiter, as its changes in ``limits.jsonl`` tell it."""
+
+    key: str
+    limit: float = 0.0
+    changes: int = 0
+    cuts: int = 0  # cut after a 429
+    holds: int = 0  # every caller held by a Retry-After
+    recent: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_429))  # times of the last cuts
+
+    def add(self, change: dict[str, Any]) -> None:
+        self.limit, self.changes = float(change.get("new", self.limit)), self.changes + 1
+        reason = str(change.get("reason", ""))
+        if reason == "429":
+            self.cuts += 1
+            self.recent.append(str(change.get("time", "")))
+        elif reason.startswith("retry-after"):
+            self.holds += 1
+
+
+def time_of(value: Any) -> str:
+    """An ISO 8601 time as text that sorts (UTC, as every file here writes it)."""
+    return str(value or "").replace("+00:00", "Z")
+
+
+class Follower:
+    """One sweep folder, followed between refreshes (see the module doc)."""
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.dir = sweep_dir
+        self.offsets: dict[str, int] = {CELL_LOG: 0, LIMITS_LOG: 0}
+        self.latest: dict[str, dict[str, Any]] = {}  # each cell's last line of the cell log
+        self.limiters: dict[str, Limiter] = {}
+        self.index: dict[str, Any] = {}
+        self.index_stamp: tuple[int, int] | None = None
+        self.lock = threading.Lock()  # the viewer answers on threads
+
+    def new_lines(self, name: str) -> list[dict[str, Any]]:
+        """The complete lines ``name`` gained since the last read (a torn or unreadable one skipped)."""
+        try:
+            with open(self.dir / name, "rb") as fh:
+                fh.seek(self.offsets[name])
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        complete = data.rfind(b"\n") + 1
+        self.offsets[name] += complete
+        out = []
+        for line in data[:complete].splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return [x for x in out if isinstance(x, dict)]
+
+    def refresh(self) -> None:
+        with self.lock:
+            for event in self.new_lines(CELL_LOG):
+                self.latest[str(event.get("cell"))] = event
+            for change in self.new_lines(LIMITS_LOG):
+                key = str(change.get("key"))
+                self.limiters.setdefault(key, Limiter(key)).add(change)
+            try:
+                st = (self.dir / SWEEP_INDEX).stat()
+                if (st.st_size, st.st_mtime_ns) != self.index_stamp:
+                    self.index = json.loads((self.dir / SWEEP_INDEX).read_text())
+                    self.index_stamp = (st.st_size, st.st_mtime_ns)
+            except (
+                OSError,
+                ValueError,
+            ):  # mid-rewrite (written atomically, so rare): the last one read stands
+                pass
+
+    def cells(self) -> list[dict[str, Any]]:
+        """Every planned cell's row now: its status, rounds, tokens and dollars."""
+        with self.lock:
+            planned = list(self.index.get("cells") or [])
+            updated = time_of(self.index.get("updated_at"))
+            return [self.row(cell, updated) for cell in planned if isinstance(cell, dict)]
+
+    def row(self, cell: dict[str, Any], index_updated: str) -> dict[str, Any]:
+        """The index's row, overridden by the cell log's last line for the cell
+        when that line is newer than the index (the index folds the log in)."""
+        name = str(cell.get("name"))
+        row = {**cell, "name": name, "cost": cell.get("cost_usd")}
+        event = self.latest.get(name)
+        when = time_of(event.get("ended_at") or event.get("started_at")) if event else ""
+        if event is not None and when >= index_updated:
+            row["status"], row["error"] = event.get("status"), event.get("error")
+            if event.get("rounds_done") is not None:
+                row.update(
+                    {k: event.get(k) for k in ("rounds_done", "input_tokens", "output_tokens", "wall_s")}
+                )
+                row["cost"] = event.get("cost_usd")
+            row["rounds"] = event.get("rounds") or row.get("rounds")
+        if row.get("status") == "running":
+            row.update(progress(self.dir / name))
+        row["tokens"] = (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
+        row["has_run"] = (self.dir / name / "manifest.json").is_file()
+        return row
+
+
+def progress(run_dir: Path) -> dict[str, Any]:
+    """A running cell's counts from its latest round snapshot (nothing if none yet)."""
+    try:
+        snapshots = list_snapshots(run_dir)
+        counts = read_snapshot(snapshots[-1]).counts if snapshots else None
+    except (OSError, ValueError):
+        return {}
+    if counts is None:
+        return {}
+    return {
+        "rounds_done": counts.rounds_completed,
+        "input_tokens": counts.input_tokens,
+        "output_tokens": counts.output_tokens,
+        "cost": counts.cost_usd,
+    }
+
+
+def summary(rows: list[dict[str, Any]], follower: Follower) -> dict[str, Any]:
+    """Cells by status, tokens and dollars over the whole sweep, and the limiters."""
+    by_status: dict[str, int] = {}
+    for row in rows:
+        by_status[str(row.get("status"))] = by_status.get(str(row.get("status")), 0) + 1
+    started = [r for r in rows if r.get("status") != "pending"]
+    known = [r["cost"] for r in started if r.get("cost") is not None]
+    return {
+        "by_status": by_status,
+        "tokens": sum(r["tokens"] for r in rows),
+        "cost": sum(known) if len(known) == len(started) else None,  # one unknown makes the sum unknown
+        "open": any(r.get("status") in OPEN for r in rows),
+        "limiters": list(follower.limiters.values()),
+        "budget": budget_used(follower.index, rows),
+    }
+
+
+def budget_used(index: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
+    """``spent $0.41 of budget.sweep_usd=$1 (41%)``, from the sweep's own overrides; None: no budget."""
+    limits = dict(o.lstrip("+").split("=", 1) for o in index.get("task_overrides") or [] if "=" in o)
+    shown = []
+    if (usd := limits.get("budget.sweep_usd")) is not None:
+        known = [r["cost"] for r in rows if r.get("status") != "pending"]
+        spent = None if None in known else sum(known)
+        share = f" ({spent / float(usd):.0%})" if spent is not None and float(usd) > 0 else ""
+        shown.append(f"spent {format_usd(spent)} of budget.sweep_usd=${usd}{share}")
+    if (tokens := limits.get("budget.sweep_tokens")) is not None:
+        used = sum(r["tokens"] for r in rows)
+        shown.append(f"{used} of budget.sweep_tokens={tokens} tokens ({used / max(1, int(tokens)):.0%})")
+    return " · ".join(shown) or None
+
+
+class Sweeps:
+    """The sweep folders under a viewer's root, each by key (its path from the
+    root), and a ``Follower`` per sweep shown. Like the catalog, a key is
+    looked up in what the scan found, never joined onto the root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self._scan: tuple[float, dict[str, Path]] | None = None
+        self._followers: dict[Path, Follower] = {}
+        self._lock = threading.Lock()
+
+    def found(self) -> dict[str, Path]:
+        scan = self._scan
+        if scan is None or time.monotonic() - scan[0] > SCAN_TTL_S:
+            scan = self._scan = (time.monotonic(), self._walk())
+        return scan[1]
+
+    def _walk(self) -> dict[str, Path]:
+        """Folders holding ``sweep.json``; neither a sweep's nor a run's insides are walked."""
+        found = {}
+        for folder, subfolders, files in os.walk(self.root):
+            here = Path(folder)
+            if SWEEP_INDEX in files and here.resolve().is_relative_to(self.root):
+                found[here.relative_to(self.root).as_posix() if here != self.root else "."] = here
+            if SWEEP_INDEX in files or "manifest.json" in files:
+                subfolders[:] = []
+            subfolders[:] = [d for d in subfolders if not d.startswith((".", "_"))]
+        return dict(sorted(found.items()))
+
+    def follow(self, key: str) -> Follower | None:
+        """The sweep ``key``'s follower, brought up to date; None for no such sweep."""
+        sweep_dir = self.found().get(key)
+        if sweep_dir is None:
+            return None
+        with self._lock:
+            follower = self._followers.setdefault(sweep_dir, Follower(sweep_dir))
+        follower.refresh()
+        return follower
+
+
+# --- pages ----------------------------------------------------------------------------------
+
+
+def live_url(key: str) -> str:
+    return f"/live/{quote(key, safe='/')}"
+
+
+def cell_key(sweep_key: str, cell: str) -> str:
+    """A cell's run key in the catalog: its folder, from the viewer's root."""
+    return cell if sweep_key == "." else f"{sweep_key}/{cell}"
+
+
+def sweeps_page(sweeps: Sweeps, links: Links) -> str:
+    return ENV.get_template("sweeps.html").render(
+        root=str(sweeps.root), sweeps=list(sweeps.found()), live_url=live_url, links=links
+    )
+
+
+def live_page(sweeps: Sweeps, key: str, links: Links) -> str | None:
+    """The live page of the sweep ``key``; None when the root holds no such sweep."""
+    follower = sweeps.follow(key)
+    if follower is None:
+        return None
+    rows = follower.cells()
+    return ENV.get_template("live.html").render(
+        key=key,
+        rows=rows,
+        total=summary(rows, follower),
+        refresh_s=REFRESH_S,
+        links=links,
+        run_key=lambda cell: cell_key(key, cell),
+        name=follower.index.get("name") or key,
+    )

@@ -1,0 +1,85 @@
+"""harness.plan: the estimate against the run it plans, on the scripted model,
+and what the plan prints for a grid and for a model with no price."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from harness.engine import RunResult
+from harness.plan import build_plan, main, parse
+from harness.plan.estimate import Tally, extrapolate
+from harness.store.reader import ledger
+
+# The point against the run, on the scripted model: it bills words, which the plan
+# counts exactly, so what is left is extrapolation from the dry passes and the
+# mean over their seeds; 5% leaves room for a seed's longer or shorter words.
+TOLERANCE = 0.05
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        # window 1: prompts stop growing at round 2, so rounds 4-6 are extrapolated from passes of 2 and 3
+        ("rounds=6", "memory.window_rounds=1"),
+        ("format=judge_refine", "rounds=6", "memory.window_rounds=1"),
+    ],
+    ids=["drift", "judge_refine"],
+)
+def test_plan_against_the_run_on_the_scripted_model(
+    overrides: tuple[str, ...], run: Callable[..., RunResult]
+) -> None:
+    plan, passes = build_plan(parse(["model=scripted", *overrides]))
+    assert passes >= 2 and plan.rows[0].estimate.units == 6
+    actual = ledger(run(*overrides).run_dir)
+    point, low, high = plan.point(), plan.low(), plan.high()
+    actuals = {"calls": actual.calls, "input": actual.input_tokens, "output": actual.output_tokens}
+    for field, got in actuals.items():
+        assert getattr(low, field) <= got <= getattr(high, field), field
+        assert getattr(point, field) == pytest.approx(got, rel=TOLERANCE), field
+    assert low.output < point.output < high.output  # the interval is an interval
+
+
+def test_prompt_growth_is_extrapolated_until_the_window_is_full() -> None:
+    """Passes of 2, 3 and 4 units whose prompts grow 10 tokens a unit until unit 6:
+    carried to 10 units, as a brute-force sum of the units says."""
+
+    def run_of(units: int) -> dict[str, Tally]:
+        prompt = [50 + 10 * (min(u, 6) - 1) for u in range(1, units + 1)]
+        return {"pros": Tally(calls=2 * units, input=sum(prompt), output=7 * units)}
+
+    got = extrapolate([run_of(2), run_of(3), run_of(4)], first=2, target=10, plateau=6)["pros"]
+    assert (got.calls, got.input, got.output) == (20, run_of(10)["pros"].input, 70)
+
+
+def test_a_grid_prints_a_row_per_cell_and_the_totals(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-m", "model=scripted", "rounds=1", "llm.temperature=0.2,1.0", "sweep.concurrency=2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("plan: 2 cell(s), 2 in flight")
+    rows = {line.split()[0]: line.split() for line in lines[2:] if line.startswith(("temp-", "total"))}
+    assert set(rows) == {"temp-0.2", "temp-1.0", "total"}
+    calls = [int(rows[name][3].replace(",", "")) for name in ("temp-0.2", "temp-1.0")]
+    assert int(rows["total"][1].replace(",", "")) == sum(calls) > 0
+
+
+def test_a_model_with_no_price_is_unknown_never_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    priced = "prices.models={openai\\:priced-model:{input:1.0,output:2.0}}"
+    cells = "model.spec=openai:priced-model,openai:no-such-model"
+    assert main(["-m", "model=openai", cells, priced, "rounds=1"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith(("spec-", "total"))}
+    assert len(rows) == 3
+    unknown = next(line for name, line in rows.items() if "no-such-model" in name)
+    known = next(line for name, line in rows.items() if "priced-model" in name)
+    assert "unknown" in unknown and "$0 " not in unknown and "$0.0" in known
+    assert "unknown" in rows["total"]
+    assert "unknown: openai:no-such-model has no price; set prices.models=" in out
+
+
+def test_a_bad_override_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["model=scripted", "rounds=abc"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: rounds:") and err.count("\n") == 1

@@ -1,0 +1,165 @@
+"""The live sweep page (``/live/<sweep>``) in headless Chromium, against a
+sweep this test starts: while a cell runs the page shows it running and the
+cells after it pending, links the running cell to its run page (which
+reloads itself too), and reloads itself; once the sweep ends the same page,
+served by the same viewer (its logs followed from where it left off), shows
+every cell completed and stops reloading.
+
+The sweep is frozen (SIGSTOP) while the first page loads, so what the page
+must show does not depend on how fast the machine is."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from browser import dump_dom, needs_chromium, text_of
+from conftest import REPO, serving
+
+from harness.view.catalog import Catalog
+from harness.view.live import Follower
+from harness.view.server import handler
+
+CELLS = re.compile(r'data-cell="(?P<cell>[^"]+)" data-status="(?P<status>[^"]+)"')
+REFRESH = 'id="live-refresh"'
+
+
+def cells_of(dom: str) -> dict[str, str]:
+    return {m["cell"]: m["status"] for m in CELLS.finditer(dom)}
+
+
+def running_cell(sweep: Path) -> str | None:
+    """The cell the cell log last says is running, once its run folder exists."""
+    try:
+        last = json.loads((sweep / "cells.jsonl").read_text().splitlines()[-1])
+    except (FileNotFoundError, IndexError, ValueError):
+        return None
+    cell = last["cell"]
+    return cell if last["status"] == "running" and (sweep / cell / "manifest.json").is_file() else None
+
+
+@pytest.fixture
+def sweep_process(runs_root: Path, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Three scripted cells of two rounds, each call 0.2 s: one after the other, seconds each."""
+    runs_root.mkdir(parents=True)
+    with (tmp_path / "sweep.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "harness.run",
+                "-m",
+                "model=scripted",
+                "rounds=2",
+                "model.latency_s=0.2",
+                "llm.temperature=0.2,0.5,1.0",
+                f"runs_root={runs_root}",
+                "progress=false",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGCONT)
+                proc.kill()
+            proc.wait(timeout=60)
+
+
+def frozen_mid_cell(proc: subprocess.Popen[bytes], runs_root: Path) -> tuple[Path, str]:
+    """Stop the sweep while a cell runs; (the sweep folder, that cell)."""
+    deadline = time.monotonic() + 120  # far above the seconds it takes
+    while time.monotonic() < deadline and proc.poll() is None:
+        for sweep in runs_root.glob("sweep-*"):
+            if running_cell(sweep):
+                os.killpg(proc.pid, signal.SIGSTOP)
+                if (cell := running_cell(sweep)) is not None:  # still true once frozen
+                    return sweep, cell
+                os.killpg(proc.pid, signal.SIGCONT)
+        time.sleep(0.05)
+    pytest.fail(f"no cell was seen running (sweep exit {proc.poll()})")
+
+
+@pytest.mark.browser
+@pytest.mark.network_loopback
+@needs_chromium
+def test_the_live_page_shows_cells_moving_from_pending_to_completed(
+    sweep_process: subprocess.Popen[bytes], runs_root: Path, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "chromium"
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler(Catalog(runs_root)))) as server:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        sweep, cell = frozen_mid_cell(sweep_process, runs_root)
+        live = f"{base}/live/{sweep.name}"
+        assert sweep.name in text_of(dump_dom(f"{base}/live", scratch))
+
+        dom = dump_dom(live, scratch)
+        seen = cells_of(dom)
+        assert len(seen) == 3 and seen[cell] == "running", seen
+        assert "pending" in seen.values() and REFRESH in dom
+        assert f'href="/run/{sweep.name}/{cell}"' in dom  # the running cell links to its run page
+        run_dom = dump_dom(f"{base}/run/{sweep.name}/{cell}", scratch)
+        assert REFRESH in run_dom and "still running" in text_of(run_dom)
+
+        os.killpg(sweep_process.pid, signal.SIGCONT)
+        assert sweep_process.wait(timeout=300) == 0
+        dom = dump_dom(live, scratch)
+        assert set(cells_of(dom).values()) == {"completed"} and len(cells_of(dom)) == 3, cells_of(dom)
+        assert REFRESH not in dom and "finished" in text_of(dom)
+
+
+def test_a_follower_reads_only_what_the_logs_gained(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    cells = [{"num": n, "name": f"c{n}", "status": "pending"} for n in range(2)]
+    (sweep / "sweep.json").write_text(
+        json.dumps({"name": "s", "updated_at": "2026-01-01T00:00:00Z", "cells": cells})
+    )
+    follower = Follower(sweep)
+    follower.refresh()
+    assert [r["status"] for r in follower.cells()] == ["pending", "pending"]
+
+    line = {
+        "cell": "c0",
+        "status": "completed",
+        "started_at": "2026-01-02T00:00:00Z",
+        "ended_at": "2026-01-02T00:01:00Z",
+        "rounds_done": 2,
+        "input_tokens": 5,
+        "output_tokens": 7,
+        "cost_usd": None,
+    }
+    limit = {"time": "2026-01-02T00:00:30Z", "key": "openai", "old": 8, "new": 4, "reason": "429"}
+    with (sweep / "cells.jsonl").open("w") as fh:
+        fh.write(json.dumps(line) + "\n" + '{"cell": "c1", "sta')  # the second line still being written
+    (sweep / "limits.jsonl").write_text(json.dumps(limit) + "\n")
+    follower.refresh()
+    rows = follower.cells()
+    assert [r["status"] for r in rows] == ["completed", "pending"]
+    assert rows[0]["tokens"] == 12 and rows[0]["cost"] is None  # unknown dollars stay unknown
+    (limiter,) = follower.limiters.values()
+    assert (limiter.limit, limiter.cuts, list(limiter.recent)) == (4, 1, [limit["time"]])
+
+    read = follower.offsets["cells.jsonl"]
+    with (sweep / "cells.jsonl").open("a") as fh:
+        fh.write('tus": "running", "started_at": "2026-01-02T00:02:00Z"}\n')
+    follower.refresh()
+    assert follower.offsets["cells.jsonl"] > read and [r["status"] for r in follower.cells()] == [
+        "completed",
+        "running",
+    ]
+    assert follower.limiters["openai"].changes == 1  # the limiter log was not read again
