@@ -117,7 +117,8 @@ def test_status_of_a_sweep_killed_part_way(tmp_path, capsys):
         [names[3], "pending"],
         [names[4], "pending"],
     ]
-    assert table[-1] == "5 cells: 1 completed, 1 crashed, 1 failed, 2 pending"
+    # the totals: cell 0's 10 tokens, on the free scripted model
+    assert table[-1] == "5 cells: 1 completed, 1 crashed, 1 failed, 2 pending; 10 tokens, $0 spent"
     assert rows(current_index(sweep_dir)) == rows(refresh_index(sweep_dir, index, final=False))
     # a sweep from before the cell log: status reads every cell's files instead
     (sweep_dir / EVENTS_JSONL).unlink()

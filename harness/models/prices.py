@@ -9,6 +9,7 @@ which sums to unknown and is never shown as $0.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -136,7 +137,16 @@ def parse_entries(raw: dict[str, Any], key: str) -> dict[str, Price]:
 
 
 def load_prices(file: str | None = None, models: dict[str, Any] | None = None) -> PriceTable:
-    """The shipped table, then ``file``'s entries, then ``models``' entries over both."""
+    """The shipped table, then ``file``'s entries, then ``models``' entries over both.
+    Read once per process for each (file and its mtime, entries): a sweep's thousand
+    cells share one table instead of parsing YAML twice per cell."""
+    stamp = Path(file).stat().st_mtime_ns if file and Path(file).exists() else None
+    return _load(file, stamp, json.dumps(models or {}, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=64)
+def _load(file: str | None, stamp: int | None, models_json: str) -> PriceTable:
+    models = json.loads(models_json)
     version, entries = read_file(default_file(), "prices")
     if file:
         own_version, own = read_file(Path(file), "prices.file")
