@@ -66,7 +66,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. llm.max_tokens=128")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="smollm2-bench-") as tmp:
-        overrides = ["model=smollm2", f"rounds={args.rounds}", f"runs_root={tmp}", "progress=false"]
+        # full grammar, no prefix cache: the replay below decodes that way, so the two compare like for like
+        overrides = [
+            "model=smollm2",
+            "model.grammar_mode=full",
+            "model.prefix_cache=false",
+            f"rounds={args.rounds}",
+            f"runs_root={tmp}",
+            "progress=false",
+        ]
         if args.n_threads:
             overrides.append(f"model.n_threads={args.n_threads}")
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
