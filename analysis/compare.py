@@ -101,6 +101,21 @@ def control_pairs(runs: pd.DataFrame) -> pd.DataFrame:
     return pairs[columns].sort_values(["cell_label", "control"]).reset_index(drop=True)
 
 
+def welch_summary(a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+    """Sizes, means, mean(b) - mean(a) with its Welch interval, and Welch's p."""
+    diff, low, high, p = welch(a, b)
+    return {
+        "n_a": len(a),
+        "n_b": len(b),
+        "mean_a": float(a.mean()) if len(a) else math.nan,
+        "mean_b": float(b.mean()) if len(b) else math.nan,
+        "diff": diff,
+        "ci_low": low,
+        "ci_high": high,
+        "p_value": p,
+    }
+
+
 def welch(a: np.ndarray, b: np.ndarray, level: float = LEVEL) -> tuple[float, float, float, float]:
     """mean(b) - mean(a), its Welch interval and Welch's t-test p (NaN below 2 runs a side)."""
     stats = require("scipy.stats", "scipy")
@@ -174,19 +189,7 @@ def per_round(frame: pd.DataFrame, cell_a: str, cell_b: str, value: str = "drift
     rows = []
     for round_, group in by_run.groupby("round"):
         a, b = (group[group.cell == c][value].to_numpy(dtype=float) for c in (cell_a, cell_b))
-        diff, low, high, _ = welch(a, b)
-        rows.append(
-            {
-                "round": int(round_),
-                "n_a": len(a),
-                "n_b": len(b),
-                "mean_a": float(a.mean()) if len(a) else math.nan,
-                "mean_b": float(b.mean()) if len(b) else math.nan,
-                "diff": diff,
-                "ci_low": low,
-                "ci_high": high,
-            }
-        )
+        rows.append({"round": int(round_), **welch_summary(a, b)})
     return pd.DataFrame(
         rows, columns=["round", "n_a", "n_b", "mean_a", "mean_b", "diff", "ci_low", "ci_high"]
     )
@@ -210,21 +213,14 @@ def compare_cells(
     shared = scores[scores.team.isin(teams)]
     final = final_drift(shared, runs)
     a, b = (final[final.cell == c].drift_index.dropna().to_numpy(dtype=float) for c in (cell_a, cell_b))
-    diff, low, high, p = welch(a, b)
+    summary = welch_summary(a, b)
     frame = frame[frame.team.isin(teams)]
     means = frame.groupby(["cell", "run_id"]).drift_index.mean().dropna().reset_index()
     ma, mb = (means[means.cell == c].drift_index.to_numpy(dtype=float) for c in (cell_a, cell_b))
     d_low, d_high = bootstrap_d(ma, mb, resamples, seed)
     perm_p, method = permutation_p(ma, mb, resamples, seed)
     return {
-        "n_a": len(a),
-        "n_b": len(b),
-        "mean_a": float(a.mean()) if len(a) else math.nan,
-        "mean_b": float(b.mean()) if len(b) else math.nan,
-        "diff": diff,
-        "ci_low": low,
-        "ci_high": high,
-        "p_value": p,
+        **summary,
         "teams": teams,
         "run_mean_a": float(ma.mean()) if len(ma) else math.nan,
         "run_mean_b": float(mb.mean()) if len(mb) else math.nan,
