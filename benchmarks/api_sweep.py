@@ -70,7 +70,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from provider_sim import Decision, ProviderSim  # noqa: E402
 
-from harness.sweep.index import EVENTS_JSONL, read_index  # noqa: E402
+from harness.sweep.cell_status import EVENTS_JSONL  # noqa: E402
+from harness.sweep.index import read_index  # noqa: E402
 
 TEMPERATURES = ["0.2", "0.5", "0.8", "1.0"]
 POLL_S = 0.2

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from harness.search import SearchSession, load_collection
-from harness.search.client import _server_env
 from harness.search.collections import clear_cache
 from harness.search.index import cache_key, load_or_build
+from harness.search.process import server_env
 
 QUERIES = [
     "the LORD gave, and the LORD hath taken away",
@@ -60,7 +60,7 @@ def spawn_latency(cache: Path, calls: int) -> tuple[list[float], float]:
     from langchain_mcp_adapters.client import MultiServerMCPClient
 
     args = ["-m", "harness.search", "serve", "--collection", "kjv", "--cache-dir", str(cache)]
-    connection = {"command": sys.executable, "args": args, "transport": "stdio", "env": _server_env({})}
+    connection = {"command": sys.executable, "args": args, "transport": "stdio", "env": server_env({})}
     client = MultiServerMCPClient({"drift-search": connection})  # type: ignore[dict-item]
 
     async def run() -> tuple[list[float], float]:

@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.sweep.index import read_cell_record, read_index
+from harness.sweep.cell_status import read_cell_record
+from harness.sweep.index import read_index
 
 REPO = Path(__file__).resolve().parents[1]
 GRID = ["llm.temperature=0.2,1.0", "critic=lenient,strict"]

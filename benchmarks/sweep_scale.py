@@ -72,7 +72,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from harness.sweep.index import CellEvent
+    from harness.sweep.cell_status import CellEvent
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCHERS = {"basic": [], "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"], "inprocess": []}
@@ -102,7 +102,7 @@ def sweep_command(runs_root: Path, cells: int, launcher: str, extra: list[str] |
 
 def planning_s(cells: int) -> float:
     """In-process: Hydra's expansion of ``replicate=0,...,N-1`` into jobs, named and checked."""
-    from harness.sweep.index import plan_cells
+    from harness.sweep.plan import plan_cells
 
     started = time.perf_counter()
     plan_cells(["model=scripted", "rounds=2", "replicate=" + ",".join(map(str, range(cells)))])
@@ -115,16 +115,9 @@ def index_tick(cells: int, tmp: Path) -> str:
     manifest, then rewrite sweep.json; now: read the log's new line, replay, and rewrite
     sweep.json only every ``cells / COMPACTIONS`` events (its cost shared among them)."""
     from harness.sweep.callback import IndexKeeper
-    from harness.sweep.index import (
-        EVENTS_JSONL,
-        INDEX_COST,
-        CellRecord,
-        SweepIndex,
-        plan_cells,
-        refresh_index,
-        write_cell_record,
-        write_index,
-    )
+    from harness.sweep.cell_status import EVENTS_JSONL, CellRecord, write_cell_record
+    from harness.sweep.index import INDEX_COST, SweepIndex, refresh_index, write_index
+    from harness.sweep.plan import plan_cells
 
     sweep_dir = tmp / "index-tick"
     sweep_dir.mkdir()
@@ -219,7 +212,7 @@ def cell_events(sweep_dir: Path) -> list[CellEvent]:
     """The cell log (``cells.jsonl``), which keeps every status write. Not the status
     files: a resume rewrites a finished cell's file with a ``skip`` record stamped at
     the resume, which would mix skips in with the cells that ran."""
-    from harness.sweep.index import EVENTS_JSONL, CellEvent
+    from harness.sweep.cell_status import EVENTS_JSONL, CellEvent
 
     lines = (sweep_dir / EVENTS_JSONL).read_text().splitlines()
     return [CellEvent.model_validate_json(line) for line in lines]

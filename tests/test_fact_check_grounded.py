@@ -192,7 +192,7 @@ def same_debate(run_dir: Path, reference: Outcome) -> None:
 
 @pytest.mark.heavy
 def test_kill_inside_a_grounded_check_and_of_its_search_server_then_resume(run, grounded_check, tmp_path):
-    from harness.search.client import _find_child
+    from harness.search.process import find_child
 
     args = (*grounded_check, "search.transport=mcp", "retry.initial_s=0", "retry.jitter_s=0")
     reference = Outcome.of(run(*args, f"runs_root={tmp_path / 'reference'}").run_dir)
@@ -205,7 +205,7 @@ def test_kill_inside_a_grounded_check_and_of_its_search_server_then_resume(run, 
         def complete(request: ModelRequest) -> Completion:
             seen.append(f"{request.tags['team']}.{request.tags['role']}.{request.tags['iteration']}")
             if seen[-1] == "con.fact_claims.0":  # the server dies before Con's first check searches
-                server = _find_child("harness.search")
+                server = find_child("harness.search")
                 assert server is not None, "the run's search server is our child"
                 os.kill(server, signal.SIGKILL)
             if seen[-1] == "con.fact_ruling1.1":  # the run dies mid-check, its searches landed

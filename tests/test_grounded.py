@@ -360,7 +360,7 @@ def test_drafts_record_the_searches_they_were_written_after(run, records, ground
 def test_the_server_killed_mid_run_then_the_run_killed_resumes_to_the_same_debate(run, grounded, tmp_path):
     """SIGKILL the search server between two model calls (the next search
     restarts it), then crash the run at a later call; resume finishes it."""
-    from harness.search.client import _find_child
+    from harness.search.process import find_child
 
     args = (*grounded, "rounds=2", "search.transport=mcp", "retry.initial_s=0", "retry.jitter_s=0")
     reference = Outcome.of(run(*args, f"runs_root={tmp_path / 'reference'}").run_dir)
@@ -374,7 +374,7 @@ def test_the_server_killed_mid_run_then_the_run_killed_resumes_to_the_same_debat
             nonlocal calls
             calls += 1
             if calls == 4:
-                server = _find_child("harness.search")
+                server = find_child("harness.search")
                 assert server is not None, "the run's search server is our child"
                 os.kill(server, signal.SIGKILL)
             if calls == 9:

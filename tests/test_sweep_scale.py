@@ -12,20 +12,18 @@ import sys
 from pathlib import Path
 
 from harness.sweep.callback import IndexKeeper
+from harness.sweep.cell_status import EVENTS_JSONL, CellRecord, write_cell_record
 from harness.sweep.index import (
     COMPACTIONS,
-    EVENTS_JSONL,
     INDEX_COST,
-    CellRecord,
     SweepIndex,
     current_index,
     main,
-    plan_cells,
     read_index,
     refresh_index,
-    write_cell_record,
     write_index,
 )
+from harness.sweep.plan import plan_cells
 
 
 def planned_sweep(sweep_dir: Path, cells: int) -> SweepIndex:

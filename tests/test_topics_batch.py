@@ -20,7 +20,8 @@ from harness.engine import RunResult
 from harness.run import topic_range
 from harness.store.reader import read_run
 from harness.store.records import EvaluationRecord
-from harness.sweep.index import CELLS_DIR, read_index
+from harness.sweep.cell_status import CELLS_DIR
+from harness.sweep.index import read_index
 
 TOPICS = [
     "Cities should ban private cars from their centres.",

@@ -4,7 +4,8 @@
 langchain-mcp-adapters and keeps ONE server process and ONE MCP session open
 for the whole run: spawning a server per call (``MultiServerMCPClient.get_tools``)
 costs a Python start and an index load each time. The session is async and
-the harness is not, so it lives in a private asyncio loop on a daemon thread;
+the harness is not, so it lives in a private asyncio loop on a daemon thread
+(``harness.search.process``, which also finds, watches and kills the server);
 one long-lived task holds ``client.session(...)`` open until ``close()``, and
 each call is submitted with ``run_coroutine_threadsafe`` and waited on for at
 most ``timeout_s``.
@@ -27,31 +28,27 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import json
-import os
-import signal
 import sys
 import threading
 import uuid
 import weakref
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 from harness.models.base import ProviderError
-from harness.search.collections import BUILT_IN, CollectionError, load_collection
+from harness.search.collections import CollectionError, load_collection
+from harness.search.process import GRACE_S, LoopThread, alive, find_child, server_env, server_spec, sigkill
 from harness.store.records import Hit
 
 T = TypeVar("T")
 
 SERVER_NAME = "drift-search"
-GRACE_S = 3.0  # a closing server's time to exit on its own (mcp's stdio client waits 2 s, then terminates)
 _ERROR_MARK = "search.collection:"
-_PASSED_ENV = ("PATH", "PYTHONPATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV")
 
 
 class SearchFault(ProviderError):
@@ -72,38 +69,6 @@ class Searcher(Protocol):
     def summarize(self, topic: str = "") -> str: ...
 
     def close(self) -> None: ...
-
-
-# -- the private event loop ----------------------------------------------------------------------
-
-
-class _LoopThread:
-    """An asyncio loop running forever on a daemon thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="drift-search-mcp", daemon=True)
-        self.thread.start()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def stop(self, timeout: float = GRACE_S) -> None:
-        """Cancel what is left, stop the loop, join the thread."""
-
-        async def cancel_rest() -> None:
-            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in rest:
-                task.cancel()
-            if rest:
-                await asyncio.wait(rest, timeout=timeout)
-
-        with contextlib.suppress(Exception):  # the loop is going away either way
-            self.submit(cancel_rest()).result(timeout + 1)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout)
-        if not self.thread.is_alive():
-            self.loop.close()
 
 
 @dataclass
@@ -137,13 +102,13 @@ class SearchSession:
         env: Mapping[str, str] | None = None,
         start_timeout_s: float = 60.0,
     ) -> None:
-        self.collection = _server_spec(collection)
+        self.collection = server_spec(collection)
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self.env = dict(env or {})
         self.restarts = 0
-        self._loop: _LoopThread | None = None
+        self._loop: LoopThread | None = None
         self._server: _Server | None = None
         self._faulted = False  # the next start is a restart
         self._closed = False
@@ -197,7 +162,7 @@ class SearchSession:
         if self._server is not None:
             return
         if self._loop is None:
-            self._loop = _LoopThread()
+            self._loop = LoopThread()
         server = _Server(tag=uuid.uuid4().hex)
         started = self._loop.submit(self._hold_start(server))
         try:
@@ -211,7 +176,7 @@ class SearchSession:
             raise SearchFault(
                 f"search server for {self.collection!r} did not start: {_describe(exc)}"
             ) from exc
-        server.pid = _find_child(server.tag)
+        server.pid = find_child(server.tag)
         self._server = server
         if self._faulted:
             self.restarts += 1
@@ -250,14 +215,14 @@ class SearchSession:
         args = ["-m", "harness.search", "serve", "--collection", self.collection, "--tag", tag]
         if self.cache_dir is not None:
             args += ["--cache-dir", str(self.cache_dir)]
-        return {"command": sys.executable, "args": args, "transport": "stdio", "env": _server_env(self.env)}
+        return {"command": sys.executable, "args": args, "transport": "stdio", "env": server_env(self.env)}
 
     def _teardown(self, server: _Server, *, kill: bool) -> None:
         """End one server: SIGKILL first when it may hang, then leave the session;
         never waits much more than GRACE_S."""
-        pid = server.pid or _find_child(server.tag)
+        pid = server.pid or find_child(server.tag)
         if kill and pid is not None:
-            _kill(pid)
+            sigkill(pid)
         task, stop, loop = server.task, server.stop, self._loop
         if task is not None and stop is not None and loop is not None:
 
@@ -271,8 +236,8 @@ class SearchSession:
 
             with contextlib.suppress(Exception):  # best effort; the kill below still happens
                 loop.submit(leave()).result(GRACE_S + 2)
-        if pid is not None and _alive(pid):
-            _kill(pid)
+        if pid is not None and alive(pid):
+            sigkill(pid)
 
     def _fault(self, server: _Server, message: str, *, kill: bool = True) -> SearchFault:
         self._server = None
@@ -292,7 +257,7 @@ class SearchSession:
             self._start()
             server, loop = self._server, self._loop
             assert server is not None and loop is not None
-            if server.pid is not None and not _alive(server.pid):
+            if server.pid is not None and not alive(server.pid):
                 raise self._fault(server, f"search server (pid {server.pid}) has exited", kill=False)
             pending = loop.submit(_invoke(server, tool, args))
             try:
@@ -360,75 +325,6 @@ def _describe(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _server_spec(collection: str) -> str:
-    """A folder as an absolute path, so the server finds it whatever its cwd."""
-    if collection in BUILT_IN:
-        return collection
-    path = Path(collection).expanduser()
-    return str(path.resolve()) if path.exists() else collection
-
-
-def _server_env(extra: Mapping[str, str]) -> dict[str, str]:
-    """mcp's safe default environment, plus PATH, PYTHONPATH, HOME, the DRIFT_*
-    settings, the checkout this package is imported from, and ``extra``."""
-    from mcp.client.stdio import get_default_environment
-
-    env = get_default_environment()
-    env.update({k: v for k, v in os.environ.items() if k in _PASSED_ENV or k.startswith("DRIFT_")})
-    root = str(Path(__file__).resolve().parents[2])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([root, *(p for p in paths if p != root)])
-    env.update(extra)
-    return env
-
-
-# -- finding and killing the server process ------------------------------------------------------
-
-
-def _find_child(tag: str) -> int | None:
-    """The pid of our child process whose command line holds ``tag``. The
-    adapters spawn the server deep inside mcp's stdio client, which does not
-    say its pid, so /proc is read (None where there is no /proc)."""
-    me, marker = os.getpid(), tag.encode()
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return None
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if _stat(int(entry.name))[1] == me and marker in (entry / "cmdline").read_bytes():
-                return int(entry.name)
-        except (OSError, ValueError, IndexError):
-            continue
-    return None
-
-
-def _stat(pid: int) -> tuple[str, int]:
-    """(state, parent pid) from /proc/<pid>/stat; the name in parentheses may hold spaces."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return fields[0], int(fields[1])
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie, dead but not yet reaped, counts as gone)."""
-    try:
-        return _stat(pid)[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return False
-        return True
-
-
-def _kill(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.kill(pid, signal.SIGKILL)
 
 
 _OPEN: weakref.WeakSet[SearchSession] = weakref.WeakSet()

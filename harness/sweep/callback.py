@@ -29,15 +29,13 @@ from typing import Any, TextIO
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from harness.sweep.cell_status import EVENTS_JSONL, CellLog
 from harness.sweep.index import (
     COMPACTIONS,
-    EVENTS_JSONL,
     INDEX_COST,
     INDEX_JSON,
     RESUME_ENV,
-    CellLog,
     SweepIndex,
-    plan_cells,
     progress_line,
     read_index,
     refresh_index,
@@ -45,6 +43,7 @@ from harness.sweep.index import (
     status_table,
     write_index,
 )
+from harness.sweep.plan import plan_cells
 
 _PROGRESS: dict[str, Any] = {}
 

@@ -6,9 +6,9 @@
 
 A sweep folder holds one run folder per cell, named after what varies, plus
 ``sweep.json`` / ``sweep.parquet`` (one row per cell) and ``cells/`` (one
-small status file per cell, written by whichever process ran the cell). The
-driver plans every cell before any runs (``plan_cells``), so a resume knows
-the cells that never started.
+small status file per cell, written by whichever process ran the cell:
+``harness.sweep.cell_status``). The driver plans every cell before any runs
+(``harness.sweep.plan``), so a resume knows the cells that never started.
 
 Each status write is also appended, as one line, to ``cells.jsonl``: the cell
 log. While a sweep runs, the driver reads only the log's new lines and
@@ -22,117 +22,34 @@ append on a shared file system may tear; a torn line is skipped).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
+
+from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
+from harness.sweep.plan import Cell, override_key
 
 if TYPE_CHECKING:
     from harness.store.records import RunManifest
 
 INDEX_JSON = "sweep.json"
 INDEX_PARQUET = "sweep.parquet"
-CELLS_DIR = "cells"
 CELL_LOG = "cell.log"
-EVENTS_JSONL = "cells.jsonl"  # the cell log: one line per cell status write, append-only
 LIMITS_JSONL = "limits.jsonl"  # every change of a shared rate limiter's limit (in-process launcher)
 COMPACTIONS = 10  # sweep.json is rewritten after every 1/COMPACTIONS of the cells' events
 # Set by ``harness.sweep resume`` for the multirun it relaunches into an existing sweep folder.
 RESUME_ENV = "DRIFT_SWEEP_RESUME"
 # A file the driver writes its ``IndexCost`` to when the sweep ends (benchmarks/sweep_scale.py).
 STATS_ENV = "DRIFT_SWEEP_STATS"
-
-
-def utcnow() -> datetime:
-    # not harness.store.records': importing its models is most of what ``status`` costs
-    return datetime.now(UTC)
-
-
-CellStatus = Literal["pending", "running", "completed", "failed", "interrupted", "crashed"]
-_SHORT_KEYS = {"temperature": "temp", "replicate": "rep"}
-_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
-_MAX_NAME = 120
-
-
-class CellRecord(BaseModel):
-    """``cells/<name>.json``: what the process running a cell says about it."""
-
-    status: Literal["running", "completed", "failed", "interrupted"]
-    action: Literal["run", "resume", "skip"] = "run"
-    exit_code: int | None = None
-    error: str | None = None
-    rounds: int | None = None
-    seed: int | None = None
-    host: str = Field(default_factory=lambda: os.uname().nodename)
-    pid: int = Field(default_factory=os.getpid)
-    started_at: datetime = Field(default_factory=utcnow)
-    ended_at: datetime | None = None
-    # from the run's manifest when the cell ended; None: not recorded, read the manifest
-    rounds_done: int | None = None
-    wall_s: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cost_usd: float | None = 0.0  # None: some call's model has no price (docs/costs.md)
-
-    def with_counts(self, manifest: RunManifest | None) -> CellRecord:
-        """This record with the run's counts, so the index needs no manifest read for it."""
-        if manifest is None:
-            return self.model_copy(
-                update={
-                    "rounds_done": 0,
-                    "wall_s": 0.0,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "cost_usd": 0.0,
-                }
-            )
-        counts = manifest.counts
-        return self.model_copy(
-            update={
-                "rounds_done": counts.rounds_completed,
-                "wall_s": manifest.wall_s,
-                "seed": manifest.seed,
-                "input_tokens": counts.input_tokens,
-                "output_tokens": counts.output_tokens,
-                "cost_usd": counts.cost_usd,
-            }
-        )
-
-
-class CellEvent(CellRecord):
-    """One line of ``cells.jsonl``: a cell's status record, named."""
-
-    cell: str
-
-
-class Cell(BaseModel):
-    """One row of the index."""
-
-    num: int
-    name: str  # also the run folder's name, inside the sweep folder
-    overrides: list[str]  # the job's task overrides, as Hydra received them
-    params: dict[str, str]  # the overrides that vary across the sweep
-    status: CellStatus = "pending"
-    action: str | None = None
-    rounds_done: int = 0
-    rounds: int | None = None
-    wall_s: float = 0.0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = 0.0  # None: unknown
-    seed: int | None = None
-    exit_code: int | None = None
-    error: str | None = None
 
 
 class SweepIndex(BaseModel):
@@ -166,126 +83,12 @@ class IndexCost:
 INDEX_COST = IndexCost()
 
 
-# -- planning ------------------------------------------------------------------
-def safe_value(value: str) -> str:
-    """One path component: ``openai:gpt-4o`` -> ``openai-gpt-4o``; ``a/b`` never nests.
-    (A name is always ``label-value``, so it can never be ``.`` or ``..`` either.)"""
-    return re.sub(r"\.{2,}", ".", _UNSAFE.sub("-", value)) or "empty"
-
-
-def _labels(keys: list[str]) -> dict[str, str]:
-    """Short labels for the varying keys: the last dotted part, unless two collide."""
-    last = [k.split(".")[-1] for k in keys]
-    out = {}
-    for key, short in zip(keys, last, strict=True):
-        label = short if last.count(short) == 1 else key
-        out[key] = _SHORT_KEYS.get(label, label).replace("_", "-").replace(".", "-")
-    return out
-
-
-def cell_name(params: dict[str, str], num: int) -> str:
-    """``temp-0.2_model-smollm2_rep-1``; truncated with a hash suffix if very long."""
-    if not params:
-        return f"cell-{num:03d}"
-    labels = _labels(list(params))
-    name = "_".join(f"{labels[k]}-{safe_value(v)}" for k, v in params.items())
-    if len(name) > _MAX_NAME:
-        digest = hashlib.sha1(name.encode()).hexdigest()[:8]
-        name = f"{name[: _MAX_NAME - 9]}-{digest}"
-    return name
-
-
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
-def plan_cells(arguments: list[str]) -> list[Cell]:
-    """Every cell of the sweep, in the order Hydra's basic sweeper launches them."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(arguments)
-    varying = [_key(o.input_line or "") for o in parsed if o.is_sweep_override()]
-    jobs = BasicSweeper.split_arguments(parsed, max_batch_size=None)[0]
-    cells, seen = [], set()
-    for num, job in enumerate(jobs):
-        # values as typed: the sweeper escapes ":" and the like (openai\:gpt-4o)
-        params = {_key(o): re.sub(r"\\(.)", r"\1", o.split("=", 1)[1]) for o in job if _key(o) in varying}
-        name = base = cell_name(params, num)
-        for n in range(2, len(jobs) + 2):  # two values that sanitise alike
-            if name not in seen:
-                break
-            name = f"{base}-{n}"
-        seen.add(name)
-        cells.append(Cell(num=num, name=name, overrides=list(job), params=params))
-    return cells
-
-
-def replicate_seed(seed: int, replicate: int) -> int:
-    """Replicate 0 keeps the seed (so it equals a plain run); others derive one from it."""
-    if replicate == 0:
-        return seed
-    digest = hashlib.sha256(f"{seed}|replicate|{replicate}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % (2**31 - 1)
-
-
 # -- reading cells back -----------------------------------------------------------
 def read_index(sweep_dir: Path) -> SweepIndex:
     path = sweep_dir / INDEX_JSON
     if not path.is_file():
         raise FileNotFoundError(f"{sweep_dir}: no {INDEX_JSON}; is this a sweep folder?")
     return SweepIndex.model_validate_json(path.read_text())
-
-
-def read_cell_record(sweep_dir: Path, name: str) -> CellRecord | None:
-    path = sweep_dir / CELLS_DIR / f"{name}.json"
-    try:
-        return CellRecord.model_validate_json(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def write_cell_record(sweep_dir: Path, name: str, record: CellRecord) -> None:
-    """The cell's status file, then the same record appended to the cell log."""
-    from harness.store.rundir import write_atomic
-
-    (sweep_dir / CELLS_DIR).mkdir(exist_ok=True)
-    write_atomic(sweep_dir / CELLS_DIR / f"{name}.json", record.model_dump_json(indent=2))
-    line = CellEvent(cell=name, **record.model_dump()).model_dump_json() + "\n"
-    # one write with O_APPEND: lines from several local processes never interleave
-    fd = os.open(sweep_dir / EVENTS_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line.encode())
-    finally:
-        os.close(fd)
-
-
-class CellLog:
-    """``cells.jsonl``, read from where the last read stopped: each read costs only the new lines."""
-
-    def __init__(self, sweep_dir: Path) -> None:
-        self.path = sweep_dir / EVENTS_JSONL
-        self.offset = 0
-        self.latest: dict[str, CellRecord] = {}  # each cell's last record
-
-    def read(self) -> list[CellEvent]:
-        """The events appended since the last read (a line still being written waits)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        complete = data.rfind(b"\n") + 1
-        self.offset += complete
-        events = []
-        for line in data[:complete].splitlines():
-            try:
-                events.append(CellEvent.model_validate_json(line))
-            except ValueError:
-                continue  # torn by a shared file system: the cell's status file still has it
-        self.latest.update((e.cell, e) for e in events)
-        return events
 
 
 def _manifest(run_dir: Path) -> RunManifest | None:
@@ -469,9 +272,9 @@ def status_table(index: SweepIndex) -> str:
 def relaunch_command(sweep_dir: Path, index: SweepIndex, changes: Sequence[str] = ()) -> list[str]:
     """The multirun that continues this sweep: same overrides, same launcher, same
     folder; ``changes`` (``budget.sweep_usd=5``) replace the overrides of their keys."""
-    hydra = [o for o in index.hydra_overrides if _key(o) not in ("hydra.sweep.dir", "hydra.mode")]
-    changed = {_key(c) for c in changes}
-    task = [o for o in index.task_overrides if _key(o) not in changed]
+    hydra = [o for o in index.hydra_overrides if override_key(o) not in ("hydra.sweep.dir", "hydra.mode")]
+    changed = {override_key(c) for c in changes}
+    task = [o for o in index.task_overrides if override_key(o) not in changed]
     return [
         sys.executable,
         "-m",

@@ -51,7 +51,8 @@ from harness.engine.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.models.limiter import JsonlSink, set_sink
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
-from harness.sweep.index import LIMITS_JSONL, CellRecord, write_cell_record
+from harness.sweep.cell_status import CellRecord, write_cell_record
+from harness.sweep.index import LIMITS_JSONL
 
 MAX_CONCURRENCY = 4096  # threads, not processes; past this a machine runs out of descriptors first
 _LOCAL_MODEL = threading.Lock()
