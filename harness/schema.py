@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
 SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 # control conditions (conf/experiment/control_*.yaml): what each one takes away
-CONTROLS = ("monologue", "no_critic", "cooperative")
+CONTROLS = ("monologue", "no_critic", "cooperative", "no_persona")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 GRAMMAR_MODES = ("full", "lazy")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
@@ -204,9 +204,19 @@ class MemoryConfig:
 @dataclass
 class StructuredConfig:
     max_repairs: int = 2  # extra attempts, each shown the validation error
+    # a reply text field copying this many consecutive words of its prompt's
+    # instructions or its schema (or writing field names for text) is invalid
+    # and repaired (harness.models.echo); 0: off, as every run before issue 30
+    # (resumed with it off: harness.engine.resume.FORMER_DEFAULTS)
+    echo_words: int = 8
 
     def check(self) -> None:
         _require(self.max_repairs >= 0, "structured.max_repairs", "must be >= 0")
+        _require(
+            self.echo_words == 0 or self.echo_words >= 3,
+            "structured.echo_words",
+            f"must be 0 (off) or >= 3 words, got {self.echo_words}",
+        )
 
 
 @dataclass
@@ -438,6 +448,11 @@ class Config:
             self.control != "no_critic" or self.critic.approve_all,
             "control",
             "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
+        )
+        _require(  # format is the drift format's options by now (harness.formats.validate)
+            self.control != "no_persona" or getattr(self.format, "persona", True) is False,
+            "control",
+            "no_persona needs format.persona=false (use experiment=control_no_persona)",
         )
         _require(
             0 <= self.replicate < self.replicates,

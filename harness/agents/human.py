@@ -189,7 +189,7 @@ class HumanDebater:
         topic: str,
         round_: int,
         iteration: int,
-        persona: PersonaRecord,
+        persona: PersonaRecord | None,  # None: the no-persona control
         feedback: str | None,
         recent: list[Published],
     ) -> ThinkingRecord:
@@ -220,6 +220,6 @@ class HumanDebater:
                 model="human",
                 scratchpad="",
                 draft=line,
-                persona_id=persona.id,
+                persona_id=persona.id if persona else None,
             )
         )

@@ -1,8 +1,9 @@
 """Thinking agent: a private scratchpad, then a draft argument.
 
-It reads only its team's view: the shared transcript window, its persona and
-its own last critique. On a schema failure it returns ``None`` (no draft),
-which the critic records as a rejection.
+It reads only its team's view: the shared transcript window, its persona (none
+in the no-persona control, ``format.persona=false``) and its own last critique.
+On a schema failure it returns ``None`` (no draft), which the critic records
+as a rejection.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ if TYPE_CHECKING:
     from harness.schema import Config
 
 
-def debater_system(alias: str, persona: str, cfg: Config) -> str:
+def debater_system(alias: str, persona: str | None, cfg: Config) -> str:
     """The team's debater as its thinking agent (and a probe's fork) addresses it,
-    with the probes' rules when they are on."""
-    return f"You are the {alias} team's debater. Persona: {persona}{rules(cfg)} {JSON_ONLY}"
+    with the probes' rules when they are on. The no-persona control
+    (``format.persona=false``) gives it no persona, whatever the caller holds."""
+    who = f" Persona: {persona}" if persona is not None and getattr(cfg.format, "persona", True) else ""
+    return f"You are the {alias} team's debater.{who}{rules(cfg)} {JSON_ONLY}"
 
 
 class ThinkingOutput(BaseModel):
@@ -39,7 +42,7 @@ class ThinkingAgent:
         self.view = view
 
     def messages(
-        self, topic: str, round_: int, persona: PersonaRecord, feedback: str | None
+        self, topic: str, round_: int, persona: PersonaRecord | None, feedback: str | None
     ) -> list[dict[str, str]]:
         team = self.view.name
         mem = self.ctx.cfg.memory
@@ -54,11 +57,11 @@ class ThinkingAgent:
             "- scratchpad: your private reasoning; test the argument against the strongest objection\n"
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
-        system = debater_system(self.view.seat.alias, persona.persona, self.ctx.cfg)
+        system = debater_system(self.view.seat.alias, persona.persona if persona else None, self.ctx.cfg)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(
-        self, topic: str, round_: int, iteration: int, persona: PersonaRecord, feedback: str | None
+        self, topic: str, round_: int, iteration: int, persona: PersonaRecord | None, feedback: str | None
     ) -> ThinkingRecord | None:
         team = self.view.name
         rid = record_id(round_, team, "thinking", iteration)
@@ -85,6 +88,6 @@ class ThinkingAgent:
             usage=result.usage,
             scratchpad=result.value.scratchpad,
             draft=result.value.argument,
-            persona_id=persona.id,
+            persona_id=persona.id if persona else None,
         )
         return self.view.thinking.append(record)

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from harness.engine.budget import BudgetExhausted, Budgets
 from harness.engine.otel import traced_agent, traced_call
 from harness.models.base import ChatModel, Completion, Message, ModelRequest
+from harness.models.echo import config_texts
 from harness.models.limiter import estimate_tokens
 from harness.models.prices import PriceTable
 from harness.models.retry import call_with_retry, error_info
@@ -388,6 +389,7 @@ class AgentContext:
         bound = self.roles[role]
         tags = {"round": round_, "team": team, "role": agent, "iteration": iteration, "model": bound.spec}
         self.step.fn(f"{team or ''} {agent}".strip())
+        echo_words = self.cfg.structured.echo_words
         result = generate_structured(
             self._caller(bound, agent, tags),
             messages,
@@ -396,6 +398,8 @@ class AgentContext:
             max_tokens=bound.max_tokens if max_tokens is None else min(max_tokens, bound.max_tokens),
             seed=call_seed(self.cfg.seed, round_, team, agent, iteration),
             max_repairs=self.cfg.structured.max_repairs,
+            echo_words=echo_words,
+            instructions=config_texts(self.cfg, echo_words) if echo_words else (),  # harness-written
             tags={
                 **{k: v for k, v in tags.items() if k != "model"},
                 **({"side": self.side} if self.side else {}),

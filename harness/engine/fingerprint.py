@@ -36,6 +36,10 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     # whether a step's independent calls go out together (harness.engine.fanout),
     # not what they ask: free to change on resume
     config.get("format", {}).pop("fan_out", None)
+    # a drift run with its persona (format.persona, false only in the no-persona
+    # control) fingerprints as it did before the switch existed, so it still resumes
+    if config.get("format", {}).get("persona") is True:
+        config["format"].pop("persona")
     prompt_modules = list(fmt.prompt_modules)
     if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
         prompt_modules += PROBE_MODULES

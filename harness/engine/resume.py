@@ -28,10 +28,14 @@ from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
 
 # Keys whose default changed after runs were made, with the default they had
-# (issue 27: fast local decoding by default). config.yaml keeps only the keys its
+# (issue 27: fast local decoding by default; issue 30: echoes of the
+# instructions rejected, structured.echo_words). config.yaml keeps only the keys its
 # model group sets (scripted.yaml sets neither) and the fingerprint those the
 # schema had, so a run lacking a key in both was made with the former default.
-FORMER_DEFAULTS: dict[str, dict[str, Any]] = {"model": {"grammar_mode": "full", "prefix_cache": False}}
+FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "model": {"grammar_mode": "full", "prefix_cache": False},
+    "structured": {"echo_words": 0},
+}
 
 
 class ResumeError(RuntimeError):

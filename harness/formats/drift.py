@@ -1,6 +1,7 @@
 """The drift format: Pros then Cons each round, every turn going
 persona -> thinking -> critique, until the critic approves or the loop-lock
-cap applies.
+cap applies. With ``format.persona=false`` (the no-persona control) no persona
+agent runs: each turn starts at thinking, whose prompt carries no persona.
 
 The state holds counters and record ids only; the transcript lives in the
 memory files. ``iteration`` counts the critiques already done in this turn.
@@ -37,6 +38,7 @@ class DriftOptions(FormatOptions):
     name: str = "drift"
     teams: list[str] = field(default_factory=lambda: ["pros", "cons"])
     cooperative: bool = False  # the cooperative control: both teams seek agreement
+    persona: bool = True  # false: the no-persona control, no persona agent and no persona in prompts
 
     def check(self) -> None:
         unknown = [t for t in self.teams if t not in STANCE]
@@ -133,8 +135,8 @@ class DriftNodes:
 
     def thinking(self, state: DriftState) -> dict:
         view = self.views[state["team"]]
-        record = view.persona.get(state["persona_id"] or "")
-        assert record is not None, "persona node always runs before thinking"
+        record = view.persona.get(state["persona_id"] or "")  # None: the no-persona control
+        assert record is not None or not self.cfg.format.persona, "persona node runs before thinking"
         if (human := self.humans.get(state["team"])) is not None:
             recent = window(view.shared, state["round"], self.cfg.memory.window_rounds)
             args = (state["topic"], state["round"], state["iteration"], record, self.last_feedback(state))
@@ -237,16 +239,20 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     """The compiled drift graph for one run."""
     n = DriftNodes(ctx)
     graph = StateGraph(DriftState)
+    # a turn attempt starts at the persona node, or at thinking in the no-persona control
+    turn = "persona" if ctx.cfg.format.persona else "thinking"
     for name in ("topic", "persona", "thinking", "critique", "loop_lock", "publish", "probe", "advance"):
-        graph.add_node(name, getattr(n, name))
-    graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "persona": "persona"})
-    graph.add_edge("topic", "persona")
-    graph.add_edge("persona", "thinking")
+        if name != "persona" or turn == "persona":
+            graph.add_node(name, getattr(n, name))
+    graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "persona": turn})
+    graph.add_edge("topic", turn)
+    if turn == "persona":
+        graph.add_edge("persona", "thinking")
     graph.add_edge("thinking", "critique")
     graph.add_conditional_edges(
         "critique",
         n.route_after_critique,
-        {"publish": "publish", "persona": "persona", "loop_lock": "loop_lock"},
+        {"publish": "publish", "persona": turn, "loop_lock": "loop_lock"},
     )
     graph.add_conditional_edges(
         "loop_lock",
@@ -255,7 +261,7 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     )
     graph.add_conditional_edges("publish", n.should_probe, {"probe": "probe", "advance": "advance"})
     graph.add_edge("probe", "advance")
-    graph.add_conditional_edges("advance", n.should_continue, {"persona": "persona", "end": END})
+    graph.add_conditional_edges("advance", n.should_continue, {"persona": turn, "end": END})
     return graph.compile()
 
 

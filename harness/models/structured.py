@@ -5,7 +5,9 @@ The backend constrains decoding where it can (llama.cpp grammar, OpenAI
 a reply that fails gets up to ``max_repairs`` more attempts, each shown the
 validation error. A reply that validates but fills a field with that field's
 label (its description, or its "- field: label" line in the prompt) fails
-too. Only a validated Pydantic object leaves this module.
+too, and so, with ``echo_words`` set, does one that copies that many words of
+its instructions or schema, or writes field names for text (``harness.models.echo``).
+Only a validated Pydantic object leaves this module.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from harness.models.base import Completion, Message, ModelRequest
+from harness.models.echo import EchoCheck, echo_check
 from harness.store.records import Usage
 
 M = TypeVar("M", bound=BaseModel)
@@ -101,6 +104,12 @@ def json_schema(schema_cls: type[BaseModel]) -> dict[str, Any]:
     return schema_cls.model_json_schema()
 
 
+@functools.lru_cache(maxsize=256)
+def schema_text(schema_cls: type[BaseModel]) -> str:
+    """The schema as JSON text, rendered once per class."""
+    return json.dumps(json_schema(schema_cls))
+
+
 # A label shorter than this ("one sentence") could be written by chance.
 _LABEL_CHARS = 15
 # A field as the agents' prompts label it: "- argument: the argument to publish, ..."
@@ -162,6 +171,18 @@ def echoed_label(value: BaseModel, labels: tuple[str, ...]) -> str | None:
         label = next((lb for lb in labels if lb in lowered and 2 * len(lb) >= len(lowered)), None)
         if label is not None:
             return f"{path}: repeats the field's label {label[:60]!r} instead of writing what it asks for"
+    return None
+
+
+def echoed_run(value: BaseModel, check: EchoCheck) -> str | None:
+    """Why ``value`` is an echo of its instructions or schema, or None: its first
+    text field (nested ones too) that copies ``check.n`` words of them, holds
+    only field names or writes another field's name (``EchoCheck.why``). A light
+    paraphrase of a label ("This is your argument to publish, two to four ...")
+    keeps such a run, where ``echoed_label`` needs the label to be most of the field."""
+    for path, text in _texts(value.model_dump(), ""):
+        if why := check.why(path, text):
+            return why
     return None
 
 
@@ -266,15 +287,24 @@ def generate_structured(
     seed: int,
     max_repairs: int,
     tags: dict[str, Any],
+    echo_words: int = 0,
+    instructions: Sequence[str] = (),
 ) -> StructuredResult[M]:
     """Ask for a ``schema_cls`` object, repairing up to ``max_repairs``.
 
     ``call`` runs one request against a model (it wraps retries and records them); it is passed
-    in so this function stays free of retry and event concerns.
+    in so this function stays free of retry and event concerns. ``echo_words`` > 0 rejects a
+    reply copying that many words of its instructions (the prompt's text from the harness's
+    prompt code or from ``instructions``, the run's config texts) or of its schema.
     """
     usage = Usage()
     errors: list[str] = []
     labels = reply_labels(schema_cls, messages)
+    echo = (
+        echo_check(messages, (schema_text(schema_cls),), tuple(instructions), echo_words)
+        if echo_words > 0
+        else None
+    )
     convo = list(messages)
     raw = ""
     for attempt in range(max_repairs + 1):
@@ -292,8 +322,8 @@ def generate_structured(
         raw = completion.text
         try:
             value = parse_reply(raw, schema_cls)
-            if echo := echoed_label(value, labels):
-                raise ValueError(echo)
+            if why := echoed_label(value, labels) or (echo and echoed_run(value, echo)):
+                raise ValueError(why)
             return StructuredResult(value, usage, attempt + 1, raw, errors)
         except ValueError as exc:
             errors.append(str(exc))

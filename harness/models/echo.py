@@ -1,0 +1,245 @@
+"""Echoes: a reply that copies its instructions instead of following them.
+
+Asked for "- argument: the argument to publish, two to four sentences with a
+concrete reason", SmolLM2 published "This is your argument to publish, two to
+four sentences with a concrete reason", and its critic approved it with the
+feedback "is_approved" (issue 30). Both validate. A reply text field is an
+echo when it holds a run of ``n`` consecutive words (lowercase alphanumeric
+tokens) of its prompt's instructions or of its reply schema, when it holds
+nothing but the schema's field names, or when it writes another field's
+snake_case name ("is_approved"), which no prose does.
+
+The prompts do not mark what they quote (the motion, the transcript, the
+opponent's argument, search passages, a persona), and copying those is
+legitimate. So a run of the prompt counts as an instruction by where its
+words come from: a piece the harness wrote that the prompt shows whole, i.e.
+a string literal of its prompt code (``PROMPT_CODE``, read once from source,
+docstrings left out; an f-string's written parts and a template's text
+between its fields are pieces of their own) or a text of the run's config
+outside ``topic`` (the critic's strictness, briefings, probe instructions).
+Whole: a label and the quoted text after it ("Persona: " and a persona) may
+happen to read like another agent's line, and are not that line. A quoted
+piece matches only if it copies an instruction itself. No prompt builder has
+to change, so neither does any run's prompt or fingerprint.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
+# Where the harness writes its prompts, relative to the package: every agent,
+# every format, the probes' catalog and the citation checker's reasons.
+PROMPT_CODE = ("agents", "formats", "probes/catalog.py", "search/citations.py")
+_HOLE = re.compile(r"\{[^{}]*\}")  # a str.format field: the text on each side is written, the field is not
+# Config text that is material, not instructions: the motion, its framework, its domain.
+QUOTED_SECTIONS = ("topic",)
+_JSON_WORDS = frozenset({"true", "false", "null"})
+_SPELLED = re.compile(r"[a-z0-9]+(_[a-z0-9]+)+")  # a snake_case name: JSON's, never prose's
+QUOTE_CHARS = 80  # how much of a copied run a re-ask quotes
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def ngrams(tokens: Sequence[str], n: int) -> set[str]:
+    return {" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, owners)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+
+
+def literals(source: str) -> Iterator[str]:
+    """The string literals of ``source`` (an f-string's written parts each on
+    its own), docstrings left out."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            yield node.value
+
+
+def prompt_code() -> list[Path]:
+    root = Path(__file__).resolve().parents[1]  # the harness package
+    found: list[Path] = []
+    for part in PROMPT_CODE:
+        path = root / part
+        found += sorted(path.glob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+@functools.cache
+def templates() -> tuple[str, ...]:
+    """Every literal of the harness's prompt code."""
+    return tuple(text for path in prompt_code() for text in literals(path.read_text()))
+
+
+@dataclass(frozen=True)
+class Written:
+    """Pieces of text the harness writes whole (a literal or config text, split at
+    its format fields) of ``n`` words or more, by their first ``n`` words."""
+
+    by_first: dict[str, tuple[str, ...]]
+    grams: frozenset[str]  # every n-word run of every piece
+
+
+@functools.lru_cache(maxsize=256)
+def written(texts: tuple[str, ...], n: int) -> Written:
+    by_first: dict[str, list[str]] = {}
+    grams: set[str] = set()
+    for text in texts:
+        for part in _HOLE.split(text):
+            tokens = words(part)
+            if len(tokens) >= n:
+                by_first.setdefault(" ".join(tokens[:n]), []).append(" ".join(tokens))
+                grams |= ngrams(tokens, n)
+    return Written({k: tuple(v) for k, v in by_first.items()}, frozenset(grams))
+
+
+def strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every string in a tree of dataclasses, dicts and lists, with its dotted path."""
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from strings(getattr(node, f.name), f"{path}.{f.name}" if path else f.name)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list | tuple):
+        for value in node:
+            yield from strings(value, path)
+    elif isinstance(node, str):
+        yield path, node
+
+
+def config_texts(config: Any, n: int) -> tuple[str, ...]:
+    """The instruction texts of a config (a ``Config``, or its dict, nested or
+    with dotted keys) that hold ``n`` words or more: all but ``QUOTED_SECTIONS``."""
+    return tuple(
+        text
+        for path, text in strings(config)
+        if path.split(".", 1)[0] not in QUOTED_SECTIONS and len(words(text)) >= n
+    )
+
+
+def _schema_parts(node: Any, names: set[str], choices: set[str]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("properties"), dict):
+            names.update(node["properties"])
+        choices.update(str(v).lower() for v in node.get("enum", []))
+        if "const" in node:
+            choices.add(str(node["const"]).lower())
+        for value in node.values():
+            _schema_parts(value, names, choices)
+    elif isinstance(node, list):
+        for value in node:
+            _schema_parts(value, names, choices)
+
+
+@dataclass(frozen=True)
+class EchoCheck:
+    """What one request's reply must not copy: ``instructions`` (its prompt's
+    instruction runs), ``schema`` (the reply schema's runs), ``names`` (the
+    words of its field names; ``choices``, its enum values, are exempt)."""
+
+    n: int
+    instructions: frozenset[str]
+    schema: frozenset[str]
+    names: frozenset[str]
+    choices: frozenset[str]
+    spelled: frozenset[str] = frozenset()  # field names no prose writes ("is_approved")
+
+    def copied(self, text: str) -> tuple[int, str, str] | None:
+        """The first run of ``text`` copied from the instructions or the schema:
+        (its length in words, the text as written, where it comes from)."""
+        spans = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
+        grams = [" ".join(w for w, _, _ in spans[i : i + self.n]) for i in range(len(spans) - self.n + 1)]
+        hits = [g in self.instructions or g in self.schema for g in grams]
+        if not any(hits):
+            return None
+        first = hits.index(True)
+        last = first
+        while last + 1 < len(hits) and hits[last + 1]:
+            last += 1
+        source = "the instructions" if grams[first] in self.instructions else "the reply schema"
+        return last - first + self.n, text[spans[first][1] : spans[last + self.n - 1][2]], source
+
+    def why(self, path: str, text: str) -> str | None:
+        """Why the field at ``path`` holding ``text`` is an echo, or None."""
+        tokens = words(text)
+        if tokens and text.strip().lower() not in self.choices and set(tokens) <= self.names | _JSON_WORDS:
+            return f"{path}: holds only field names ({text.strip()[:QUOTE_CHARS]!r}) instead of what the field asks for"
+        # another field's name ("is_approved: false" in a revised argument) writes
+        # the reply's structure into its text; a field's own name is left to it
+        own = next((part for part in reversed(path.split(".")) if not part.isdigit()), "")
+        lowered = text.lower()
+        for name in sorted(self.spelled - {own}):
+            if re.search(rf"(?<!\w){name}(?!\w)", lowered):
+                return f"{path}: writes the field name {name!r} instead of what the field asks for"
+        if (found := self.copied(text)) is None:
+            return None
+        count, run, source = found
+        quote = run if len(run) <= QUOTE_CHARS else run[: QUOTE_CHARS - 1] + "…"
+        return (
+            f"{path}: copies {count} words of {source} ({quote!r}) instead of writing "
+            "what the field asks for in its own words"
+        )
+
+
+def instruction_runs(messages: Iterable[dict[str, Any]], extra: tuple[str, ...], n: int) -> frozenset[str]:
+    """The ``n``-word runs of the pieces the harness wrote that ``messages`` show
+    whole: a literal of its prompt code or a text of ``extra`` (the run's config
+    texts). Whole, so that a label and the quoted text after it ("Persona: "
+    and a persona) never pass for another prompt's line. A model's own earlier
+    messages (a failed reply, a fork's history) are quoted, never instructions."""
+    shown = words("\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "assistant"))
+    grams, line = ngrams(shown, n), f" {' '.join(shown)} "
+    runs: set[str] = set()
+    for pieces in (written(templates(), n), written(extra, n)):
+        for first in grams & pieces.by_first.keys():
+            for piece in pieces.by_first[first]:
+                if f" {piece} " in line:
+                    runs |= ngrams(piece.split(), n)
+    return frozenset(runs)
+
+
+def written_ngrams(extra: tuple[str, ...], n: int) -> frozenset[str]:
+    """Every ``n``-word run the harness could write: its prompt code's and ``extra``'s."""
+    return written(templates(), n).grams | written(extra, n).grams
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_facts(schemas: tuple[str, ...], n: int) -> tuple[frozenset[str], ...]:
+    names: set[str] = set()
+    choices: set[str] = set()
+    for text in schemas:
+        _schema_parts(json.loads(text), names, choices)
+    name_words = frozenset(w for name in names for w in words(name))
+    grams = frozenset(g for text in schemas for g in ngrams(words(text), n))  # the JSON as one text
+    spelled = frozenset(name.lower() for name in names if _SPELLED.fullmatch(name))
+    return grams, name_words, frozenset(choices), spelled
+
+
+def echo_check(
+    messages: Iterable[dict[str, Any]], schemas: tuple[str, ...], extra: tuple[str, ...], n: int
+) -> EchoCheck:
+    """The check for a reply to ``messages`` under ``schemas`` (JSON schema texts)."""
+    grams, names, choices, spelled = _schema_facts(schemas, n)
+    return EchoCheck(n, instruction_runs(messages, extra, n), grams, names, choices, spelled)
