@@ -60,6 +60,10 @@ study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 2
 	$(STUDY) --models gemma3_270m --rounds 3 --set model.grammar_mode=lazy --set model.prefix_cache=true
 	$(STUDY) --models smollm2,gemma3_270m --report-only
 
+confirm: setup ## The preregistered confirmation: docs/prereg.md's runs (commit it first), then docs/findings.md again
+	$(PY) -m analysis prereg --run docs/prereg.md
+	$(STUDY) --models smollm2,gemma3_270m --report-only
+
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
@@ -89,4 +93,4 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test check test-all test-fast lint format study view bench clean
+.PHONY: help setup run debug test check test-all test-fast lint format study confirm view bench clean

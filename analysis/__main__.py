@@ -3,10 +3,13 @@
     python -m analysis research_runs/                 # tables + figures in research_runs/_analysis/
     python -m analysis judge research_runs/ --model scripted:default
     python -m analysis judge research_runs/ --model local:smollm2 --stance   # stance holding, flips
+    python -m analysis judge research_runs/ --model local:smollm2 --second-judge local:gemma3-270m
     python -m analysis compare research_runs/         # every cell against its control cells
     python -m analysis compare research_runs/ --cell A --cell B   # B against A (hash, prefix or label)
     python -m analysis signals                        # the signals table (docs/signals.md)
     python -m analysis study                          # run the real-model study, write docs/findings.md
+    python -m analysis power --pilot research_runs/study --d-from-pilot   # replicates each contrast needs
+    python -m analysis prereg --write docs/prereg.md --contrast A:B     # preregister one (--check, --run)
 
 Errors are one line on stderr: a missing analysis package, a folder with no runs.
 """
@@ -24,7 +27,12 @@ from analysis.deps import MissingDependency
 from analysis.embed import DEFAULT_EMBEDDER
 
 if TYPE_CHECKING:
+    import pandas as pd
+
+    from analysis.judge import CheckPlan
     from analysis.load import Tables
+    from harness.models.base import ChatModel
+    from harness.schema import ModelConfig
 
 
 def _analyze(argv: list[str]) -> int:
@@ -41,6 +49,9 @@ def _analyze(argv: list[str]) -> int:
     parser.add_argument("--no-figures", action="store_true")
     parser.add_argument("--no-cache", action="store_true", help="reload every run and recompute its signals")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--heatmap-x", metavar="KEY", help="sweep heatmap's x (default: what varies)")
+    parser.add_argument("--heatmap-y", metavar="KEY", help="its y; other varying keys: a panel each")
+    parser.add_argument("--average", action="append", default=[], metavar="KEY", help="average over this key")
     args = parser.parse_args(argv)
     import matplotlib
 
@@ -54,6 +65,7 @@ def _analyze(argv: list[str]) -> int:
         figures=not args.no_figures,
         progress=not args.no_progress,
         cache=not args.no_cache,
+        heatmap={"x": args.heatmap_x, "y": args.heatmap_y, "average": args.average},
     )
     t = result.tables
     print(
@@ -90,36 +102,73 @@ def _judge(argv: list[str]) -> int:
         help="judge each turn's side on the motion instead: stance.parquet and stance_flips.parquet",
     )
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--check-sample",
+        type=int,
+        default=20,
+        help="turns the judge is asked again (test-retest, --second-judge); 0: no checks",
+    )
+    parser.add_argument("--check-seed", type=int, default=0, help="seed of the check sample")
+    parser.add_argument(
+        "--second-judge", default=None, help="a second judge model spec asked on the check sample (Cohen's κ)"
+    )
     args = parser.parse_args(argv)
-    from analysis.judge import judge_turns
+    if args.check_sample < 0:
+        parser.error(f"--check-sample: {args.check_sample}; give 0 or more")
+    from analysis.judge import CheckPlan, check_judge, judge_turns
     from analysis.load import analysis_dir, load_runs
     from analysis.pipeline import write_parquet
+    from harness.models.registry import build_model, check_model
+    from harness.schema import ModelConfig
 
+    cfg = ModelConfig(spec=args.model)
+    second = ModelConfig(spec=args.second_judge) if args.second_judge else None
+    check_model(cfg, "--model")
+    if second:
+        check_model(second, "--second-judge")
     tables = load_runs(args.path)
     out = args.out or analysis_dir(args.path)
     out.mkdir(parents=True, exist_ok=True)
+    model, plan = build_model(cfg), CheckPlan(args.check_sample, args.check_seed, second)
     if args.stance:
-        return _stance(tables, args.model, out)
+        return _stance(tables, cfg, model, plan, out)
     rubric = json.loads(args.rubric.read_text()) if args.rubric else None
-    scores = judge_turns(tables, args.model, rubric=rubric)
+    scores = judge_turns(tables, cfg.spec, rubric=rubric, model_cfg=cfg, model=model)
     path = write_parquet(scores, out / "judge.parquet")
     print(f"{scores.missing_reason.notna().sum()} of {len(scores)} item scores missing")
+    checks = check_judge(tables, scores, plan, rubric=rubric, model_cfg=cfg, model=model)
     print(path)
+    _report_checks(checks, out / "judge_checks.parquet")
     return 0
 
 
-def _stance(tables: Tables, spec: str, out: Path) -> int:
+def _stance(tables: Tables, cfg: ModelConfig, model: ChatModel, plan: CheckPlan, out: Path) -> int:
     from analysis.pipeline import write_parquet
-    from analysis.stance import judge_stance, stance_flips
+    from analysis.stance import check_stance, judge_stance, stance_flips
 
-    turns = judge_stance(tables, spec)
+    turns = judge_stance(tables, cfg.spec, model_cfg=cfg, model=model)
     flips = stance_flips(turns)
     judged = turns[turns.side.notna()]
     print(f"{judged.stance.isna().sum()} of {len(judged)} stance judgements missing")
     print(flips.to_string(index=False))
+    checks = check_stance(tables, turns, plan, model_cfg=cfg, model=model)
     for name, frame in (("stance", turns), ("stance_flips", flips)):
         print(write_parquet(frame, out / f"{name}.parquet"))
+    _report_checks(checks, out / "stance_checks.parquet")
     return 0
+
+
+def _report_checks(checks: pd.DataFrame, path: Path) -> None:
+    """The judge's checks as lines beside its table, and as a table beside its output."""
+    from analysis.agreement import format_checks
+    from analysis.pipeline import write_parquet
+
+    if checks.empty:
+        print("judge checks: none (--check-sample 0 or nothing judged)")
+    else:
+        print(f"checks on judge {checks.judge.iloc[0]} (a pair with a missing judgement: left out, counted):")
+        print(format_checks(checks.to_dict("records")))
+    print(write_parquet(checks, path))
 
 
 def _compare(argv: list[str]) -> int:
@@ -177,6 +226,14 @@ def main(argv: list[str] | None = None) -> int:
             return study(argv[1:])
         if argv[:1] == ["compare"]:
             return _compare(argv[1:])
+        if argv[:1] == ["power"]:
+            from analysis.power import main as power
+
+            return power(argv[1:])
+        if argv[:1] == ["prereg"]:
+            from analysis.prereg import main as prereg
+
+            return prereg(argv[1:])
         return _analyze(argv)
     except (MissingDependency, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -13,7 +13,10 @@ has one seat):
   within each cell;
 - a two-sided permutation test of the difference in run means: exact over
   every relabelling of the runs when there are at most ``MAX_EXACT``, else
-  seeded Monte Carlo with ``(1 + hits) / (1 + resamples)``.
+  seeded Monte Carlo with ``(1 + hits) / (1 + resamples)``
+  (``permutation_p(..., alternative="greater")``: one-sided, b > a).
+
+``holm(p_values)`` adjusts a family of p's (Holm's step-down).
 
 A control cell (``conf/experiment/control_*.yaml``) is a cell whose config
 differs from another's only in ``CONTROL_KEYS`` and whose ``cfg.control``
@@ -44,6 +47,7 @@ CONTROL_KEYS = (
     "cfg.format.teams",
     "cfg.critic.approve_all",
     "cfg.format.cooperative",
+    "cfg.format.persona",
 )
 RESAMPLES = 2000  # bootstrap resamples, and Monte Carlo relabellings when not exact
 MAX_EXACT = 20_000  # the permutation test enumerates up to this many relabellings
@@ -161,25 +165,61 @@ def bootstrap_d(
 
 
 def permutation_p(
-    a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES, seed: int = 0, max_exact: int = MAX_EXACT
+    a: np.ndarray,
+    b: np.ndarray,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    max_exact: int = MAX_EXACT,
+    alternative: str = "two-sided",
 ) -> tuple[float, str]:
-    """Two-sided permutation p of mean(b) - mean(a) over relabellings of the runs,
-    and how it was computed (``exact, k relabellings`` or ``monte carlo, k relabellings``)."""
+    """Permutation p of mean(b) - mean(a) over relabellings of the runs, and how
+    it was computed (``exact, k relabellings`` or ``monte carlo, k relabellings``).
+    ``alternative``: ``two-sided``, ``greater`` (b > a) or ``less`` (b < a)."""
+    if alternative not in ALTERNATIVES:
+        raise ValueError(f"alternative {alternative!r}: choose from {', '.join(ALTERNATIVES)}")
     if not len(a) or not len(b):
         return math.nan, "none"
     pooled, n_a = np.concatenate([a, b]), len(a)
-    observed = abs(b.mean() - a.mean())
+    observed = b.mean() - a.mean()
     total, count = pooled.sum(), math.comb(len(pooled), n_a)
     if count <= max_exact:
         picks = np.array(list(itertools.combinations(range(len(pooled)), n_a)))
         sum_a = pooled[picks].sum(1)
-        diffs = np.abs((total - sum_a) / len(b) - sum_a / n_a)
-        return float(np.mean(diffs >= observed - 1e-12)), f"exact, {count} relabellings"
+        extreme = _as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)
+        return float(np.mean(extreme)), f"exact, {count} relabellings"
     rng = np.random.default_rng(seed)
     order = rng.permuted(np.tile(np.arange(len(pooled)), (resamples, 1)), axis=1)
     sum_a = pooled[order[:, :n_a]].sum(1)
-    hits = int(np.sum(np.abs((total - sum_a) / len(b) - sum_a / n_a) >= observed - 1e-12))
+    hits = int(np.sum(_as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)))
     return (1 + hits) / (1 + resamples), f"monte carlo, {resamples} relabellings"
+
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+
+
+def _as_extreme(diffs: np.ndarray, observed: float, alternative: str) -> np.ndarray:
+    """Which relabellings' differences are at least as extreme as the observed one."""
+    if alternative == "greater":
+        return diffs >= observed - 1e-12
+    if alternative == "less":
+        return diffs <= observed + 1e-12
+    return np.abs(diffs) >= abs(observed) - 1e-12
+
+
+def holm(p_values: Any) -> np.ndarray:
+    """Holm's step-down adjusted p's, in the order given: the i-th smallest of m
+    times (m - i + 1), made non-decreasing and capped at 1. NaN stays NaN and is
+    not counted in m."""
+    p = np.asarray(p_values, dtype=float)
+    out = np.full(p.shape, np.nan)
+    known = ~np.isnan(p)
+    order = np.argsort(p[known], kind="stable")
+    m = len(order)
+    adjusted = np.minimum(np.maximum.accumulate(p[known][order] * (m - np.arange(m))), 1.0)
+    ranked = np.empty(m)
+    ranked[order] = adjusted
+    out[known] = ranked
+    return out
 
 
 def per_round(frame: pd.DataFrame, cell_a: str, cell_b: str, value: str = "drift_index") -> pd.DataFrame:

@@ -1,6 +1,9 @@
-"""``docs/findings.md`` from a study's runs: what was run, with which versions,
-the tables the analysis produced, the detector's error rates, and which
-claims the numbers do and do not support.
+"""``docs/findings.md`` from a study's runs: a Confirmatory section when a
+preregistration and its runs exist (``analysis.confirm``), then the
+Exploratory study: what was run, with which versions, the tables the
+analysis produced, the detector's error rates, and which claims the numbers
+do and do not support (``analysis.exploratory``: Holm-adjusted over the grid;
+a contrast whose power was below 0.8 is inconclusive, never "not supported").
 
 Every sentence that states a result is built from a number computed here;
 the fixed text says only what the method is and what it cannot show.
@@ -18,20 +21,27 @@ import shutil
 import subprocess
 from datetime import UTC, datetime
 from importlib import metadata
-from math import comb
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel
 
 import analysis.plots as plots
-from analysis.compare import compare_controls
+from analysis.confirm import section as confirmatory_section
 from analysis.embed import DEFAULT_EMBEDDER
+from analysis.exploratory import (
+    ALPHA,
+    comparisons,
+    detection_summary,
+    detector_params,
+    detector_section,
+    md_table,
+)
 from analysis.pipeline import Analysis, analyze
-from analysis.scoring import change_points, t_interval
-from analysis.study import Plan, commands, parse, run_plan, sweep_walls
-from analysis.trend import trends
+from analysis.power import TARGET, condition_of
+from analysis.power import smallest_p as smallest_p  # re-exported: the floor the report quotes
+from analysis.scoring import t_interval
+from analysis.study import POWER_D, Plan, commands, parse, run_plan, sweep_walls
 
 PACKAGES = (
     "llama-cpp-python",
@@ -45,7 +55,6 @@ PACKAGES = (
     "scipy",
     "hydra-core",
 )
-ALPHA = 0.05
 
 
 def versions() -> dict[str, str]:
@@ -64,27 +73,6 @@ def versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def md_table(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A DataFrame as a Markdown table (no tabulate dependency)."""
-    if frame.empty:
-        return "_(none)_"
-
-    def cell(v: Any) -> str:
-        if isinstance(v, float):
-            return "–" if math.isnan(v) else f"{v:.{digits}f}"
-        return str(v).replace("|", "/")
-
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    rule = "|" + "---|" * len(frame.columns)
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
-    return "\n".join([head, rule, *rows])
-
-
-def condition_of(runs: pd.DataFrame) -> pd.Series:
-    control = runs.get("cfg.control", pd.Series(None, index=runs.index))
-    return control.where(control.notna(), "debate").map(lambda c: c if c == "debate" else f"control_{c}")
 
 
 # A field label as the agents' prompts write it, "- argument: your argument, ..."
@@ -142,124 +130,6 @@ def cell_summary(result: Analysis) -> pd.DataFrame:
                 "turns echoing the schema": g.run_id.map(echoed).mean(),
                 "final drift index": x.mean() if len(x) else math.nan,
                 "± 95% (t)": (high - low) / 2,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def detector_section(path: Path) -> list[str]:
-    """The detector validation figures, as ``benchmarks/detector_validity.py --json`` wrote them:
-    its settings, its goal lines and the held-out rate of every cell and metric."""
-    if not path.is_file():
-        return [
-            f"_Not available: `{path}` is missing. Run `python benchmarks/detector_validity.py "
-            f"--json {path}` and then `python -m analysis study --report-only`._"
-        ]
-    data = json.loads(path.read_text())
-    params = ", ".join(f"{k} = {v}" for k, v in data.get("params", {}).items())
-    seeds = ", ".join(f"{k} {v}" for k, v in data.get("seeds", {}).items())
-    lines = [
-        f"From `{path}` (`benchmarks/detector_validity.py`: scripted model, planted truth, "
-        f"{data.get('rounds')}-round runs, embedder `{data.get('embedder')}`).",
-        "",
-        f"- settings chosen on the tuning seeds: {params}",
-        f"- seeds: {seeds}",
-        *(f"- {line.strip()}" for line in data.get("goals", [])),
-        "",
-    ]
-    tables = {k: v for k, v in data.get("tables", {}).items() if not k.startswith("tuning")}
-    rows: dict[tuple[str, str], dict[str, str]] = {}
-    for name, cells in tables.items():
-        for cell, metrics in cells.items():
-            for metric, r in metrics.items():
-                rows.setdefault((cell, metric), {})[name] = f"{100 * r['rate']:.0f}% ({r['count']}/{r['n']})"
-    frame = pd.DataFrame([{"cell": c, "metric": m, **v} for (c, m), v in rows.items()])
-    return [
-        *lines,
-        "Held-out rates per cell (hit: a change point at k±1; false: any on a stable run; "
-        "power: a trend on a drifting run):",
-        "",
-        md_table(frame.fillna("")),
-    ]
-
-
-def smallest_p(n_a: int, n_b: int) -> float:
-    """The smallest two-sided p an exact permutation test of n_a vs n_b runs can give."""
-    return 2 / comb(n_a + n_b, n_a) if n_a and n_b else math.nan
-
-
-def comparisons(result: Analysis) -> tuple[pd.DataFrame, list[str]]:
-    """Every debate cell against its controls: a table and one verdict line each."""
-    found = compare_controls(result.scores, result.tables.runs)
-    rows, verdicts = [], []
-    for r in found:
-        rows.append(
-            {
-                "cell": r["cell_label"],
-                "control": r["control"],
-                "runs (debate/control)": f"{r['n_b']}/{r['n_a']}",
-                "final diff (debate − control)": r["diff"],
-                "Cohen's d": r["cohens_d"],
-                "d 95% CI": f"[{r['d_ci_low']:.2f}, {r['d_ci_high']:.2f}]",
-                "permutation p": r["perm_p"],
-            }
-        )
-        floor = smallest_p(r["n_a"], r["n_b"])
-        excludes_zero = r["d_ci_low"] > 0 or r["d_ci_high"] < 0
-        where = f"{r['cell_label']} vs {r['control']}"
-        if r["perm_p"] < ALPHA and excludes_zero:
-            side = "more" if r["cohens_d"] > 0 else "less"
-            verdicts.append(
-                f"- **Supported:** {where}: the debate drifts {side} than the control "
-                f"(d = {r['cohens_d']:.2f}, permutation p = {r['perm_p']:.3f})."
-            )
-        else:
-            why = (
-                f"the smallest p an exact test of {r['n_b']} vs {r['n_a']} runs can reach is {floor:.2f}"
-                if floor >= ALPHA
-                else f"p = {r['perm_p']:.3f}, d's CI includes 0"
-            )
-            verdicts.append(
-                f"- **Not supported:** a difference for {where} (d = {r['cohens_d']:.2f}; {why})."
-            )
-    return pd.DataFrame(rows), verdicts
-
-
-def detector_params(path: Path) -> dict[str, Any]:
-    """The settings ``benchmarks/detector_validity.py`` chose on its tuning seeds
-    (``params`` in its JSON), or the library defaults when there is none."""
-    found = json.loads(path.read_text()).get("params", {}) if path.is_file() else {}
-    default = {"pelt_column": "drift_index", "penalty": 4.0, "trend_column": "drift_index", "alpha": 0.05}
-    return {**default, **found, "validated": bool(found)}
-
-
-def detection_summary(result: Analysis, params: dict[str, Any]) -> pd.DataFrame:
-    """Per cell: agents with a change point, and with a Mann-Kendall trend, at ``params``."""
-    runs = result.tables.runs.assign(condition=condition_of(result.tables.runs))
-    label = runs.set_index("run_id")[["cfg.model.spec", "cfg.llm.temperature", "condition"]]
-    agent = ["run_id", "team"]
-    cps = change_points(result.scores, [params["pelt_column"]], penalty=params["penalty"])
-    tr = trends(result.scores, [params["trend_column"]], alpha=params["alpha"]).set_index(agent).trend
-    keys = result.scores[agent].drop_duplicates().set_index(agent).index
-    agents = pd.DataFrame(
-        {
-            "run_id": keys.get_level_values(0),
-            "team": keys.get_level_values(1),
-            "change_point": keys.isin(cps.set_index(agent).index),
-            "trend": [tr.get(k, "none") for k in keys],
-        }
-    ).join(label, on="run_id")
-    rows = []
-    for (model, temp, condition), g in agents.groupby(list(label.columns)):
-        rows.append(
-            {
-                "model": model,
-                "T": temp,
-                "condition": condition,
-                "agents": len(g),
-                "with a change point": int(g.change_point.sum()),
-                "trend up": int((g.trend == "up").sum()),
-                "trend down": int((g.trend == "down").sum()),
             }
         )
     return pd.DataFrame(rows)
@@ -374,20 +244,46 @@ def limits(plan: Plan, result: Analysis) -> list[str]:
 
 
 def write_findings(
-    plan: Plan, report: Path, *, detector: Path, walls: dict[str, float], embedder: str = DEFAULT_EMBEDDER
+    plan: Plan,
+    report: Path,
+    *,
+    detector: Path,
+    walls: dict[str, float],
+    embedder: str = DEFAULT_EMBEDDER,
+    power_d: float = POWER_D,
+    prereg: Path | None = None,
 ) -> Path:
-    """Analyse the study root and write the report; returns its path."""
+    """Analyse the study root and write the report; returns its path. ``prereg``
+    (default: prereg.md beside the report) adds the Confirmatory section when
+    its runs exist; its guard refuses, with one line, before anything is written."""
+    confirmed = confirmatory_section(prereg or report.parent / "prereg.md")
     result = analyze(plan.root, embedder=embedder, progress=False)
-    docs = report.parent
-    docs.mkdir(parents=True, exist_ok=True)
-    table, verdicts = comparisons(result)
+    report.parent.mkdir(parents=True, exist_ok=True)
     lines = [
         "# Findings: a small real-model drift study",
         "",
         f"Written by `python -m analysis study` on {datetime.now(UTC):%Y-%m-%d %H:%M} UTC from the run folders "
         f"under `{plan.root}` (kept out of git). Do not edit by hand: rerun the command below.",
         "",
-        "## What was run",
+        *confirmed,
+        "## Exploratory",
+        "",
+        "Every debate cell against each of its controls, with no hypothesis fixed before the runs: "
+        "the p's describe, they do not confirm. A contrast worth confirming goes through a "
+        "preregistration (`python -m analysis prereg`, docs/analysis.md).",
+        "",
+        *what_was_run(plan, result, walls, embedder),
+        *exploratory(plan, result, report.parent, detector, power_d),
+    ]
+    report.write_text("\n".join(lines))
+    shutil.copy2(report, plan.root / "findings.md")  # a copy beside the runs it describes
+    return report
+
+
+def what_was_run(plan: Plan, result: Analysis, walls: dict[str, float], embedder: str) -> list[str]:
+    """The commands, the design read from the runs, wall times, versions and model files."""
+    lines = [
+        "### What was run",
         "",
         *(f"    {command}" for command in commands(plan.root) or [plan.command()]),
         "",
@@ -407,13 +303,21 @@ def write_findings(
         md_table(pd.DataFrame(list(versions().items()), columns=["what", "version"])),
     ]
     files = sorted({f"{p} `{h[:12]}`" for p, h in _model_files(result).items()})
-    lines += ["", "Model files (sha256 prefix): " + "; ".join(files) if files else ""]
-    lines += ["", "## Cells", "", md_table(cell_summary(result)), "", figure(result, docs), ""]
+    return [*lines, "", "Model files (sha256 prefix): " + "; ".join(files) if files else "", ""]
+
+
+def exploratory(plan: Plan, result: Analysis, docs: Path, detector: Path, power_d: float) -> list[str]:
+    """The exploratory tables, the detector's error rates and what the data support."""
+    table, verdicts = comparisons(result, power_d)
+    lines = ["### Cells", "", md_table(cell_summary(result)), "", figure(result, docs), ""]
     lines += [
-        "## The debate against its controls",
+        "### The debate against its controls",
         "",
         "Control = a; debate = b. d > 0: the debate drifted more than the control "
-        "(run-mean drift index; bootstrap CI over runs; exact permutation test over runs).",
+        "(run-mean drift index; bootstrap CI over runs; exact permutation test over runs, two-sided). "
+        f"Holm p: Holm's correction over the {len(table)} contrasts of this table, one family; "
+        f"power: the permutation test's at d = {power_d:g} and α = {ALPHA}, simulated (analysis/power.py). "
+        f"Power below {TARGET}: inconclusive.",
         "",
         md_table(table),
         "",
@@ -427,7 +331,7 @@ def write_findings(
         else "the library defaults; no detector validation was found"
     )
     lines += [
-        "## Change points and trends",
+        "### Change points and trends",
         "",
         f"Agents (run × team) with a PELT change point in `{params['pelt_column']}` (penalty "
         f"{params['penalty']}), and with a Mann-Kendall trend in `{params['trend_column']}` at "
@@ -438,19 +342,17 @@ def write_findings(
     ]
     if not result.probe_stability.empty:
         stab = result.probe_stability.groupby("round").agg(pass_rate=("pass_rate", "mean")).reset_index()
-        lines += ["## Behavioural probes", "", md_table(stab), ""]
-    lines += ["## Detector error rates", "", *detector_section(detector), ""]
-    lines += [
-        "## What the data do and do not support",
+        lines += ["### Behavioural probes", "", md_table(stab), ""]
+    lines += ["### Detector error rates", "", *detector_section(detector), ""]
+    return [
+        *lines,
+        "### What the data do and do not support",
         "",
         *verdicts,
         *rises(result),
         *limits(plan, result),
         "",
     ]
-    report.write_text("\n".join(lines))
-    shutil.copy2(report, plan.root / "findings.md")  # a copy beside the runs it describes
-    return report
 
 
 def _model_files(result: Analysis) -> dict[str, str]:
@@ -468,8 +370,19 @@ def _model_files(result: Analysis) -> dict[str, str]:
 def main(argv: list[str]) -> int:
     """``python -m analysis study``: run the plan (or only re-analyse it) and write the report."""
     plan, args = parse(argv)
-    walls = sweep_walls(plan.root) if args.report_only else run_plan(plan)
+    walls = sweep_walls(plan.root) if args.report_only else run_plan(plan, args.power_d, args.power_one_sided)
+    if args.runs_only:
+        print(f"[study] runs under {plan.root}; no report (--runs-only)")
+        return 0
     kwargs = {"embedder": args.embedder} if args.embedder else {}
-    path = write_findings(plan, args.report, detector=args.detector, walls=walls, **kwargs)
+    path = write_findings(
+        plan,
+        args.report,
+        detector=args.detector,
+        walls=walls,
+        power_d=args.power_d,
+        prereg=args.prereg,
+        **kwargs,
+    )
     print(f"[study] report: {path}")
     return 0

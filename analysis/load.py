@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.cache import cached_rows
+from analysis.labels import label_cells
 from analysis.records_io import find_runs, fingerprint, layout_of
 from analysis.tables import TABLES, load_run_tables
 
@@ -64,20 +65,5 @@ def load_runs(path: str | Path, *, cache: bool = True, cache_dir: Path | None = 
     frames, hits = cached_rows(
         folder / "tables" if folder else None, TABLES, stamps, lambda rel: load_run_tables(dirs[rel], rel)
     )
-    frames["runs"] = label_cells(frames["runs"])
+    frames["runs"] = label_cells(frames["runs"], dirs)  # by what varies among the runs loaded together
     return Tables(root=root, cache_hits=hits, run_dirs=dirs, cache_dir=folder, stamps=stamps, **frames)
-
-
-def label_cells(runs: pd.DataFrame) -> pd.DataFrame:
-    """Name the format in cell labels when the runs loaded are of several
-    formats, and the seat count when one format ran with several, so the cells
-    of a sweep across formats read apart. Done after the cache: a label depends
-    on which runs were loaded together."""
-    if runs.empty:
-        return runs
-    runs = runs.copy()
-    if runs.groupby("format").n_seats.nunique().gt(1).any():
-        runs["cell_label"] = "seats=" + runs.n_seats.astype(str) + " " + runs.cell_label
-    if runs.format.nunique() > 1:
-        runs["cell_label"] = "format=" + runs.format.astype(str) + " " + runs.cell_label
-    return runs

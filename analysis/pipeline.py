@@ -4,17 +4,21 @@ figures beside the runs. ``python -m analysis`` is a thin wrapper."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 import analysis.plots as plots
+from analysis.baseline import baseline_table
 from analysis.compute import Signals, compute_signals
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.grounding import grounding_summary, grounding_turns
+from analysis.labels import cells_table
 from analysis.load import Tables, analysis_dir, load_runs
 from analysis.probes import instruction_stability, probe_table
 from analysis.scoring import aggregate, change_points, early_late, final_drift, score
@@ -37,6 +41,8 @@ class Analysis:
     grounding_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     probes: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no run was probed
     probe_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # per turn, similarity to the no-persona baseline runs (analysis.baseline); empty: none analysed
+    baseline: pd.DataFrame = field(default_factory=pd.DataFrame)
     files: list[Path] = field(default_factory=list)
 
 
@@ -53,14 +59,18 @@ def analyze(
     figures: bool = True,
     progress: bool = True,
     cache: bool = True,
+    heatmap: Mapping[str, Any] | None = None,
 ) -> Analysis:
     """Analyse every run at or under ``path`` and write tables and figures to ``out_dir``
-    (default ``_analysis`` beside the runs)."""
+    (default ``_analysis`` beside the runs). ``heatmap``: the sweep heatmap's ``x``,
+    ``y`` and ``average`` (``plots.sweep_heatmap``; default: by what varies)."""
     path = Path(path)
     out = out_dir or analysis_dir(path)
     tables = load_runs(path, cache=cache)
     if tables.runs.empty:
         raise FileNotFoundError(f"{path}: no run folders (no manifest.json found)")
+    heatmap = dict(heatmap or {})
+    plots.heatmap_keys(tables.runs, **heatmap)  # a key that names nothing fails before the signals
     signals = compute_signals(tables, embedder=embedder, progress=progress)
     scores = score(signals.turns)
     grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
@@ -80,6 +90,7 @@ def analyze(
         grounding_summary=grounding_summary(grounded, tables),
         probes=probes,
         probe_stability=instruction_stability(probes),
+        baseline=baseline_table(tables, embedder=embedder, progress=progress),
     )
     out.mkdir(parents=True, exist_ok=True)
     named = {
@@ -96,12 +107,14 @@ def analyze(
         "trajectory": result.trajectory,
         "early_late": result.early_late,
         "trends": result.trends,
+        "cells": cells_table(tables.runs),  # per cell: its label and the keys that vary
     }
     result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
     result.files += write_grounding(result, out)
     result.files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})
+    result.files += write_optional(out, {"baseline_similarity": result.baseline})  # outside the drift index
     if figures:
-        result.files += write_figures(result, out / "figures")
+        result.files += write_figures(result, out / "figures", heatmap)
     return result
 
 
@@ -127,11 +140,11 @@ def write_optional(out: Path, named: dict[str, pd.DataFrame]) -> list[Path]:
     return [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
 
 
-def write_figures(result: Analysis, out: Path) -> list[Path]:
+def write_figures(result: Analysis, out: Path, heatmap: Mapping[str, Any] | None = None) -> list[Path]:
     runs = result.tables.runs
     return [
         *plots.save(plots.trajectories(result.scores, runs), out, "drift_trajectories"),
-        *plots.save(plots.sweep_heatmap(result.final), out, "sweep_heatmap"),
+        *plots.save(plots.sweep_heatmap(result.final, **(heatmap or {})), out, "sweep_heatmap"),
         *plots.save(plots.correlation_matrix(result.signals.turns), out, "signal_correlations"),
         *plots.save(plots.process_rates(result.signals.turns, runs), out, "approval_loop_lock"),
     ]

@@ -5,7 +5,9 @@ Every function takes tidy tables and returns the matplotlib figure."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -15,6 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from matplotlib.typing import RGBAColorType
 
+from analysis.labels import is_null, short_names, value_text, varying_keys, whole_floats
 from analysis.registry import DIMENSIONS, signal_names
 from analysis.scoring import aggregate
 
@@ -57,7 +60,7 @@ def _legends(fig: Figure, colours: dict[str, RGBAColorType], cells: list[tuple[s
             color="black",
             ls=STYLES[i % len(STYLES)][0],
             marker=STYLES[i % len(STYLES)][1],
-            label=f"{label} [{cell[:6]}]",
+            label=label,  # labels name what varies, and never repeat across cells
         )
         for i, (cell, label) in enumerate(cells[:MAX_CELLS_SHOWN])
     ]
@@ -128,38 +131,129 @@ def condition_trajectories(scores: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     return fig
 
 
-def _panel_names(frame: pd.DataFrame) -> pd.Series:
-    """One heatmap panel per critic, and per format when there are several
-    (a format without a critic has one panel of its own)."""
-    critic = frame.get("cfg.critic.name", pd.Series("n/a", index=frame.index)).astype(str)
-    has_critic = frame.get("has_critic", pd.Series(True, index=frame.index)).fillna(True).astype(bool)
-    names = ("critic=" + critic).where(has_critic, "no critic")
-    fmt = frame.get("format", pd.Series("", index=frame.index)).astype(str)
-    return ("format=" + fmt + " " + names) if fmt.nunique() > 1 else names
+def _levels(column: pd.Series) -> list[Any]:
+    """The values of one key, sorted (numbers as numbers), ``None`` last for runs without it."""
+    values = list(column.dropna().unique())
+    try:
+        values.sort()
+    except TypeError:
+        values.sort(key=str)
+    return values + ([None] if column.isna().any() else [])
 
 
-def sweep_heatmap(final: pd.DataFrame) -> Figure:
-    """Mean final drift index over temperature x model, one panel per critic (and format)."""
-    temp, model = "cfg.llm.temperature", "cfg.model.spec"
-    frame = final.assign(**{c: final.get(c, "n/a") for c in (temp, model)})
-    frame["panel"] = _panel_names(frame)
-    names = sorted(frame.panel.unique())
-    vmin, vmax = frame.drift_index.min(), frame.drift_index.max()  # one colour scale for all panels
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
-    for ax, name in zip(axes[0], names, strict=True):
-        grid = frame[frame.panel == name].pivot_table(
-            index=model, columns=temp, values="drift_index", aggfunc="mean"
+def _is(column: pd.Series, level: Any) -> pd.Series:
+    return column.isna() if level is None else column == level
+
+
+def _config_key(frame: pd.DataFrame, name: str, varying: list[str], arg: str) -> str:
+    """A config column named in full (``cfg.llm.temperature``), without ``cfg.`` or by its label's short name (``T``)."""
+    names = short_names(varying)
+    for key in (name, f"cfg.{name}"):
+        if key.startswith("cfg.") and key in frame.columns:
+            return key
+    found = [key for key, short in names.items() if short == name]
+    if not found:
+        known = ", ".join(names.values()) or "none"
+        raise ValueError(f"sweep_heatmap: {arg}={name!r} is no config key of these runs (varying: {known})")
+    return found[0]
+
+
+def heatmap_keys(
+    frame: pd.DataFrame, x: str | None = None, y: str | None = None, average: Sequence[str] = ()
+) -> tuple[str | None, str | None, list[str], list[str]]:
+    """(x, y, facets, averaged): the heatmap's axes (default: the first two keys that vary,
+    the first on y), one panel per combination of the other varying keys, and the varying
+    keys it averages over, only those named in ``average``."""
+    varying = varying_keys(frame)
+    averaged = [_config_key(frame, name, varying, "average") for name in average]
+    for name, key in zip(average, averaged, strict=True):
+        if key not in varying:
+            raise ValueError(f"sweep_heatmap: average={name!r} does not vary in these runs")
+    chosen = [_config_key(frame, name, varying, arg) if name else None for arg, name in (("x", x), ("y", y))]
+    if chosen[0] is not None and chosen[0] in (chosen[1], *averaged):
+        raise ValueError(f"sweep_heatmap: x={x!r} is also y or averaged over")
+    if chosen[1] is not None and chosen[1] in averaged:
+        raise ValueError(f"sweep_heatmap: y={y!r} is also averaged over")
+    free = [k for k in varying if k not in averaged and k not in chosen]
+    if chosen == [None, None] and len(free) == 1:
+        chosen[0] = free.pop(0)  # one key: one row
+    for i in (1, 0):
+        if chosen[i] is None and free:
+            chosen[i] = free.pop(0)
+    return chosen[0], chosen[1], free, averaged
+
+
+def _panels(frame: pd.DataFrame, facets: list[str], names: dict[str, str]) -> list[tuple[str, pd.DataFrame]]:
+    """One (title, runs) per combination of the facet keys that some run has."""
+    if not facets:
+        return [("", frame)]
+    levels = {k: _levels(frame[k]) for k in facets}
+    rows = zip(*(frame[k] for k in facets), strict=True)
+    codes = [
+        tuple(levels[k].index(None if is_null(v) else v) for k, v in zip(facets, row, strict=True))
+        for row in rows
+    ]
+    panels = []
+    for combo in sorted(set(codes)):
+        title = " ".join(
+            f"{names[k]}={value_text(levels[k][c], whole_floats(frame[k]))}"
+            for k, c in zip(facets, combo, strict=True)
         )
-        im = ax.imshow(grid.to_numpy(dtype=float), cmap="magma", aspect="auto", vmin=vmin, vmax=vmax)
-        ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
-        ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=7)
-        for (i, j), v in np.ndenumerate(grid.to_numpy(dtype=float)):
+        panels.append((title, frame[[code == combo for code in codes]]))
+    return panels
+
+
+def _grid(part: pd.DataFrame, x: str | None, y: str | None, xs: list[Any], ys: list[Any]) -> np.ndarray:
+    """Mean final drift index per (y, x) square; NaN where no run is."""
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for i, yv in enumerate(ys):
+        for j, xv in enumerate(xs):
+            mask = pd.Series(True, index=part.index)
+            if y:
+                mask &= _is(part[y], yv)
+            if x:
+                mask &= _is(part[x], xv)
+            if mask.any():
+                grid[i, j] = part.drift_index[mask].mean()
+    return grid
+
+
+def sweep_heatmap(
+    final: pd.DataFrame, *, x: str | None = None, y: str | None = None, average: Sequence[str] = ()
+) -> Figure:
+    """Mean final drift index over two config keys (``x``, ``y``: full, dotted or short
+    names; default the first two that vary), one panel per combination of the other
+    varying keys, so each square is one cell (its replicates' mean). A varying key is
+    averaged over only when named in ``average``, and every panel's title says so."""
+    final = final.reset_index(drop=True)
+    x_key, y_key, facets, averaged = heatmap_keys(final, x, y, average)
+    names = short_names(k for k in (x_key, y_key, *facets, *averaged) if k)  # as the labels name them
+    xs = _levels(final[x_key]) if x_key else ["all runs"]
+    ys = _levels(final[y_key]) if y_key else ["all runs"]
+    x_whole, y_whole = (bool(k) and whole_floats(final[k]) for k in (x_key, y_key))
+    panels = [(title, _grid(part, x_key, y_key, xs, ys)) for title, part in _panels(final, facets, names)]
+    means = pd.Series(np.concatenate([g.ravel() for _, g in panels]))
+    vmin, vmax = means.min(), means.max()  # one colour scale for all panels
+    cols = min(len(panels), 3)
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), squeeze=False)
+    head = "final drift index"
+    if averaged:
+        head += ", mean over " + ", ".join(names[k] for k in averaged)
+    for ax, (title, grid) in zip(axes.flat, panels, strict=False):
+        im = ax.imshow(grid, cmap="magma", aspect="auto", vmin=vmin, vmax=vmax)
+        ax.set_xticks(range(len(xs)), [value_text(v, x_whole) for v in xs])
+        ax.set_yticks(range(len(ys)), [value_text(v, y_whole) for v in ys], fontsize=7)
+        for (i, j), v in np.ndenumerate(grid):
             ax.text(
                 j, i, "" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", color="cyan", fontsize=8
             )
-        ax.set_title(f"final drift index | {name}", fontsize=9)
-        ax.set_xlabel("temperature")
+        ax.set_title(f"{head}\n{title}" if title else head, fontsize=9)
+        ax.set_xlabel(names.get(x_key or "", ""))
+        ax.set_ylabel(names.get(y_key or "", ""))
         fig.colorbar(im, ax=ax)
+    for ax in axes.flat[len(panels) :]:
+        ax.remove()
     fig.tight_layout()
     return fig
 
@@ -183,7 +277,6 @@ def process_rates(turn_signals: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     the turns a critic judged (a format without a critic has no rates to show)."""
     frame = turn_signals.merge(runs[["run_id", "cell", "cell_label"]], on="run_id", how="left")
     frame = frame[frame.rejection_rate.notna()]
-    frame["cell_label"] = frame.cell_label + " [" + frame.cell.str[:6] + "]"  # labels can repeat across cells
     rank = {seat: i for i, seat in enumerate(seat_order(runs))}
     rates = frame.groupby(["cell_label", "team"]).agg(
         approval=("rejection_rate", lambda s: 1 - s.mean()), loop_lock=("loop_lock", "mean")

@@ -23,18 +23,25 @@ over the seat's turns in round order:
   stance is not the assigned side (NaN: it held in every clear judgement),
   so a seat that argues the wrong side from its first turn has
   ``turn_of_flip`` = that round and maybe no flip at all.
+
+``check_stance`` checks the judge on a seeded sample of judged turns: the
+same judge asked again with other seeds, and optionally a second judge
+model; exact share and Cohen's κ of the stances, a missing judgement left
+out and counted (docs/analysis.md, "Checking the judges").
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
-from analysis.judge import judge_call
+from analysis.agreement import CHECK_COLUMNS, categorical, check_row, sample_positions
+from analysis.judge import CheckPlan, JudgeWarning, judge_call
 from analysis.load import Tables
 from harness.models.base import ChatModel
 from harness.models.structured import generate_structured
@@ -47,6 +54,7 @@ TURN_COLUMNS = [
     "round",
     "order",
     "team",
+    "turn",
     "side",
     "stance",
     "holds",
@@ -118,21 +126,27 @@ def judge_stance(
     max_repairs: int = 1,
     model_cfg: ModelConfig | None = None,
     model: ChatModel | None = None,
+    turns: Sequence[int] | None = None,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """One row per published turn: its seat's side, the judged stance (None when
     missing, with the reason) and whether it holds the side. ``model``: an
-    already built model to use instead of building ``spec`` (tests, wrappers)."""
+    already built model to use instead of building ``spec`` (tests, wrappers);
+    ``turns``: positions in ``tables.turns`` to judge (default: all), turn i
+    asked with seed ``seed + i``."""
     cfg = model_cfg or ModelConfig(spec=spec)
     call, sides = judge_call(tables, cfg, model), seat_sides(tables)
     topics = tables.runs.set_index("run_id").topic.to_dict()
+    chosen = list(range(len(tables.turns))) if turns is None else list(turns)
     rows = []
-    for i, turn in enumerate(tables.turns.itertuples()):
+    for i, turn in zip(chosen, tables.turns.iloc[chosen].itertuples(), strict=True):
         side = sides.get((turn.run_id, turn.team))
         row: dict[str, Any] = {
             "run_id": turn.run_id,
             "round": turn.round,
             "order": turn.order,
             "team": turn.team,
+            "turn": i,
             "side": side,
             "stance": None,
             "holds": None,
@@ -149,7 +163,7 @@ def judge_stance(
             StanceJudgement,
             temperature=0.0,
             max_tokens=64,
-            seed=i,
+            seed=seed + i,
             max_repairs=max_repairs,
             tags={"round": turn.round, "team": None, "role": "judge", "iteration": 0},
         )
@@ -160,6 +174,30 @@ def judge_stance(
             row["holds"] = stance == side if stance != "unclear" else None
         rows.append(row)
     return pd.DataFrame(rows, columns=TURN_COLUMNS).astype({"holds": "boolean"})
+
+
+def check_stance(
+    tables: Tables,
+    stances: pd.DataFrame,
+    plan: CheckPlan,
+    *,
+    model_cfg: ModelConfig,
+    model: ChatModel | None = None,
+) -> pd.DataFrame:
+    """Test-retest and second-judge agreement (exact share, Cohen's κ) on
+    ``plan.sample`` turns of ``stances`` (``judge_stance``'s table) whose seat has a side."""
+    judged = stances[stances.side.notna()]
+    positions = sample_positions([int(t) for t in judged.turn], plan.sample, plan.seed)
+    first = judged.set_index("turn").stance.loc[positions].tolist()
+    rows = []
+    for check, cfg, built, seed in plan.asks(model_cfg, model) if positions else []:
+        with warnings.catch_warnings():
+            if check == "retest":  # the first pass already warned about this judge
+                warnings.simplefilter("ignore", JudgeWarning)
+            again = judge_stance(tables, cfg.spec, model_cfg=cfg, model=built, turns=positions, seed=seed)
+        result = categorical(first, again.stance.tolist())
+        rows.append(check_row(check, "stance", model_cfg.spec, cfg.spec, result))
+    return pd.DataFrame(rows, columns=CHECK_COLUMNS)
 
 
 def flips(stances: list[str | None], rounds: list[int], side: str | None) -> tuple[float, int]:

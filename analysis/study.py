@@ -14,6 +14,7 @@ interrupted study picks up where it stopped. Then the whole root is analysed
     python -m analysis study                       # the default plan: both models, 8 rounds (not timed)
     python -m analysis study --rounds 4 --models smollm2   # a smaller study
     python -m analysis study --report-only         # re-analyse and rewrite the report
+    python -m analysis study --runs-only ...       # only the runs (a preregistered confirmation's)
     make study                                     # the two plans behind docs/findings.md
 
 Measured (docs/findings.md), 96 tokens, critic.max_iterations=2, 2 workers
@@ -34,16 +35,20 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from analysis.power import ALPHA, power, smallest_p
+
 # condition -> the overrides that make it (the debate is the default drift format)
 CONDITIONS: dict[str, tuple[str, ...]] = {
     "debate": (),
     "control_monologue": ("experiment=control_monologue",),
     "control_no_critic": ("experiment=control_no_critic",),
     "control_cooperative": ("experiment=control_cooperative",),
+    "control_no_persona": ("experiment=control_no_persona",),
 }
 MODELS = ("smollm2", "gemma3_270m")
 COMMANDS = "study_commands.txt"  # the plans run into a root, one command line each
 WALLS = "study_walls.json"  # wall seconds per sweep
+POWER_D = 1.0  # the effect (in SDs) at which the study states each contrast's power
 
 
 @dataclass(frozen=True)
@@ -140,10 +145,31 @@ def record_command(plan: Plan) -> None:
             f.write(plan.command() + "\n")
 
 
-def run_plan(plan: Plan) -> dict[str, float]:
-    """Every sweep of the plan, in order; wall seconds per sweep."""
+def power_lines(plan: Plan, d: float = POWER_D, alpha: float = ALPHA, one_sided: bool = False) -> list[str]:
+    """One line per planned contrast (the debate against each control, per model
+    and temperature): the power of the permutation test (two-sided, as the
+    report's grid; one-sided, as a preregistered confirmation) over the plan's
+    replicates at effect d, simulated (analysis.power)."""
+    controls = [c for c in plan.conditions if c != "debate"] if "debate" in plan.conditions else []
+    if not controls:
+        return ["[study] power: no planned contrast (the plan has no debate with a control)"]
+    n = plan.replicates
+    floor, sided = smallest_p(n, n, one_sided), "one-sided" if one_sided else "two-sided"
+    why = f"; its smallest attainable p is {floor:.3f} > α: unreachable" if floor > alpha else ""
+    at = f"{power(n, n, d, alpha, one_sided):.2f} at d = {d} ({sided} permutation test, α = {alpha}{why})"
+    return [
+        f"[study] power: {model} T={t} debate vs {c}, {n} vs {n} runs: {at}"
+        for model in plan.models
+        for t in plan.temperatures
+        for c in controls
+    ]
+
+
+def run_plan(plan: Plan, power_d: float = POWER_D, one_sided: bool = False) -> dict[str, float]:
+    """Every sweep of the plan, in order, after its contrasts' power; wall seconds per sweep."""
     plan.root.mkdir(parents=True, exist_ok=True)
     record_command(plan)
+    print(*power_lines(plan, power_d, one_sided=one_sided), sep="\n", flush=True)
     print(f"[study] {plan.runs()} runs of {plan.rounds} rounds under {plan.root}", flush=True)
     walls = sweep_walls(plan.root)
     for model in plan.models:
@@ -182,7 +208,18 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
     )
     p.add_argument("--embedder", default=None, help="as for python -m analysis")
     p.add_argument("--report-only", action="store_true", help="skip the runs; re-analyse and rewrite")
+    p.add_argument("--runs-only", action="store_true", help="only the runs; write no report")
+    p.add_argument("--power-d", type=float, default=POWER_D, help="the effect each contrast's power is at")
+    p.add_argument("--power-one-sided", action="store_true", help="state one-sided power (a confirmation's)")
+    p.add_argument(
+        "--prereg",
+        type=Path,
+        default=None,
+        help="the preregistration of the report's Confirmatory section (default: prereg.md beside --report)",
+    )
     args = p.parse_args(argv)
+    if args.report_only and args.runs_only:
+        p.error("--report-only and --runs-only: give one of them")
     conditions = tuple(args.conditions.split(","))
     unknown = [c for c in conditions if c not in CONDITIONS]
     if unknown:
