@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 import analysis.plots as plots
 from analysis.confirm import section as confirmatory_section
+from analysis.echoes import echo_section
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.exploratory import (
     ALPHA,
@@ -37,10 +38,12 @@ from analysis.exploratory import (
     detector_section,
     md_table,
 )
+from analysis.long_runs import long_section
 from analysis.pipeline import Analysis, analyze
 from analysis.power import TARGET, condition_of
 from analysis.power import smallest_p as smallest_p  # re-exported: the floor the report quotes
 from analysis.scoring import t_interval
+from analysis.splice import real_text_section
 from analysis.study import POWER_D, Plan, commands, parse, run_plan, sweep_walls
 
 PACKAGES = (
@@ -252,6 +255,7 @@ def write_findings(
     embedder: str = DEFAULT_EMBEDDER,
     power_d: float = POWER_D,
     prereg: Path | None = None,
+    long: Path | None = None,
 ) -> Path:
     """Analyse the study root and write the report; returns its path. ``prereg``
     (default: prereg.md beside the report) adds the Confirmatory section when
@@ -274,6 +278,15 @@ def write_findings(
         "",
         *what_was_run(plan, result, walls, embedder),
         *exploratory(plan, result, report.parent, detector, power_d),
+        "## Echoes of the instructions",
+        "",
+        *echo_section(result),
+        "",
+        "## Detector validity on real text",
+        "",
+        *real_text_section(detector),
+        "",
+        *(long_section(long, report.parent, detector, embedder) if long else []),
     ]
     report.write_text("\n".join(lines))
     shutil.copy2(report, plan.root / "findings.md")  # a copy beside the runs it describes
@@ -382,6 +395,7 @@ def main(argv: list[str]) -> int:
         walls=walls,
         power_d=args.power_d,
         prereg=args.prereg,
+        long=args.long,
         **kwargs,
     )
     print(f"[study] report: {path}")

@@ -217,7 +217,15 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
         default=None,
         help="the preregistration of the report's Confirmatory section (default: prereg.md beside --report)",
     )
+    p.add_argument(
+        "--long",
+        type=Path,
+        default=None,
+        help="a root of long runs (one per format) for the report's Long trajectories section",
+    )
     args = p.parse_args(argv)
+    if args.long is not None and not args.long.is_dir():
+        p.error(f"--long: no folder {args.long}")
     if args.report_only and args.runs_only:
         p.error("--report-only and --runs-only: give one of them")
     conditions = tuple(args.conditions.split(","))

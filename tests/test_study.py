@@ -97,10 +97,14 @@ def test_a_small_scripted_study_writes_its_report_and_skips_what_is_done(tmp_pat
     assert "the smallest p an exact test of 2 vs 2 runs can reach is 0.33" in text
     assert "_Not available:" in text and (report.parent / "images" / "findings_trajectories.png").is_file()
     assert (root / "findings.md").read_text() == text
+    assert "## Echoes of the instructions" in text and "## Detector validity on real text" in text
     capsys.readouterr()
-    assert main(args) == 0  # everything done: nothing runs again
+    assert main([*args, "--long", str(root)]) == 0  # everything done: nothing runs again
     out = capsys.readouterr().out
     assert out.count("done, skipped") == 2 and "[study] report:" in out
+    long = report.read_text().split("## Long trajectories")[1]
+    assert long.count("| completed | 3 | 2 | 6 |") == 4  # each run: 3 rounds, 2 seats, 6 turns
+    assert long.count("| pros | 3 |") == 4 and (report.parent / "images" / "findings_long.png").is_file()
 
 
 def test_the_cell_table_gives_a_student_t_interval():
