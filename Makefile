@@ -53,16 +53,33 @@ format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff check --fix .
 
 STUDY := $(PY) -m analysis study --conditions debate,control_monologue,control_no_critic,control_cooperative \
-	--temperatures 0.3,1.0 --replicates 3 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2
+	--temperatures 0.3,1.0 --replicates 3 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2 \
+	--set structured.echo_words=0  # made before the echo check of issue 30
 
-study: setup ## The real-model study behind docs/findings.md (SmolLM2, Gemma 3 270M; about 2 h on 2 cores)
-	$(STUDY) --models smollm2 --rounds 5
-	$(STUDY) --models gemma3_270m --rounds 3 --set model.grammar_mode=lazy --set model.prefix_cache=true
-	$(STUDY) --models smollm2,gemma3_270m --report-only
+study: setup ## The exploratory grid of 2026-12-01 (SmolLM2, Gemma 3 270M; about 2 h on 2 cores) into docs/findings-exploratory.md
+	$(STUDY) --models smollm2 --rounds 5 --set model.grammar_mode=full --set model.prefix_cache=false --runs-only
+	$(STUDY) --models gemma3_270m --rounds 3 --runs-only
+	$(STUDY) --models smollm2,gemma3_270m --report-only --report docs/findings-exploratory.md
 
-confirm: setup ## The preregistered confirmation: docs/prereg.md's runs (commit it first), then docs/findings.md again
+PILOT := $(PY) -m analysis study --root research_runs/pilot --models smollm2 --conditions debate,control_no_critic \
+	--temperatures 1.0 --replicates 3 --rounds 5 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2 --set structured.echo_words=0
+LONG_RUN := DRIFT_WORKERS=2 $(PY) -m harness.run runs_root=research_runs/long llm.max_tokens=96 progress=false structured.echo_words=0
+
+pilot: setup ## The confirmation's pilot: SmolLM2 T=1.0, debate and no-critic, 3 + 3 runs (14 min on 2 cores)
+	$(PILOT) --runs-only
+
+long: setup ## 50-round SmolLM2 runs, one per format, one thread each (drift 25 min, panel 8 min; docs/findings.md)
+	$(LONG_RUN) run_name=smollm2-drift-50 experiment=drift_long critic.max_iterations=2
+	$(LONG_RUN) run_name=smollm2-panel-50 format=panel format.judge=false rounds=50
+	$(LONG_RUN) run_name=smollm2-judge_refine-50 format=judge_refine rounds=50
+	$(LONG_RUN) run_name=smollm2-moderated-50 format=moderated format.exchanges=24
+	$(LONG_RUN) run_name=smollm2-grounded-50 format=grounded rounds=50
+
+confirm: setup ## The preregistered confirmation: docs/prereg.md's runs (commit it first; 18 runs, about 35 min)
 	$(PY) -m analysis prereg --run docs/prereg.md
-	$(STUDY) --models smollm2,gemma3_270m --report-only
+
+findings: setup ## docs/findings.md from the pilot, the confirmation (docs/prereg.md) and the long runs
+	$(PILOT) --report-only --long research_runs/long
 
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
@@ -93,4 +110,4 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test check test-all test-fast lint format study confirm view bench clean
+.PHONY: help setup run debug test check test-all test-fast lint format study pilot long confirm findings view bench clean
