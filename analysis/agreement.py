@@ -11,8 +11,10 @@ left out of the statistic and counted in ``n_missing``.
   with p_e from each rater's own label shares. One constant rater facing a
   varying one gives κ = 0 (agreement is exactly what chance predicts); two
   raters constant on the same label give p_e = 1, where the formula is 0/0:
-  it is defined here as 1 (they agree on every item and there is no
-  variation left to explain), and the exact-match share says the same.
+  κ is NaN (undefined), not 1. Two judges that say "for" to every turn agree
+  on every item and tell nothing apart; reporting κ = 1 would read as a
+  validated judge (seen on the pilot: SmolLM2 and Gemma 3 270M both judged
+  all 60 turns "for"). The exact-match share still says 1.
 - ``retest_agreement``: numeric scores asked twice (test-retest): exact-match share, mean
   absolute difference and Pearson r (NaN when either side is constant).
 - ``swap_consistency``: verdicts on (A, B) and on (B, A); consistent when the
@@ -81,8 +83,8 @@ def kappa_of(pairs: Sequence[tuple[Hashable, Hashable]]) -> float:
     observed = sum(x == y for x, y in pairs) / n
     first, second = Counter(x for x, _ in pairs), Counter(y for _, y in pairs)
     expected = sum(first[label] * second[label] for label in first) / (n * n)
-    if expected == 1.0:  # both raters constant on one label
-        return 1.0
+    if expected == 1.0:  # both raters constant on one label: 0/0, undefined
+        return math.nan
     return (observed - expected) / (1.0 - expected)
 
 

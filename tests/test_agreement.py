@@ -44,8 +44,8 @@ def test_kappa_perfect_chance_and_constant_raters():
     # one constant rater: it agrees exactly as often as chance predicts
     assert cohens_kappa(["x"] * 4, ["x", "y", "x", "y"]) == 0.0
     assert cohens_kappa(["x", "y", "y"], ["y"] * 3) == 0.0
-    # both constant on one label (p_e = 1): defined as 1; on two labels: no agreement
-    assert cohens_kappa(["x"] * 3, ["x"] * 3) == 1.0
+    # both constant on one label (p_e = 1): undefined, never read as perfect; on two labels: none
+    assert math.isnan(cohens_kappa(["x"] * 3, ["x"] * 3))
     assert cohens_kappa(["x"] * 3, ["y"] * 3) == 0.0
     # worse than chance is negative: p_o = 0, p_e = 0.5
     assert cohens_kappa(["a", "b"], ["b", "a"]) == -1.0
