@@ -27,6 +27,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 import analysis.plots as plots
+from analysis.baseline_splices import baseline_validity_section
 from analysis.confirm import section as confirmatory_section
 from analysis.echoes import echo_section
 from analysis.embed import DEFAULT_EMBEDDER
@@ -285,6 +286,10 @@ def write_findings(
         "## Detector validity on real text",
         "",
         *real_text_section(detector),
+        "",
+        "## Persona loss against the no-persona baseline, on spliced real turns",
+        "",
+        *baseline_validity_section(detector),
         "",
         *(long_section(long, report.parent, detector, embedder) if long else []),
     ]
