@@ -61,20 +61,29 @@ def test_two_rounds_on_smollm2(run, records):
 
 
 @pytest.mark.slow
-def test_one_round_of_gemma_publishes_for_both_teams(run, records):
+def test_one_round_of_gemma_publishes_or_says_why(run, records):
     # Gemma 3 270M (a base model) used to spend every token of a 256-token
     # reply inside the first 300-character field: 0 drafts in a quarter of an
     # hour. With each string's maxLength fitted to the budget it closes its JSON.
+    # Whether both teams then publish is the model's doing, not the harness's: since
+    # issue 30 a reply that echoes its labels or instructions is refused, and on CI's
+    # seed every one of the cons' nine drafting attempts was such an echo or too short.
     result = run("model=gemma3_270m", "rounds=1", "model.n_threads=1")
     assert_complete_debate(result, records, 1, "local:gemma3-270m")
-    published = records(result.run_dir / "shared_memory.jsonl")
-    assert {a.team for a in published} == set(TEAMS)
+    published = {a.team for a in records(result.run_dir / "shared_memory.jsonl")}
+    assert published, "no team published a draft"
     counts = result.manifest.counts
-    failures = [e for e in records(result.run_dir / "events.jsonl") if e.event == "schema_failure"]
+    events = records(result.run_dir / "events.jsonl")
+    failures = [e for e in events if e.event == "schema_failure"]
     assert len(failures) == counts.schema_failures
+    for team in set(TEAMS) - published:  # a silent team says why: every draft failed, then a loop-lock
+        drafts = {e.iteration for e in failures if e.team == team and e.role == "thinking"}
+        assert drafts and not records(result.run_dir / team / "thinking.jsonl")
+        assert any(e.event == "loop_lock" and e.team == team for e in events)
     # a reply cut off by the budget is the failure the fit prevents; a reply that
-    # fills a field with its label is refused on purpose, and says so
-    echoes = [e for e in failures if "repeats the field's label" in e.error.message]
+    # fills a field with its label or copies its instructions is refused on purpose
+    refused = ("repeats the field's label", "instead of writing")
+    echoes = [e for e in failures if any(r in e.error.message for r in refused)]
     assert (len(failures) - len(echoes)) * 5 <= counts.model_calls
 
 
