@@ -64,23 +64,25 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     obj.topic.load_files()
     obj.check()
     obj.check_roles(fmt.model_roles(obj))
-    check_chat(obj, fmt.seat_list(obj), fmt.name)
+    check_chat(obj, fmt)
     _require(
-        not obj.probes.enabled or fmt.name in PROBE_FORMATS,
+        not obj.probes.enabled or fmt.probes,
         "probes.enabled",
-        f"only format={' or '.join(PROBE_FORMATS)} runs probes, not {fmt.name}",
+        f"only format={' or '.join(names_with('probes'))} runs probes, not {fmt.name}",
     )
     for role in fmt.model_roles(obj):
         check_context(obj, role)
     return obj
 
 
-HUMAN_FORMATS = ("grounded", "drift")  # formats whose seats a person can play
-PROBE_FORMATS = ("drift",)  # formats whose graph asks probes after a turn
+def names_with(flag: str) -> list[str]:
+    """The registered formats whose ``Format.<flag>`` is true (for error messages)."""
+    return sorted(name for name, fmt in FORMATS.items() if getattr(fmt, flag))
 
 
-def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
+def check_chat(cfg: Config, fmt: Format) -> None:
     """``chat=<seat>`` gives that seat to a person; a human seat needs a format that has them."""
+    seats, format_name = fmt.seat_list(cfg), fmt.name
     if cfg.chat is not None:
         names = [s.name for s in seats]
         # a seat by its name, or by the side it argues: chat=against is the drift format's cons
@@ -92,9 +94,9 @@ def check_chat(cfg: Config, seats: tuple[Any, ...], format_name: str) -> None:
         role = seat.role
         cfg.roles[role] = RoleOverride(**{**vars(cfg.roles.get(role, RoleOverride())), "spec": "human:you"})
     humans = [s.role for s in seats if (cfg.role_model(s.role)[0].spec.startswith("human:"))]
-    if humans and format_name not in HUMAN_FORMATS:
+    if humans and not fmt.human_seats:
         raise ConfigError(
-            f"roles.{humans[0]}.spec: a person can play a seat only in format={' or '.join(HUMAN_FORMATS)}, "
+            f"roles.{humans[0]}.spec: a person can play a seat only in format={' or '.join(names_with('human_seats'))}, "
             f"not {format_name}"
         )
 
@@ -123,11 +125,9 @@ __all__ = [
     "DRIFT",
     "FORMATS",
     "GROUNDED",
-    "HUMAN_FORMATS",
     "JUDGE_REFINE",
     "MODERATED",
     "PANEL",
-    "PROBE_FORMATS",
     "Format",
     "FormatOptions",
     "RunLogs",
@@ -135,6 +135,7 @@ __all__ = [
     "check_chat",
     "check_context",
     "max_tokens_key",
+    "names_with",
     "get_format",
     "layout_of",
     "register_format",

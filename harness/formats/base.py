@@ -94,6 +94,13 @@ class Format:
     # config sections only this format reads; others' fingerprints leave them out,
     # so a run made before a section existed still resumes
     sections: tuple[str, ...] = ()
+    # a person can play its seats (``chat=<seat>``, a ``human:`` spec)
+    human_seats: bool = False
+    # its graph asks behavioural probes after a turn (``probes.enabled``)
+    probes: bool = False
+    # the key that sets a run's length and the planned rounds per unit of it
+    # (``harness.plan``'s dry passes shorten and extrapolate a run by it)
+    length_key: tuple[str, int] = ("rounds", 1)
 
     def window_rounds(self, cfg: Config) -> int:
         """The rounds a snapshot's window covers: ``memory.window_rounds``, or

@@ -330,4 +330,6 @@ DRIFT = Format(
         "harness.agents.common",
         "harness.agents.transcript",
     ),
+    human_seats=True,
+    probes=True,
 )

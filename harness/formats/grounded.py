@@ -441,4 +441,5 @@ GROUNDED = Format(
     open_tools=open_search,
     preflight=check_collection,
     sections=("search",),
+    human_seats=True,
 )

@@ -433,4 +433,5 @@ MODERATED = Format(
     open_tools=open_checker_search,
     preflight=check_checker_collection,
     sections=("search",),
+    length_key=("format.exchanges", 2),
 )

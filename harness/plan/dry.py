@@ -53,10 +53,6 @@ from harness.schema import ModelConfig
 
 Kind = Literal["point", "low", "short", "high"]
 PLAN_ROLE = "plan_role"  # a model kwarg naming the role, so each role gets a recorder of its own
-# The key that sets a run's length, and the planned rounds one unit of it adds
-# (a moderated exchange is two speeches). To do: a Format field would keep this
-# with the format.
-LENGTH_KEYS: dict[str, tuple[str, int]] = {"moderated": ("format.exchanges", 2)}
 _NO_BUDGET = {"usd": None, "tokens": None, "sweep_usd": None, "sweep_tokens": None}
 _LOW = {"reject_first": 0, "factcheck_fail_rate": 0.0, "synthesize_rate": 1.0, "bad_citation_rate": 0.0}
 _KNOBS: dict[Kind, dict[str, Any]] = {
@@ -87,7 +83,7 @@ class Call:
 
 def length_key(cfg: Config) -> tuple[str, int]:
     """(the key that sets the run's length, planned rounds per unit of it)."""
-    return LENGTH_KEYS.get(cfg.format.name, ("rounds", 1))
+    return get_format(cfg.format.name).length_key
 
 
 def units_of(cfg: Config) -> int:
