@@ -215,7 +215,7 @@ def test_an_empty_collection_is_one_line(run, runs_root, grounded, tmp_path):
 
 def test_a_person_cannot_sit_in_a_format_without_human_seats(run):
     with pytest.raises(
-        ConfigError, match=r"^roles\.pro\.spec: a person can play a seat only in format=grounded or drift"
+        ConfigError, match=r"^roles\.pro\.spec: a person can play a seat only in format=drift or grounded"
     ):
         run("format=moderated", "roles.pro.spec=human:you")
 
