@@ -11,6 +11,7 @@ from typing import NoReturn, TextIO
 
 from harness.cli.console import say
 from harness.paths import conf_dir
+from harness.plugins import conf_search_paths
 
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
 
@@ -23,20 +24,21 @@ def fail(message: str, code: int) -> NoReturn:
 def config_dirs(argv: list[str]) -> list[Path] | None:
     """The folders Hydra will search for group options: the user's
     ``--config-dir`` / ``-cd`` and ``hydra.searchpath=[file://...]`` ones,
-    then the shipped one; None when a ``pkg://`` entry makes it unknowable here."""
+    installed formats' (``harness.plugins``), then the shipped one; None when a ``pkg://`` entry makes it unknowable here."""
     dirs = []
+    entries = [path for _, path in conf_search_paths()]  # installed formats' config folders
     for i, arg in enumerate(argv):
         flag, eq, value = arg.partition("=")
         if flag in ("--config-dir", "-cd"):
             value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
             dirs.append(Path(value))
         elif flag.lstrip("+") == "hydra.searchpath":
-            for entry in value.strip("[]").split(","):
-                entry = entry.strip().strip("'\"")
-                if entry.startswith("pkg://"):
-                    return None
-                if entry:
-                    dirs.append(Path(entry.removeprefix("file://")))
+            entries += [entry.strip().strip("'\"") for entry in value.strip("[]").split(",")]
+    for entry in entries:
+        if entry.startswith("pkg://"):
+            return None
+        if entry:
+            dirs.append(Path(entry.removeprefix("file://")))
     return [*dirs, conf_dir()]
 
 

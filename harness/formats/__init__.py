@@ -17,6 +17,7 @@ from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
+from harness.plugins import format_entry_points
 from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
 from harness.store.records import RunLayout
 
@@ -36,10 +37,30 @@ def register_format(fmt: Format) -> Format:
 
 
 def get_format(name: str) -> Format:
-    """The format called ``name``; a one-line ``ConfigError`` if there is none."""
+    """The format called ``name``, registered or installed as a plugin
+    (``harness.plugins``); a one-line ``ConfigError`` if there is none."""
     if name not in FORMATS:
-        raise ConfigError(f"format.name: unknown format {name!r}; known: {', '.join(sorted(FORMATS))}")
+        load_plugin(name)
+    if name not in FORMATS:
+        known = sorted({*FORMATS, *(ep.name for ep in format_entry_points())})
+        raise ConfigError(f"format.name: unknown format {name!r}; known: {', '.join(known)}")
     return FORMATS[name]
+
+
+def load_plugin(name: str) -> None:
+    """Register the installed format plugin called ``name``, if there is one."""
+    for ep in format_entry_points():
+        if ep.name != name:
+            continue
+        try:
+            fmt = ep.load()
+        except Exception as exc:  # noqa: BLE001 (any import error of the plugin: one line)
+            raise ConfigError(f"format.name: plugin {name!r} ({ep.value}) does not load: {exc}") from exc
+        if not isinstance(fmt, Format):
+            raise ConfigError(
+                f"format.name: plugin {name!r} ({ep.value}) is no Format but {type(fmt).__name__}"
+            )
+        register_format(fmt)
 
 
 def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunLayout:
@@ -137,6 +158,7 @@ __all__ = [
     "max_tokens_key",
     "names_with",
     "get_format",
+    "load_plugin",
     "layout_of",
     "register_format",
     "validate",

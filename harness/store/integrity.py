@@ -26,6 +26,7 @@ import yaml
 from pydantic import ValidationError
 
 from harness.probes.integrity import check_probes
+from harness.schema import ConfigError
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
 from harness.store.records import (
@@ -200,7 +201,7 @@ def load_layout(run_dir: Path, problems: list[str]) -> tuple[RunLayout | None, R
 
 def verify(run_dir: Path) -> tuple[list[str], list[str]]:
     """(violations, notes) for one run folder."""
-    from harness.formats import FORMATS, RunLogs
+    from harness.formats import RunLogs, get_format
 
     problems: list[str] = []
     layout, manifest = load_layout(run_dir, problems)
@@ -213,7 +214,10 @@ def verify(run_dir: Path) -> tuple[list[str], list[str]]:
     problems += check_isolation(layout, logs)
     problems += check_replies(layout, logs, manifest)  # every paid reply is kept
     problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
-    fmt = FORMATS.get(layout.format)
+    try:
+        fmt = get_format(layout.format)  # a plugin installed since is loaded
+    except ConfigError:
+        fmt = None
     if fmt is None:
         problems.append(f"manifest.json: unknown format {layout.format!r}; its own checks were not run")
     else:
