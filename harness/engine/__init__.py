@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "AgentContext": "harness.engine.context",
     "ModelCallError": "harness.engine.context",
-    "RoleModel": "harness.engine.context",
+    "RoleModel": "harness.engine.calls",
     "RunContext": "harness.engine.context",
     "ModelFactory": "harness.engine.execute",
     "RunResult": "harness.engine.execute",
@@ -24,7 +24,8 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from harness.engine.context import AgentContext, ModelCallError, RoleModel, RunContext
+    from harness.engine.calls import RoleModel
+    from harness.engine.context import AgentContext, ModelCallError, RunContext
     from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, preflight, run_debate
     from harness.engine.resume import ResumeError, resume_run
 

@@ -11,13 +11,13 @@ prompt to the asking seat's folder (or ``public/``), calls the model through the
 validates and repairs the reply, and records retries and schema failures as
 events. A fatal error becomes one ``ModelCallError`` line naming role, round
 and model.
+
+The event log is ``harness.engine.events``; the bound role model, the call's
+seed and request hash are ``harness.engine.calls``. Both are re-exported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,25 +26,24 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel
 
 from harness.engine.budget import BudgetExhausted, Budgets
+
+# The event log and what one call is made with have their own modules; their
+# names are re-exported from here, where the formats and agents import them.
+from harness.engine.calls import RoleModel as RoleModel
+from harness.engine.calls import StepHook as StepHook
+from harness.engine.calls import call_seed as call_seed
+from harness.engine.calls import request_sha as request_sha
+from harness.engine.events import ATTEMPT_EVENTS as ATTEMPT_EVENTS
+from harness.engine.events import EventLog as EventLog
+from harness.engine.events import redo_id as redo_id
 from harness.engine.otel import traced_agent, traced_call
-from harness.models.base import ChatModel, Completion, Message, ModelRequest
+from harness.models.base import Completion, Message, ModelRequest
 from harness.models.echo import config_texts
-from harness.models.limiter import estimate_tokens
-from harness.models.prices import PriceTable
 from harness.models.retry import call_with_retry, error_info
 from harness.models.structured import StructuredResult, generate_structured, usage_of
 from harness.schema import Config
 from harness.store.memory import JsonlLog, RunMemory
-from harness.store.records import (
-    ErrorInfo,
-    EventKind,
-    EventRecord,
-    PromptRecord,
-    ReplyRecord,
-    SeatInfo,
-    Usage,
-    record_id,
-)
+from harness.store.records import ErrorInfo, PromptRecord, ReplyRecord, SeatInfo, record_id
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -80,123 +79,6 @@ class ModelCallError(RuntimeError):
     def __init__(self, message: str, info: ErrorInfo) -> None:
         super().__init__(message)
         self.info = info
-
-
-@dataclass
-class RoleModel:
-    """A model bound to one role's sampling settings."""
-
-    role: str
-    model: ChatModel
-    temperature: float
-    max_tokens: int
-    prices: PriceTable | None = None  # None: no dollars are counted (cost left at 0)
-
-    @property
-    def spec(self) -> str:
-        return self.model.spec
-
-    def priced(self, completion: Completion) -> Completion:
-        """``completion`` with its dollars from the price table (None: unknown)."""
-        if self.prices is None:
-            return completion
-        return dataclasses.replace(completion, cost_usd=self.prices.cost(self.spec, completion))
-
-    def worst_case(self, request: ModelRequest) -> tuple[float | None, int]:
-        """What a call could cost at most: (dollars, tokens), the whole reply allowance used."""
-        prompt = estimate_tokens(request.messages, 0)
-        usd = self.prices.estimate(self.spec, prompt, request.max_tokens) if self.prices else 0.0
-        return usd, prompt + request.max_tokens
-
-
-@dataclass
-class StepHook:
-    """Where the progress bar listens for 'agent X is working'."""
-
-    fn: Callable[[str], None] = lambda label: None
-
-
-def call_seed(seed: int, *parts: object) -> int:
-    """Per-call seed derived from the run seed and the call's position, so a
-    replayed call after resume samples exactly as the original would have."""
-    digest = hashlib.sha256("|".join(map(str, (seed, *parts))).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
-def request_sha(request: ModelRequest) -> str:
-    """What a kept reply answered: a replay must be of the same request."""
-    asked = [request.messages, request.schema, request.temperature, request.max_tokens, request.seed]
-    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()
-
-
-# Events of one attempt at a call. A call re-made after a resume may fail
-# again at the same position; that is a new attempt, and its event must land
-# beside the first one rather than be refused as a replayed copy of it.
-ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart", "replay_mismatch", "budget"})
-
-
-def redo_id(rid: str, n: int) -> str:
-    """The id of the ``n``-th record kept at ``rid``'s position after the first
-    (a forced resume that asked again): nothing paid for is ever dropped."""
-    return rid if n == 0 else f"{rid}.redo{n}"
-
-
-class EventLog:
-    """Typed writes to ``events.jsonl``, with deterministic ids."""
-
-    def __init__(self, log: JsonlLog[EventRecord]) -> None:
-        self._log = log
-        # set while one step's calls run together (harness.engine.fanout): it
-        # writes each call's events in seat order, whichever call is quicker
-        self.gate: Callable[[Callable[[], object]], None] | None = None
-
-    def get(self, rid: str) -> EventRecord | None:
-        return self._log.get(rid)
-
-    def _free_n(self, round_: int, team: str | None, role: str, iteration: int, kind: str, n: int) -> int:
-        while self._log.get(record_id(round_, team, role, iteration, kind, n)) is not None:
-            n += 1
-        return n
-
-    def emit(
-        self,
-        kind: EventKind,
-        *,
-        round_: int,
-        team: str | None,
-        role: str,
-        iteration: int = 0,
-        detail: str = "",
-        error: ErrorInfo | None = None,
-        n: int = 0,
-        usage: Usage | None = None,
-        model: str | None = None,
-        **data: Any,
-    ) -> EventRecord | None:
-        """The event as written; None while a fan-out's gate holds it for its turn."""
-
-        def write() -> EventRecord:  # the free id is looked up when the event is written
-            free = self._free_n(round_, team, role, iteration, kind, n) if kind in ATTEMPT_EVENTS else n
-            return self._log.append(
-                EventRecord(
-                    id=record_id(round_, team, role, iteration, kind, free),
-                    round=round_,
-                    team=team,  # type: ignore[arg-type]
-                    role=role,
-                    iteration=iteration,
-                    model=model,
-                    event=kind,
-                    detail=detail,
-                    error=error,
-                    usage=usage or Usage(),
-                    data=data,
-                )
-            )
-
-        if self.gate is None:
-            return write()
-        self.gate(write)
-        return None
 
 
 @dataclass

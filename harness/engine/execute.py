@@ -17,7 +17,8 @@ from typing import Any
 
 from harness.config import Config, ConfigError, ModelConfig
 from harness.engine.budget import Budget, Budgets, sweep_budget
-from harness.engine.context import ModelCallError, RoleModel, RunContext
+from harness.engine.calls import RoleModel
+from harness.engine.context import ModelCallError, RunContext
 from harness.engine.fingerprint import components
 from harness.engine.interrupt import RunStopped, StopOnSignal
 from harness.engine.otel import traced_run

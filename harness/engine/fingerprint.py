@@ -8,10 +8,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.engine.context import RoleModel
+from harness.engine.calls import RoleModel
 from harness.formats.base import Format
 from harness.probes.catalog import PROBE_MODULES
-from harness.schema import Config, redact
+from harness.redact import redact
+from harness.schema import Config
 from harness.store.fingerprint import (
     MODEL_TRANSPORT_KEYS,
     MUTABLE_KEYS,

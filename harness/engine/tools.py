@@ -17,7 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.engine.context import EventLog, ModelCallError
+from harness.engine.context import ModelCallError
+from harness.engine.events import EventLog
 from harness.models.retry import call_with_retry, error_info
 from harness.schema import Config
 from harness.search.citations import check_citations
