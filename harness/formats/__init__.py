@@ -45,8 +45,12 @@ def get_format(name: str) -> Format:
 def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunLayout:
     """A run's layout: as its manifest recorded it, or, for a run made before
     manifests kept one, as its format lays out its recorded config."""
-    if manifest_layout is not None:
-        return manifest_layout
+    return manifest_layout if manifest_layout is not None else layout_from_config(config)
+
+
+def layout_from_config(config: dict[str, Any]) -> RunLayout:
+    """The layout the chosen format gives a recorded config: the store reader's
+    ``fallback`` for a run whose manifest records none."""
     return get_format(str((config.get("format") or {}).get("name", "drift"))).layout(validate(config))
 
 
@@ -136,6 +140,7 @@ __all__ = [
     "check_context",
     "max_tokens_key",
     "get_format",
+    "layout_from_config",
     "layout_of",
     "register_format",
     "validate",
