@@ -4,8 +4,8 @@ An optional judge model (any harness spec, as ``python -m analysis judge``)
 reads the motion and one turn, and replies ``{"stance": "for" | "against" |
 "unclear"}``, validated by ``harness.models.structured.generate_structured``.
 The judge is not told the seat's assigned side, so it cannot be primed to
-agree with it; the side comes from the run's format (``Seat.side``) and is
-compared here. A seat with no side (a panel analyst) is not judged.
+agree with it; the side is the one the run's manifest records for the seat
+(its format's ``Seat.side``) and is compared here. A seat with no side (a panel analyst) is not judged.
 
 Per turn (``judge_stance``): ``stance`` (None when missing), ``holds``
 (stance == side; NA when the stance is unclear or missing) and the reason a
@@ -43,10 +43,11 @@ from pydantic import BaseModel, Field
 from analysis.agreement import CHECK_COLUMNS, categorical, check_row, sample_positions
 from analysis.judge import CheckPlan, JudgeWarning, judge_call
 from analysis.load import Tables
+from analysis.records_io import layout_of
 from harness.models.base import ChatModel
 from harness.models.structured import generate_structured
 from harness.schema import ModelConfig
-from harness.store.reader import read_config
+from harness.store.reader import RECORD_LAYOUT, sides_recorded
 
 STANCES = ("for", "against", "unclear")
 TURN_COLUMNS = [
@@ -76,7 +77,7 @@ FLIP_COLUMNS = [
 
 
 class StanceWarning(UserWarning):
-    """A run's seats could not be given sides (its config does not validate)."""
+    """A run's seats could not be given sides (its manifest records none)."""
 
 
 class StanceJudgement(BaseModel):
@@ -102,20 +103,25 @@ def messages(motion: str, text: str) -> list[dict[str, str]]:
 
 
 def seat_sides(tables: Tables) -> dict[tuple[str, str], str | None]:
-    """Each run's seats and the side each argues (None: a seat with no side), from
-    the run's format and config; a run whose config does not validate is warned about."""
-    from harness.config import validate
-    from harness.formats import get_format
-
+    """Each run's seats and the side each argues (None: a seat with no side), as
+    the run's manifest records them; a run whose manifest records no sides is warned about."""
     sides: dict[tuple[str, str], str | None] = {}
-    for run in tables.runs[["run_id", "format"]].itertuples():
+    for run_id in tables.runs.run_id:
+        run_dir = tables.run_dirs[run_id]
         try:
-            config = read_config(tables.run_dirs[run.run_id])
-            seats = get_format(str(run.format)).seat_list(validate(config))
-        except Exception as exc:  # noqa: BLE001 (any config error: the run is reported, not fatal)
-            warnings.warn(f"{run.run_id}: no seat sides ({exc})", StanceWarning, stacklevel=2)
+            layout = layout_of(run_dir)
+        except (OSError, ValueError) as exc:  # no layout recorded (the error says how to record it)
+            warnings.warn(f"{run_id}: no seat sides ({exc})", StanceWarning, stacklevel=2)
             continue
-        sides.update({(str(run.run_id), seat.name): seat.side for seat in seats})
+        if not sides_recorded(layout):
+            warnings.warn(
+                f"{run_id}: no seat sides in {run_dir / 'manifest.json'} (a run made before they were "
+                f"recorded); record them with: {RECORD_LAYOUT} {run_dir}",
+                StanceWarning,
+                stacklevel=2,
+            )
+            continue
+        sides.update({(str(run_id), seat.name): seat.side for seat in layout.seats})
     return sides
 
 

@@ -17,8 +17,8 @@ from test_durable_faults import Outcome, assert_same_outcome, count_lines
 
 from harness.cli.console import guarded
 from harness.engine import resume_run
+from harness.formats.verify import verify
 from harness.store import memory
-from harness.store.integrity import verify
 from harness.store.rundir import DiskFullError, read_manifest
 
 SLOW_RUN = ("model=scripted", "rounds=3", "model.latency_s=0.05", "progress=true")

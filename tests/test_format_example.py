@@ -23,9 +23,9 @@ from harness.cli.export import export_run
 from harness.config import Config, ConfigError
 from harness.engine import RunResult, resume_run
 from harness.formats import DRIFT, get_format, register_format
+from harness.formats.verify import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
-from harness.store.integrity import verify
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord, TurnRecord
 from harness.store.rundir import read_manifest

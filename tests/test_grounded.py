@@ -17,9 +17,9 @@ from test_durable_faults import Case, Outcome, assert_same_outcome, crash_at, ru
 from harness.agents.arguer import write_budget
 from harness.config import ConfigError
 from harness.engine import resume_run
+from harness.formats.verify import verify
 from harness.models import ModelRequest, build_model
 from harness.models.base import Completion
-from harness.store.integrity import verify
 from harness.store.memory import JsonlLog
 from harness.store.records import CitedTurnRecord, DraftRecord, SearchRecord
 

@@ -18,9 +18,9 @@ from harness.cli.export import export_run
 from harness.config import ConfigError
 from harness.engine import RunResult, resume_run
 from harness.formats.judge_refine import DEFAULT_PROMPTS, briefing
+from harness.formats.verify import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
-from harness.store.integrity import verify
 from harness.store.memory import JsonlLog
 from harness.store.records import (
     EvaluationRecord,

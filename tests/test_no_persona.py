@@ -22,7 +22,7 @@ from analysis.pipeline import analyze
 from analysis.scoring import score
 from harness.config import ConfigError
 from harness.engine.resume import resume_run
-from harness.store.integrity import verify
+from harness.formats.verify import verify
 
 TEAMS = ("pros", "cons")
 OTHER = "Cities should ban cars."

@@ -25,8 +25,8 @@ from test_replay import Calls, Crash, events, position, replies
 
 from harness.engine import resume_run
 from harness.engine.context import ModelCallError
+from harness.formats.verify import verify
 from harness.models.base import ModelRequest, ProviderError
-from harness.store.integrity import verify
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord, ReplyRecord, parse_record
 from harness.store.rundir import read_manifest

@@ -8,11 +8,12 @@ import math
 import re
 
 import pandas as pd
+import pytest
 from synthetic import write_run
 
 from analysis import load_runs
 from analysis.__main__ import main
-from analysis.stance import STANCES, judge_stance, stance_flips
+from analysis.stance import STANCES, StanceWarning, judge_stance, seat_sides, stance_flips
 from harness.models.base import Completion, ModelRequest
 
 
@@ -95,3 +96,29 @@ def test_a_seat_with_no_side_is_not_judged(run):
     turns = judge_stance(tables, "scripted:judge")
     assert len(turns) and turns.side.isna().all() and (turns.missing_reason == "seat has no side").all()
     assert stance_flips(turns).empty
+
+
+@pytest.mark.parametrize("fmt", ["drift", "panel", "moderated", "judge_refine", "grounded"])
+def test_seat_sides_are_the_recorded_ones_the_format_gives(run, grounded, fmt):
+    """Read from the manifest, each seat's side is what the format's seats of
+    the run's validated config say (the way sides were found before)."""
+    from harness.config import validate
+    from harness.formats import get_format
+    from harness.store.reader import read_config
+
+    result = run(*(grounded if fmt == "grounded" else (f"format={fmt}",)), "rounds=1")
+    tables = load_runs(result.run_dir, cache=False)
+    (run_id,) = tables.runs.run_id
+    seats = get_format(fmt).seat_list(validate(read_config(tables.run_dirs[run_id])))
+    assert seat_sides(tables) == {(run_id, s.name): s.side for s in seats}
+    assert {s.side for s in seats} == ({None} if fmt == "panel" else {"for", "against"})
+
+
+def test_a_run_with_no_recorded_sides_is_warned_about_not_guessed(run):
+    result = run("rounds=1")
+    manifest = json.loads((result.run_dir / "manifest.json").read_text())
+    for seat in manifest["layout"]["seats"]:
+        del seat["side"]
+    (result.run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.warns(StanceWarning, match="record them with: python -m harness.verify --record-layout"):
+        assert seat_sides(load_runs(result.run_dir, cache=False)) == {}

@@ -112,3 +112,68 @@ def test_a_model_echoing_the_motion_is_not_a_leak(clean):
     )
     assert echo in (clean / "cons" / "prompts.jsonl").read_text()
     assert verify(clean)[0] == []
+
+
+def test_the_store_alone_runs_no_format_check_and_says_so(clean):
+    """The drift check that every argument traces to an approval is the format's:
+    the store's verify runs it only when handed it, and notes when it was not."""
+    from harness.store.integrity import verify as verify_store
+
+    path = clean / "pros" / "critique.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    with_checks, _ = verify(clean)
+    alone, notes = verify_store(clean)
+    assert any("has no critique in pros/critique.jsonl" in p for p in with_checks)
+    assert not any("has no critique" in p for p in alone) and set(alone) < set(with_checks)
+    assert notes == [
+        "format 'drift': its own checks were not run (none passed in; python -m harness.verify runs them)"
+    ]
+
+
+def strip_layout(run_dir, keep_seats=False):
+    """What a manifest made before layouts (or before seat sides) holds."""
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    if keep_seats:
+        for seat in manifest["layout"]["seats"]:
+            del seat["side"]
+    else:
+        manifest["layout"] = None
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_a_run_without_a_recorded_layout_is_told_how_to_record_it(clean):
+    from harness.store.integrity import verify as verify_store
+    from harness.store.reader import NoLayoutError, read_run
+
+    strip_layout(clean)
+    with pytest.raises(NoLayoutError) as raised:
+        read_run(clean)
+    message = f"{clean}/manifest.json: no layout recorded (a run made before 2026-12-01); "
+    assert str(raised.value) == message + f"record it with: python -m harness.verify --record-layout {clean}"
+    assert verify_store(clean)[0] == [str(raised.value)]
+    problems, notes = verify(clean)  # the formats lay it out from config.yaml, and say how to record it
+    assert problems == [] and notes[0].startswith(
+        "manifest.json: no layout recorded (laid out from config.yaml)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.verify", "--record-layout", str(clean.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0 and out.stdout == f"{clean}: layout recorded in manifest.json\n"
+    assert read_run(clean).layout.seat("cons").side == "against"
+    assert verify(clean) == ([], []) and verify_store(clean)[0] == []
+
+
+def test_a_resume_records_the_seat_sides_a_layout_lacks(clean):
+    from harness.formats.verify import record_layout
+    from harness.resume import resume_run
+    from harness.store.reader import read_manifest, sides_recorded
+
+    strip_layout(clean, keep_seats=True)
+    assert verify(clean)[1][0].startswith("manifest.json: no seat sides recorded")
+    resume_run(clean, overrides=["rounds=5"])
+    layout = read_manifest(clean).layout
+    assert layout is not None and sides_recorded(layout) and layout.seat("pros").side == "for"
+    assert verify(clean) == ([], []) and record_layout(clean) == f"{clean}: layout already recorded"

@@ -66,8 +66,12 @@ def load_plugin(name: str) -> None:
 def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunLayout:
     """A run's layout: as its manifest recorded it, or, for a run made before
     manifests kept one, as its format lays out its recorded config."""
-    if manifest_layout is not None:
-        return manifest_layout
+    return manifest_layout if manifest_layout is not None else layout_from_config(config)
+
+
+def layout_from_config(config: dict[str, Any]) -> RunLayout:
+    """The layout the chosen format gives a recorded config: the store reader's
+    ``fallback`` for a run whose manifest records none."""
     return get_format(str((config.get("format") or {}).get("name", "drift"))).layout(validate(config))
 
 
@@ -158,6 +162,7 @@ __all__ = [
     "max_tokens_key",
     "names_with",
     "get_format",
+    "layout_from_config",
     "load_plugin",
     "layout_of",
     "register_format",

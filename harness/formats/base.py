@@ -19,34 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 # Seat lives with the run context, which holds a run's seats; it is re-exported here
 from harness.engine.context import Seat
-from harness.store.records import RunLayout
+
+# RunLogs and Check are the store's (verify reads the logs and runs the checks it is given)
+from harness.store.integrity import Check
+from harness.store.integrity import RunLogs as RunLogs
+from harness.store.records import RunLayout, SeatInfo
 
 if TYPE_CHECKING:
     from harness.engine.context import EventLog, RunContext
     from harness.schema import Config
-    from harness.store.records import Record, RunManifest
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
 PROMPTS = "prompts"
 # Every format keeps each model reply where its prompt went (``ReplyRecord``):
 # one ``replies`` log per seat and one under ``public/``, added by ``layout``.
 REPLIES = "replies"
-
-
-@dataclass
-class RunLogs:
-    """Every record of a run folder, by file, as ``verify`` read them."""
-
-    layout: RunLayout
-    manifest: RunManifest | None
-    files: dict[str, list[Record]]
-
-    def of(self, name: str) -> list[Record]:
-        return self.files.get(name, [])
-
-
-# An integrity check: the run's records in, one line per violation out.
-Check = Callable[[RunLogs], list[str]]
 
 
 @dataclass
@@ -135,7 +122,8 @@ class Format:
         return max(needs, default=(0, ""))
 
     def layout(self, cfg: Config) -> RunLayout:
-        seats = [seat.info() for seat in self.seat_list(cfg)]
+        # each seat's side is recorded, so the analysis needs no format to learn it
+        seats = [SeatInfo(**{**seat.info().model_dump(), "side": seat.side}) for seat in self.seat_list(cfg)]
         probed = cfg.probes.enabled  # behavioural probes: each seat keeps its own probes log
         for info in seats:
             info.logs += [REPLIES, *(["probes"] if probed else [])]

@@ -9,26 +9,29 @@ What every format promises, checked here:
   of seats, unless it was published, is public, or that seat wrote it too.
 - behavioural probes wrote only to their own team's folder, and no probe
   reply reached the transcript (``harness.probes.integrity``).
-Then the format's own checks (``Format.checks``): for drift, that every
+Then the format's own checks (``Format.checks``: for drift, that every
 argument traces back to an approval; for the panel, the blind first round
-and the aliases. Quarantined torn lines are reported as notes, not
-violations: they are what a crash mid-write leaves, and resume already moved
-them aside.
+and the aliases), which the caller passes in: the store knows no format.
+``harness.formats.verify`` passes every format's; a call without them says
+in its notes that they were not run. Quarantined torn lines are reported as
+notes, not violations: they are what a crash mid-write leaves, and resume
+already moved them aside.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from harness.probes.integrity import check_probes
-from harness.schema import ConfigError
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
+from harness.store.reader import LayoutFallback, NoLayoutError, layout_of_run
 from harness.store.records import (
     Envelope,
     EventRecord,
@@ -43,6 +46,22 @@ from harness.store.snapshot import list_snapshots, read_snapshot, snapshot_probl
 MIN_PRIVATE_CHARS = 24  # shorter strings match by coincidence too often to mean a leak
 # Envelope fields and links: never text a model wrote.
 _NOT_TEXT = set(Envelope.model_fields) | {"kind", "decision", "source", "phase", "alias"}
+
+
+@dataclass
+class RunLogs:
+    """Every record of a run folder, by file, as ``verify`` read them."""
+
+    layout: RunLayout
+    manifest: RunManifest | None
+    files: dict[str, list[Record]]
+
+    def of(self, name: str) -> list[Record]:
+        return self.files.get(name, [])
+
+
+# An integrity check: the run's records in, one line per violation out.
+Check = Callable[[RunLogs], list[str]]
 
 
 def read_log(path: Path, name: str, problems: list[str]) -> list[Record]:
@@ -174,10 +193,10 @@ def check_replies(
     return problems
 
 
-def load_layout(run_dir: Path, problems: list[str]) -> tuple[RunLayout | None, RunManifest | None]:
-    """The run's layout from its manifest (or, for an older run, its config)."""
-    from harness.formats import layout_of
-
+def load_layout(
+    run_dir: Path, problems: list[str], fallback: LayoutFallback | None = None
+) -> tuple[RunLayout | None, RunManifest | None]:
+    """The run's layout, as ``harness.store.reader`` gives it, and its manifest."""
     path = run_dir / "manifest.json"
     if not path.is_file():
         problems.append(
@@ -189,22 +208,25 @@ def load_layout(run_dir: Path, problems: list[str]) -> tuple[RunLayout | None, R
     except (ValidationError, ValueError) as exc:
         problems.append(f"manifest.json: unreadable ({type(exc).__name__})")
         return None, None
-    config = (
-        yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").is_file() else {}
-    )
     try:
-        return layout_of(manifest.layout, config or {}), manifest
-    except Exception as exc:  # an old or edited config that no longer validates
+        return layout_of_run(run_dir, manifest, fallback=fallback), manifest
+    except NoLayoutError as exc:
+        problems.append(str(exc))
+    except Exception as exc:  # the fallback's: an old config that no longer validates
         problems.append(f"config.yaml: cannot lay out the run's files: {exc}")
-        return None, manifest
+    return None, manifest
 
 
-def verify(run_dir: Path) -> tuple[list[str], list[str]]:
-    """(violations, notes) for one run folder."""
-    from harness.formats import RunLogs, get_format
-
+def verify(
+    run_dir: Path,
+    checks: Mapping[str, Sequence[Check]] | None = None,
+    fallback: LayoutFallback | None = None,
+) -> tuple[list[str], list[str]]:
+    """(violations, notes) for one run folder. ``checks``: each format's own
+    checks by format name (None: they are not run, and a note says so);
+    ``fallback``: lays out a run whose manifest records no layout."""
     problems: list[str] = []
-    layout, manifest = load_layout(run_dir, problems)
+    layout, manifest = load_layout(run_dir, problems, fallback)
     if layout is None:
         return problems, []
     logs = {name: read_log(run_dir / name, name, problems) for name in layout.files()}
@@ -214,17 +236,18 @@ def verify(run_dir: Path) -> tuple[list[str], list[str]]:
     problems += check_isolation(layout, logs)
     problems += check_replies(layout, logs, manifest)  # every paid reply is kept
     problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
-    try:
-        fmt = get_format(layout.format)  # a plugin installed since is loaded
-    except ConfigError:
-        fmt = None
-    if fmt is None:
+    notes = []
+    if checks is None:
+        notes.append(
+            f"format {layout.format!r}: its own checks were not run (none passed in; python -m harness.verify runs them)"
+        )
+    elif layout.format not in checks:
         problems.append(f"manifest.json: unknown format {layout.format!r}; its own checks were not run")
     else:
         run = RunLogs(layout, manifest, logs)
-        for check in fmt.checks:
+        for check in checks[layout.format]:
             problems += check(run)
-    notes = [
+    notes += [
         f"{q.relative_to(run_dir)}: quarantined torn line(s)" for q in sorted(run_dir.rglob("*.quarantine"))
     ]
     return problems, notes

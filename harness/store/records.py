@@ -577,13 +577,16 @@ class Snapshot(BaseModel):
 
 class SeatInfo(BaseModel):
     """One seat of a run: its folder name, the alias others know it by, the
-    model role that answers for it, its stance or mandate, its private logs."""
+    model role that answers for it, its stance or mandate, its private logs,
+    and the side it argues (None: it has none, as a panel analyst). A layout
+    recorded before sides were lacks the key: ``"side" not in model_fields_set``."""
 
     name: Seat
     alias: str
     role: str
     stance: str
     logs: list[str]
+    side: Literal["for", "against"] | None = None
 
 
 class RunLayout(BaseModel):
