@@ -5,10 +5,13 @@ tests/conf/format/interview.yaml; ``register_format(INTERVIEW)`` makes
 
 The interview: each round the Host asks one question about the topic (from
 round 2, following up the Guest's last answer) and the Guest answers it.
-After ``rounds`` rounds the run closes. Seats ``host`` ("Host") and
-``guest`` ("Guest") keep only their prompts; both publish ``TurnRecord``s to
-the shared transcript, phase ``question`` or ``answer``. With
-``topic.generate=true`` the harness's own topic agent writes the topic.
+After ``rounds`` rounds the Host signs off (a ``sign_off`` event) and the
+run closes. Seats ``host`` ("Host") and ``guest`` ("Guest") keep their
+prompts; both publish ``TurnRecord``s to the shared transcript, phase
+``question`` or ``answer``. The Host also keeps, in ``host/follow_ups``, a
+record of a kind of the format's own (``FollowUpRecord``) naming the answer
+each question follows up. With ``topic.generate=true`` the harness's own
+topic agent writes the topic.
 
 The state holds the topic and counters; everything else lives in the logs.
 """
@@ -29,10 +32,11 @@ from harness.formats import register_format
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.schema import Config, ConfigError
 from harness.store.memory import SeatMemory
-from harness.store.records import TurnRecord, record_id
+from harness.store.records import Envelope, TurnRecord, record_id, register_event, register_record
 
 SHARED = "shared_memory.jsonl"
 AGENT = "interview"  # the agent name in prompt and event ids
+FOLLOW_UPS = "follow_ups"  # the Host's log of what each question follows up
 ORDER = (("host", "question"), ("guest", "answer"))  # who speaks in a round, in order
 
 # -- options: the format.* keys (defaults as in tests/conf/format/interview.yaml) --
@@ -51,13 +55,28 @@ class InterviewOptions(FormatOptions):
 
 
 SEATS = (
-    Seat(name="host", alias="Host", role="host", stance="asks the questions", logs=(PROMPTS,)),
+    Seat(name="host", alias="Host", role="host", stance="asks the questions", logs=(PROMPTS, FOLLOW_UPS)),
     Seat(name="guest", alias="Guest", role="guest", stance="answers them", logs=(PROMPTS,)),
 )
 
 
 def seats(options: InterviewOptions) -> tuple[Seat, ...]:
     return SEATS
+
+
+# -- records and events of its own ---------------------------------------------------
+
+
+@register_record
+class FollowUpRecord(Envelope):
+    """A question of round ``round`` follows up the Guest's answer ``answer_id`` (private to the Host)."""
+
+    kind: Literal["follow_up"] = "follow_up"
+    question_id: str
+    answer_id: str
+
+
+register_event("sign_off")  # the Host closes the interview, after the last answer
 
 
 # -- the agent: one seat's turn ------------------------------------------------------
@@ -93,13 +112,18 @@ class InterviewAgent:
 
     def __call__(self, topic: str, round_: int, heard: TurnRecord | None) -> TurnRecord | None:
         """This seat's turn of ``round_``, published; None when no reply validated."""
-        team = self.view.name
+        team, role = self.view.name, self.view.seat.role
         rid = record_id(round_, team, "turn", 0)
+        if heard is not None and self.phase == "question":  # noted before asking; a replay adds no copy
+            fid = record_id(round_, team, "follow_up", 0)
+            follow_up = FollowUpRecord(
+                id=fid, round=round_, team=team, role=role, question_id=rid, answer_id=heard.id
+            )
+            self.view.logs[FOLLOW_UPS].append(follow_up)
         if (landed := self.view.shared.get(rid)) is not None:
             return landed  # type: ignore[return-value]  # replay after resume: reuse it
         if self.ctx.events.get(record_id(round_, team, AGENT, 0, "schema_failure", 0)) is not None:
             return None  # replay of a turn whose reply never validated: nothing again
-        role = self.view.seat.role
         schema = QuestionOutput if self.phase == "question" else AnswerOutput
         messages = self.messages(topic, round_, heard)
         result = self.ctx.ask(role, AGENT, messages, schema, round_=round_, team=team, iteration=0)
@@ -161,6 +185,8 @@ class InterviewNodes:
     def next(self, state: InterviewState) -> dict:
         round_ = state["round"]
         done = round_ >= self.cfg.rounds
+        if done:
+            self.ctx.events.emit("sign_off", round_=round_, team=None, role="host")
         return {
             "round": round_ + 1,
             "done": done,
@@ -212,7 +238,7 @@ INTERVIEW = register_format(
         seats=seats,
         roles=("topic",),
         public_logs=(PROMPTS,),
-        record_kinds=("turn", "prompt", "event"),
+        record_kinds=("turn", "follow_up", "prompt", "event"),
         build_graph=build_graph,
         initial_state=initial_state,  # type: ignore[arg-type]
         max_steps=lambda cfg: cfg.rounds * 3 + 5,

@@ -1,8 +1,8 @@
 """The worked example of docs/adding-a-format.md: a format defined in tests/
-(``formats_example``), registered from outside the harness, runs on the
-scripted model, stops and resumes to an uninterrupted run's transcript,
-verifies (its own check with a positive control), exports and loads into the
-analysis tables, the SQL store and the viewer."""
+(``formats_example``), registered from outside the harness, with a record
+kind and an event of its own, runs on the scripted model, stops and resumes
+to an uninterrupted run's transcript, verifies (its own check with a positive
+control), exports and loads into the analysis tables, the SQL store and the viewer."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from formats_example import INTERVIEW, InterviewOptions
+from formats_example import INTERVIEW, FollowUpRecord, InterviewOptions
 
 from analysis import load_runs
 from harness.cli.export import export_run
@@ -27,7 +27,8 @@ from harness.formats.verify import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.store.memory import JsonlLog
-from harness.store.records import PromptRecord, TurnRecord
+from harness.store.reader import read_run
+from harness.store.records import EventRecord, PromptRecord, TurnRecord
 from harness.store.rundir import read_manifest
 from harness.store.sql import build_store
 from harness.view import Catalog, route
@@ -94,6 +95,24 @@ def test_the_host_asks_and_the_guest_answers_what_was_asked(interview: RunResult
     assert len(prompts[(1, "host")]) == 2  # round 1's question follows up nothing
 
 
+def test_its_own_record_kind_and_event_are_written_and_read_back(
+    interview: RunResult, records: Records
+) -> None:
+    said = {(t.round, t.team): t.id for t in turns(interview.run_dir, records)}
+    follow_ups = records(interview.run_dir / "host" / "follow_ups.jsonl")
+    assert all(isinstance(f, FollowUpRecord) for f in follow_ups)
+    # rounds 2 and 3: each question names the answer of the round before
+    assert [(f.round, f.question_id, f.answer_id) for f in follow_ups] == [
+        (r, said[(r, "host")], said[(r - 1, "guest")]) for r in (2, 3)
+    ]
+    (sign_off,) = [e for e in records(interview.run_dir / "events.jsonl") if e.event == "sign_off"]
+    assert isinstance(sign_off, EventRecord) and sign_off.round == 3
+    counts = interview.manifest.counts
+    assert (counts.get("follow_up"), counts.get("sign_off")) == (2, 1)
+    folder = read_run(interview.run_dir)  # the reader every tool uses
+    assert folder.notes == [] and folder.of("host/follow_ups.jsonl") == follow_ups
+
+
 def test_interrupted_mid_round_then_resumed_equals_an_uninterrupted_run(
     run: Run, runs_root: Path, interview: RunResult, records: Records
 ) -> None:
@@ -121,6 +140,12 @@ def test_interrupted_mid_round_then_resumed_equals_an_uninterrupted_run(
     assert (resumed.manifest.status, resumed.manifest.counts.rounds_completed) == ("completed", 3)
     reference = [(t.id, t.text) for t in turns(interview.run_dir, records)]
     assert [(t.id, t.text) for t in turns(run_dir, records)] == reference
+    follow_ups = [
+        [(f.id, f.answer_id) for f in records(folder / "host" / "follow_ups.jsonl")]
+        for folder in (run_dir, interview.run_dir)
+    ]
+    assert follow_ups[0] == follow_ups[1] != []  # noted once each, the replayed question's too
+    assert [e.event for e in records(run_dir / "events.jsonl")].count("sign_off") == 1
     assert verify(run_dir) == ([], [])
 
 
@@ -166,6 +191,6 @@ def test_the_page_quotes_the_example_as_it_is() -> None:
     page = (Path(__file__).parents[1] / "docs" / "adding-a-format.md").read_text()
     source = (Path(__file__).parent / "formats_example.py").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for block in blocks:
         assert block in source, block
