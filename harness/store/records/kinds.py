@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar, cast, get_args, get_origin
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from harness.plugins import import_record_modules
 from harness.store.records.calls import UNDECLARED, EventRecord, ProbeRecord, PromptRecord, ReplyRecord
 from harness.store.records.core import Envelope
 from harness.store.records.drift import ArgumentRecord, CritiqueRecord, PersonaRecord
@@ -108,13 +109,29 @@ def registered_kinds() -> tuple[str, ...]:
 
 
 def parse_record(line: str | bytes) -> Record:
-    """Parse one JSONL line into its typed record (raises on invalid data)."""
+    """Parse one JSONL line into its typed record (raises on invalid data).
+    A kind or event no format made known imports the installed plugins'
+    record modules, once per process (``harness.plugins``), and is tried again."""
     try:
         return _RECORD_ADAPTER.validate_json(line)
     except ValidationError as exc:
         if (unknown := _unknown(exc)) is None:
             raise
+        if _load_plugins():
+            return parse_record(line)
         raise unknown from None
+
+
+_PLUGINS_LOADED = False
+
+
+def _load_plugins() -> bool:
+    """Import the plugins' record modules if not yet done; whether anything was imported."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return False
+    _PLUGINS_LOADED = True
+    return bool(import_record_modules())
 
 
 def _unknown(exc: ValidationError) -> UnknownKindError | None:
