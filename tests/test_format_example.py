@@ -92,6 +92,8 @@ def test_the_host_asks_and_the_guest_answers_what_was_asked(interview: RunResult
     assert prompts[(2, "guest")][-1]["content"].startswith(f"Host: {by_place[(2, 'host')].text[:30]}")
     assert prompts[(2, "host")][-1]["content"].startswith(f"Guest: {by_place[(1, 'guest')].text[:30]}")
     assert len(prompts[(1, "host")]) == 2  # round 1's question follows up nothing
+    # the format's own field script: the scripted Host's questions end in a question mark
+    assert all(t.text.endswith("?") == (t.team == "host") for t in said)
 
 
 def test_interrupted_mid_round_then_resumed_equals_an_uninterrupted_run(
@@ -166,6 +168,6 @@ def test_the_page_quotes_the_example_as_it_is() -> None:
     page = (Path(__file__).parents[1] / "docs" / "adding-a-format.md").read_text()
     source = (Path(__file__).parent / "formats_example.py").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     for block in blocks:
         assert block in source, block
