@@ -81,6 +81,7 @@ class ModelConfig:
     seed: int = 0
     persona_switch_round: int | None = None  # plant a persona change (validity tests)
     persona_drift_rate: float = 0.0  # drift gradually: this share more switched words each round
+    # the scripted field script's settings (harness.models.scripted_rules.SETTINGS), read by its rules
     synthesize_rate: float = 0.5  # a scripted judge's chance of SYNTHESIZE at each decision
     factcheck_fail_rate: float = 0.2  # a scripted fact-checker's chance of failing a speech
     judge_winner: str = "random"  # a scripted judge's verdict: pro, con or random

@@ -30,6 +30,7 @@ from harness.agents.transcript import clip
 from harness.engine.context import AgentContext, RunContext
 from harness.formats import register_format
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.models.script import Derived, FieldRule, ReplyField, deriver, register_rules
 from harness.schema import Config, ConfigError
 from harness.store.memory import SeatMemory
 from harness.store.records import Envelope, TurnRecord, record_id, register_event, register_record
@@ -143,6 +144,28 @@ class InterviewAgent:
             original_motion=topic,
         )
         return self.view.shared.append(record)  # type: ignore[return-value]
+
+
+# -- the scripted model: what it writes in the format's fields ------------------------
+
+
+@deriver("interview.question")
+def scripted_question(field: ReplyField) -> str:
+    """A scripted Host asks: a sentence in its register, ending in a question mark."""
+    return field.sentence(12) + "?"
+
+
+# only in this agent's calls (the role tag) and its question schema
+register_rules(
+    FieldRule(
+        "interview.question",
+        ("question",),
+        Derived("interview.question"),
+        on="string",
+        role=AGENT,
+        schema="QuestionOutput",
+    )
+)
 
 
 # -- the graph -----------------------------------------------------------------------

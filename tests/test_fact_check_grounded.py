@@ -26,7 +26,7 @@ from harness.store.memory import JsonlLog
 from harness.store.records import EventRecord, FactCheckRecord, SearchRecord
 
 # The scripted checker rules "contradicted" on a passage holding a denial word
-# (harness.models.scripted._DENIALS): "denial" holds two and Con's register
+# (harness.models.scripted_rules.DENIALS): "denial" holds two and Con's register
 # words; Pro's register words are in no passage at all.
 PASSAGES = [
     ("denial", "It is false that risk, cost and harm follow; loss, failure and danger are wrong."),

@@ -93,6 +93,8 @@ def test_the_host_asks_and_the_guest_answers_what_was_asked(interview: RunResult
     assert prompts[(2, "guest")][-1]["content"].startswith(f"Host: {by_place[(2, 'host')].text[:30]}")
     assert prompts[(2, "host")][-1]["content"].startswith(f"Guest: {by_place[(1, 'guest')].text[:30]}")
     assert len(prompts[(1, "host")]) == 2  # round 1's question follows up nothing
+    # the format's own field script: the scripted Host's questions end in a question mark
+    assert all(t.text.endswith("?") == (t.team == "host") for t in said)
 
 
 def test_its_own_record_kind_and_event_are_written_and_read_back(

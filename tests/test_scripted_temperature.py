@@ -14,7 +14,8 @@ from harness.agents.persona import PersonaOutput
 from harness.agents.thinking import ThinkingOutput
 from harness.config import ConfigError
 from harness.models.base import ModelRequest
-from harness.models.scripted import _STRAY, _SWITCHED, _WORDS, ScriptedModel, drift_share
+from harness.models.scripted import ScriptedModel, drift_share
+from harness.models.scripted_style import STRAY, SWITCHED, WORDS
 from harness.resume import resume_run
 
 SCHEMAS = {"persona": PersonaOutput.model_json_schema(), "thinking": ThinkingOutput.model_json_schema()}
@@ -66,7 +67,7 @@ def test_output_differs_across_temperatures_and_repeats_at_one():
 
 
 def test_cold_narrows_the_banks_and_hot_strays_and_varies_length():
-    register = {w for bank in _WORDS.values() for w in bank}
+    register = {w for bank in WORDS.values() for w in bank}
 
     def used(t: float) -> set[str]:
         return {w for a in arguments(replies(ScriptedModel(seed=5), t, 10)) for w in a} & register
@@ -74,14 +75,14 @@ def test_cold_narrows_the_banks_and_hot_strays_and_varies_length():
     assert len(used(0.0)) == 2  # one word per side
     assert len(used(0.0)) < len(used(0.3)) < len(used(0.7))
     hot = arguments(replies(ScriptedModel(seed=5), 1.5, 10))
-    assert {w for a in hot for w in a} & set(_STRAY), "no off-register words when hot"
+    assert {w for a in hot for w in a} & set(STRAY), "no off-register words when hot"
     assert len({len(a) for a in hot}) > 3, "argument length does not vary when hot"
     assert {len(a) for a in arguments(replies(ScriptedModel(seed=5), 0.7, 10))} == {30}
 
 
 def switched_share(words: list[str]) -> float:
     register = [w for i, w in enumerate(words) if i % 3]  # every third word is filler
-    return sum(w in _SWITCHED for w in register) / len(register)
+    return sum(w in SWITCHED for w in register) / len(register)
 
 
 def test_drift_rate_moves_the_register_gradually_and_monotonically():
@@ -95,7 +96,7 @@ def test_drift_rate_moves_the_register_gradually_and_monotonically():
     # at one seed and round, a higher rate switches every word a lower one did
     low, high = (arguments(replies(ScriptedModel(seed=2, persona_drift_rate=r), 0.7, 4)) for r in (0.1, 0.3))
     for a, b in zip(low, high, strict=True):
-        assert all(y in _SWITCHED for x, y in zip(a, b, strict=True) if x in _SWITCHED)
+        assert all(y in SWITCHED for x, y in zip(a, b, strict=True) if x in SWITCHED)
     assert drift_share(0.1, 1) == 0.0 and drift_share(0.1, 30) == 1.0
 
 
@@ -116,7 +117,7 @@ def test_planted_switch_still_works_away_from_the_reference(run, records):
         published = [r for r in records(result.run_dir / "shared_memory.jsonl") if r.team == team]
         for record in published:
             words = set(record.text.split())
-            before, after = words & set(_WORDS[side]), words & set(_SWITCHED)
+            before, after = words & set(WORDS[side]), words & set(SWITCHED)
             assert (bool(after), not before) == ((record.round >= 4,) * 2), (record.round, words)
 
 

@@ -34,6 +34,7 @@ def build_model(cfg: ModelConfig) -> ChatModel:
     provider = cfg.spec.split(":", 1)[0]
     if provider == "scripted":
         from harness.models.scripted import ScriptedModel
+        from harness.models.scripted_rules import SETTINGS
 
         return ScriptedModel(
             cfg.spec,
@@ -44,10 +45,8 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             seed=cfg.seed,
             persona_switch_round=cfg.persona_switch_round,
             persona_drift_rate=cfg.persona_drift_rate,
-            synthesize_rate=cfg.synthesize_rate,
-            factcheck_fail_rate=cfg.factcheck_fail_rate,
-            judge_winner=cfg.judge_winner,
-            bad_citation_rate=cfg.bad_citation_rate,
+            # the field script's settings: model.synthesize_rate, model.judge_winner, ...
+            **{key: getattr(cfg, key) for key in SETTINGS},
         )
     if provider == "human":  # a person at the terminal (chat mode)
         from harness.models.human import HumanModel
