@@ -193,6 +193,6 @@ def test_the_page_quotes_the_example_as_it_is() -> None:
     page = (Path(__file__).parents[1] / "docs" / "adding-a-format.md").read_text()
     source = (Path(__file__).parent / "formats_example.py").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for block in blocks:
         assert block in source, block
