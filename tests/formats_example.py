@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypedDict
 
+# its record kind and event, in a module of their own: a reader imports it without the engine
+from formats_example_records import FollowUpRecord
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
@@ -33,7 +35,7 @@ from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.models.script import Derived, FieldRule, ReplyField, deriver, register_rules
 from harness.schema import Config, ConfigError
 from harness.store.memory import SeatMemory
-from harness.store.records import Envelope, TurnRecord, record_id, register_event, register_record
+from harness.store.records import TurnRecord, record_id
 
 SHARED = "shared_memory.jsonl"
 AGENT = "interview"  # the agent name in prompt and event ids
@@ -63,21 +65,6 @@ SEATS = (
 
 def seats(options: InterviewOptions) -> tuple[Seat, ...]:
     return SEATS
-
-
-# -- records and events of its own ---------------------------------------------------
-
-
-@register_record
-class FollowUpRecord(Envelope):
-    """A question of round ``round`` follows up the Guest's answer ``answer_id`` (private to the Host)."""
-
-    kind: Literal["follow_up"] = "follow_up"
-    question_id: str
-    answer_id: str
-
-
-register_event("sign_off")  # the Host closes the interview, after the last answer
 
 
 # -- the agent: one seat's turn ------------------------------------------------------

@@ -189,9 +189,12 @@ def test_the_store_and_the_viewer_read_it_with_nothing_of_their_own(
 
 
 def test_the_page_quotes_the_example_as_it_is() -> None:
-    """docs/adding-a-format.md's python blocks are excerpts of formats_example.py."""
+    """docs/adding-a-format.md's python blocks are excerpts of formats_example.py and its records module."""
     page = (Path(__file__).parents[1] / "docs" / "adding-a-format.md").read_text()
-    source = (Path(__file__).parent / "formats_example.py").read_text()
+    here = Path(__file__).parent
+    source = "".join(
+        (here / name).read_text() for name in ("formats_example.py", "formats_example_records.py")
+    )
     blocks = re.findall(r"^```python\n(.*?)^```$", page, re.MULTILINE | re.DOTALL)
     assert len(blocks) == 5
     for block in blocks:
