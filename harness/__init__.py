@@ -27,14 +27,14 @@ _EXPORTS = {
     "RunManifest": "harness.store.records",
     "parse_record": "harness.store.records",
     "resume_run": "harness.engine",
-    "verify": "harness.formats.verify",
+    "verify": "harness.formats.checks",
 }
 
 if TYPE_CHECKING:
     from harness.config import Config, ConfigError, validate
     from harness.engine import RunResult, resume_run, run_debate
     from harness.engine.context import ModelCallError, RunContext
-    from harness.formats.verify import verify
+    from harness.formats.checks import verify
     from harness.models import ChatModel, ModelRequest, build_model
     from harness.store.memory import JsonlLog, RunMemory, SeatMemory
     from harness.store.records import SCHEMA_VERSION, RunManifest, parse_record

@@ -1,6 +1,6 @@
 """python -m harness.export <run_dir | sweep_dir> [--as STYLE] [--out FILE] — a run's report or transcript.
 
-Prints the report of any format's run (``harness.cli.export``) to stdout, or
+Prints the report of any format's run (``harness.cli.export_styles``) to stdout, or
 writes it to ``--out``. ``--as`` picks the style: a report (``md``, ``txt``,
 ``json``) or a transcript view (``str``, ``str-all-except-first``, ``dict``,
 ``list``, ``final``; each is defined in ``harness.cli.export_views``). In short:
@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.cli.export import STYLES, export_run, export_sweep
+from harness.cli.export_styles import STYLES, export_run, export_sweep
 
 SWEEP_INDEX = "sweep.json"
 

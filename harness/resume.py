@@ -1,7 +1,7 @@
 """python -m harness.resume <run_dir> [--force] [key=value ...] — continue a run.
 
 The run continues from its own ``config.yaml``, from the newest snapshot its
-memory files agree with (``harness.engine.resume``), with the decoding modes
+memory files agree with (``harness.engine.resuming``), with the decoding modes
 it was made with even where a default changed since. ``--force`` resumes
 despite a fingerprint mismatch, and is recorded; ``rounds=100`` extends.
 """
@@ -16,7 +16,7 @@ from harness.cli.console import guarded, say
 from harness.cli.report import report
 from harness.config import ConfigError
 from harness.engine.context import ModelCallError
-from harness.engine.resume import ResumeError, resume_run
+from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ModelConfigError
 from harness.store.rundir import DiskFullError, RunInUseError
 

@@ -2,7 +2,7 @@
 
 Prints a note per quarantined torn line, one line per violation, and exits 1
 if there is any (the checks: ``harness.store.integrity``, with each format's
-own, ``harness.formats.verify``).
+own, ``harness.formats.checks``).
 
 python -m harness.verify --record-layout <run_dir or tree> — record the
 layout (with each seat's side) in the manifest.json of every run beneath
@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.formats.verify import record_layout, verify
+from harness.formats.checks import record_layout, verify
 from harness.store.reader import find_runs
 
 USAGE = (

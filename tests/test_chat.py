@@ -22,7 +22,7 @@ from prompt_toolkit.output import DummyOutput
 
 from harness.chat import overrides
 from harness.engine import resume_run
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.models import build_model
 from harness.models.human import HumanConsole, HumanModel
 from harness.store.records import CitedTurnRecord, NoteRecord

@@ -17,7 +17,7 @@ from test_durable_faults import Outcome, assert_same_outcome, count_lines
 
 from harness.cli.console import guarded
 from harness.engine import resume_run
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store import memory
 from harness.store.rundir import DiskFullError, read_manifest
 

@@ -8,7 +8,7 @@ import pytest
 
 from harness.agents.critique import APPROVED_UNREAD
 from harness.config import ConfigError
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 
 
 def texts(records, path):

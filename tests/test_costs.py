@@ -12,7 +12,7 @@ from conftest import compose_cfg
 
 from harness.config import ConfigError, validate
 from harness.engine.budget import Budget, BudgetExhausted, Budgets
-from harness.engine.resume import resume_run
+from harness.engine.resuming import resume_run
 from harness.models.base import Completion
 from harness.models.prices import PriceError, format_usd, load_prices
 from harness.store.reader import ledger

@@ -34,7 +34,7 @@ from omegaconf import OmegaConf
 
 from harness.config import validate
 from harness.engine import resume_run, run_debate
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store.records import parse_record
 from harness.store.rundir import read_manifest, write_manifest
 from harness.store.snapshot import list_snapshots, read_snapshot

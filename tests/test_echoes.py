@@ -23,7 +23,7 @@ from analysis.load import Tables
 from harness.agents import CritiqueAgent, ThinkingAgent, ThinkingOutput
 from harness.config import ConfigError
 from harness.engine.context import AgentContext, EventLog, RoleModel, Seat, StepHook
-from harness.engine.resume import ResumeError, load_config, resume_run
+from harness.engine.resuming import ResumeError, load_config, resume_run
 from harness.models.base import Completion, ModelRequest
 from harness.models.echo import config_texts
 from harness.models.structured import generate_structured

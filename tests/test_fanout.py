@@ -30,7 +30,7 @@ from harness.engine import resume_run, run_debate
 from harness.engine.context import ModelCallError
 from harness.engine.fanout import fans_out
 from harness.formats import validate
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest, ProviderError
 from harness.store.records import EventRecord, parse_record

@@ -24,7 +24,7 @@ import pytest
 from fault_proxy import FAULT_KINDS, Fault, FaultProxy
 from test_real_models import llama_server  # noqa: F401 - a fixture, used by name
 
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store.records import EventRecord
 from harness.store.rundir import read_manifest
 

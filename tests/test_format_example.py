@@ -19,11 +19,11 @@ import yaml
 from formats_example import INTERVIEW, FollowUpRecord, InterviewOptions
 
 from analysis import load_runs
-from harness.cli.export import export_run
+from harness.cli.export_styles import export_run
 from harness.config import Config, ConfigError
 from harness.engine import RunResult, resume_run
 from harness.formats import DRIFT, get_format, register_format
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.store.memory import JsonlLog

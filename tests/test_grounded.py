@@ -17,7 +17,7 @@ from test_durable_faults import Case, Outcome, assert_same_outcome, crash_at, ru
 from harness.agents.arguer import write_budget
 from harness.config import ConfigError
 from harness.engine import resume_run
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.models import ModelRequest, build_model
 from harness.models.base import Completion
 from harness.store.memory import JsonlLog

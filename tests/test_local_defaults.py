@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from harness.config import ModelConfig
-from harness.engine.resume import ResumeError, resume_run
+from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ChatModel
 from harness.models.scripted import ScriptedModel
 from harness.store.fingerprint import read_fingerprint, write_fingerprint

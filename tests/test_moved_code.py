@@ -12,7 +12,7 @@ import pytest
 from test_durable_faults import cut_at, last_snapshot
 
 from harness.engine import resume_run
-from harness.engine.resume import ResumeError
+from harness.engine.resuming import ResumeError
 from harness.formats import FORMATS
 from harness.store import fingerprint
 from harness.store.fingerprint import module_file, sha256

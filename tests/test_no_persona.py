@@ -21,8 +21,8 @@ from analysis.load import load_runs
 from analysis.pipeline import analyze
 from analysis.scoring import score
 from harness.config import ConfigError
-from harness.engine.resume import resume_run
-from harness.formats.verify import verify
+from harness.engine.resuming import resume_run
+from harness.formats.checks import verify
 
 TEAMS = ("pros", "cons")
 OTHER = "Cities should ban cars."

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from harness.engine import RunResult, otel_provider  # noqa: E402
-from harness.engine.resume import resume_run  # noqa: E402
+from harness.engine.resuming import resume_run  # noqa: E402
 
 SECRET = "sk-otel-secret-that-must-never-travel-4242"
 TRACED = ("tracing.otel=true", f"+model.kwargs.api_key={SECRET}")

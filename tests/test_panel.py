@@ -9,7 +9,7 @@ import json
 import pytest
 
 from harness.config import ConfigError
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord
 

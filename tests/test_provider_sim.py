@@ -19,7 +19,7 @@ import pytest
 from provider_sim import MESSAGES_PATH, Billing, ProviderSim
 from pydantic import BaseModel, Field, SecretStr
 
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store.records import EventRecord, ReplyRecord
 from harness.store.rundir import read_manifest
 

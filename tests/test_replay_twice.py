@@ -25,7 +25,7 @@ from test_replay import Calls, Crash, events, position, replies
 
 from harness.engine import resume_run
 from harness.engine.context import ModelCallError
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.models.base import ModelRequest, ProviderError
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord, ReplyRecord, parse_record

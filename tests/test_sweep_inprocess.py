@@ -26,7 +26,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from harness.config import ConfigError
-from harness.formats.verify import verify
+from harness.formats.checks import verify
 from harness.store.rundir import read_manifest
 from harness.sweep.index import read_index
 from harness.sweep.launcher import check_concurrency, launcher_overrides, uses_local_model

@@ -14,7 +14,7 @@ import yaml
 from test_durable_faults import Outcome, cut_at, landed
 from test_sweep import REPO, environment, sweep_dir_of
 
-from harness.cli.export import export_sweep, sweep_cells
+from harness.cli.export_styles import export_sweep, sweep_cells
 from harness.config import ConfigError
 from harness.engine import RunResult
 from harness.run import topic_range

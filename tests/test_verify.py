@@ -167,7 +167,7 @@ def test_a_run_without_a_recorded_layout_is_told_how_to_record_it(clean):
 
 
 def test_a_resume_records_the_seat_sides_a_layout_lacks(clean):
-    from harness.formats.verify import record_layout
+    from harness.formats.checks import record_layout
     from harness.resume import resume_run
     from harness.store.reader import read_manifest, sides_recorded
 

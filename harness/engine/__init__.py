@@ -19,15 +19,15 @@ _EXPORTS = {
     "execute": "harness.engine.execute",
     "preflight": "harness.engine.execute",
     "run_debate": "harness.engine.execute",
-    "ResumeError": "harness.engine.resume",
-    "resume_run": "harness.engine.resume",
+    "ResumeError": "harness.engine.resuming",
+    "resume_run": "harness.engine.resuming",
 }
 
 if TYPE_CHECKING:
     from harness.engine.calls import RoleModel
     from harness.engine.context import AgentContext, ModelCallError, RunContext
     from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, preflight, run_debate
-    from harness.engine.resume import ResumeError, resume_run
+    from harness.engine.resuming import ResumeError, resume_run
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,7 @@ The probe role itself is ``harness.agents.probe``.
 
 from harness.probes.catalog import PROBE_LOG, PROBE_MODULES, PROBE_ROLE, Probe, active_probes, probe_id, rules
 from harness.probes.checkers import CHECKERS, Asker, Checker, checker, param_problem, run_checker
-from harness.probes.integrity import check_probes
+from harness.probes.isolation import check_probes
 
 __all__ = [
     "CHECKERS",

@@ -8,11 +8,11 @@ What every format promises, checked here:
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too.
 - behavioural probes wrote only to their own team's folder, and no probe
-  reply reached the transcript (``harness.probes.integrity``).
+  reply reached the transcript (``harness.probes.isolation``).
 Then the format's own checks (``Format.checks``: for drift, that every
 argument traces back to an approval; for the panel, the blind first round
 and the aliases), which the caller passes in: the store knows no format.
-``harness.formats.verify`` passes every format's; a call without them says
+``harness.formats.checks`` passes every format's; a call without them says
 in its notes that they were not run. Quarantined torn lines are reported as
 notes, not violations: they are what a crash mid-write leaves, and resume
 already moved them aside.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.probes.integrity import check_probes
+from harness.probes.isolation import check_probes
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
 from harness.store.reader import LayoutFallback, NoLayoutError, layout_of_run

@@ -136,7 +136,7 @@ def run_page(catalog: Catalog, key: str, page: int, links: Links) -> str | None:
 
 
 def verify_page(catalog: Catalog, key: str, links: Links) -> str | None:
-    from harness.formats.verify import verify
+    from harness.formats.checks import verify
 
     run_dir = catalog.path(key)
     if run_dir is None:
