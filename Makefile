@@ -48,6 +48,9 @@ lint: setup ## ruff (lint + format check), mypy and the import layers (lint-impo
 	$(PY) -m mypy harness analysis
 	$(VENV)/bin/lint-imports
 
+layers: setup ## Redraw docs/images/layers.svg from .importlinter's layers (docs/architecture.md)
+	$(PY) docs/draw_layers.py
+
 format: setup ## Apply ruff's formatting and safe fixes
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
@@ -110,4 +113,4 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 clean: ## Remove caches (keeps .venv and research_runs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help setup run debug test check test-all test-fast lint format study pilot long confirm findings view bench clean
+.PHONY: help setup run debug test check test-all test-fast lint layers format study pilot long confirm findings view bench clean
