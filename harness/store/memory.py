@@ -378,10 +378,9 @@ def count_record(counts: RunCounts, record: Envelope) -> None:
         counts.usage_by_role[record.role] = counts.usage_by_role.get(record.role, Usage()) + record.usage
         if (stage := getattr(record, "stage", None) or getattr(record, "phase", None)) is not None:
             counts.usage_by_stage[stage] = counts.usage_by_stage.get(stage, Usage()) + record.usage
-    if isinstance(record, CritiqueRecord):
-        counts.approvals += record.is_approved
-        counts.rejections += not record.is_approved
-    elif isinstance(record, EventRecord):
+    for name, n in record.counted().items():  # a kind's own counts (a critique's verdict)
+        setattr(counts, name, getattr(counts, name) + n)
+    if isinstance(record, EventRecord):
         counts.by_event[record.event] = counts.by_event.get(record.event, 0) + 1
         counts.loop_locks += record.event == "loop_lock"
         counts.schema_failures += record.event == "schema_failure"

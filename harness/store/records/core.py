@@ -114,6 +114,11 @@ class Envelope(BaseModel):
     model: str | None = None
     usage: Usage = Field(default_factory=Usage)
 
+    def counted(self) -> dict[str, int]:
+        """What this record adds to the run's ``RunCounts`` fields beyond its
+        kind and usage (a critique: an approval or a rejection); none by default."""
+        return {}
+
 
 class Published(Envelope):
     """A statement in the shared transcript, of any format: an argument, a

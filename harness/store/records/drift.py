@@ -25,6 +25,9 @@ class CritiqueRecord(Envelope):
     draft_id: str
     fallback: bool = False
 
+    def counted(self) -> dict[str, int]:
+        return {"approvals": int(self.is_approved), "rejections": int(not self.is_approved)}
+
 
 class ArgumentRecord(Published):
     """An approved argument: the only kind that enters shared memory."""
