@@ -35,12 +35,9 @@ import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from harness.models.scripted_style import Style, sentence
-
-if TYPE_CHECKING:
-    from harness.models.scripted import ScriptedModel
 
 Stage = Literal["any", "enum", "boolean", "string"]
 STAGES: tuple[Stage, ...] = ("any", "enum", "boolean", "string")
@@ -92,6 +89,22 @@ class FieldRule:
     canary: bool = False
 
 
+class Scripted(Protocol):
+    """What a rule may read of the model it writes for (``ScriptedModel``)."""
+
+    spec: str
+    seed: int
+    reject_first: int
+    persona_switch_round: int | None
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+
+    def switched(self, round_: int) -> bool: ...
+
+    def persona_grade(self, round_: int) -> int: ...
+
+
 @dataclass
 class ReplyField:
     """One reply field as a rule sees it."""
@@ -101,7 +114,7 @@ class ReplyField:
     root: dict[str, Any]
     rng: random.Random  # the reply's content stream
     tags: dict[str, Any]  # the call's tags, with "prompt" and "style"
-    model: ScriptedModel
+    model: Scripted
 
     @property
     def prompt(self) -> str:
