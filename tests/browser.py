@@ -82,6 +82,7 @@ def screenshot(
 class _Text(HTMLParser):
     _HIDDEN = frozenset({"script", "style", "noscript", "template", "head"})
     # elements that break a line: a space at each edge keeps their words apart
+    # (kept as rows: the formatter would put one name a line, 38 lines for one set)
     # fmt: off
     _BLOCK = frozenset({
         "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt", "fieldset",
