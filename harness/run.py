@@ -62,7 +62,11 @@ def main(cfg: DictConfig) -> None:
         result = run_debate(validate(cfg), raw)
     except (ConfigError, ModelConfigError) as exc:
         fail(str(exc), 2)
-    except (ModelCallError, DiskFullError) as exc:
+    except ModelCallError as exc:
+        # recorded failed, and resumable once the cause is fixed: still one line
+        where = f"; resume it with: python -m harness.resume {exc.run_dir}" if exc.run_dir else ""
+        fail(f"{exc}{where}", 1)
+    except DiskFullError as exc:
         fail(str(exc), 1)
     except KeyboardInterrupt:
         fail("interrupted twice; the run folder is resumable with python -m harness.resume", 130)

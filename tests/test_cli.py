@@ -146,6 +146,7 @@ def test_fatal_provider_error_fails_fast_in_one_line_with_failed_manifest(cli, t
         assert part in lines[0], lines[0]
     assert len(hits) == 1  # 401 is fatal: no retry, neither ours nor the client's
     (run_dir,) = runs_root.iterdir()
+    assert lines[0].endswith(f"; resume it with: python -m harness.resume {run_dir}")
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "failed"
     assert manifest["ended_at"] is not None

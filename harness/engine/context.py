@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
@@ -79,6 +80,7 @@ class ModelCallError(RuntimeError):
     def __init__(self, message: str, info: ErrorInfo) -> None:
         super().__init__(message)
         self.info = info
+        self.run_dir: Path | None = None  # the run it failed, once the engine recorded it so
 
 
 @dataclass

@@ -291,6 +291,7 @@ def execute(
         except ModelCallError as exc:
             manifest.status, manifest.error = "failed", exc.info
             manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))
+            exc.run_dir = run_dir  # the command says how to resume it
             raise
         except KeyboardInterrupt:
             manifest.status = "interrupted"
