@@ -29,7 +29,7 @@ run: setup ## Run the default experiment (drift format, SmolLM2, 3 rounds)
 debug: setup ## A debate on the scripted model that finishes in seconds
 	$(PY) -m harness.run experiment=debug
 
-test: setup lint ## What CI runs: lint, types, every test but `full` on 2 workers (fresh clone, build included: 20 min)
+test: setup lint ## What CI runs: lint, types, every test but `full` on 2 workers (fresh clone, build included: 18 min)
 	$(PY) -m pytest -n 2 -m "not full" --durations=30
 
 check: setup ## The fast tier, 118 s: scripted model, in-process only (no processes, servers, MiniLM, browser)
