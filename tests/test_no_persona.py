@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from analysis.baseline import baseline_table, round_similarity
 from analysis.compare import control_pairs
@@ -86,18 +85,6 @@ def test_a_no_persona_run_resumes_without_a_persona(run, records):
     assert len(records(made.run_dir / "shared_memory.jsonl")) == 4
     assert not any(records(made.run_dir / t / "persona.jsonl") for t in TEAMS)
     assert verify(made.run_dir)[0] == []
-
-
-def test_a_run_from_before_the_switch_resumes_unforced_with_its_persona(run, records):
-    made = run("rounds=1")
-    config = yaml.safe_load((made.run_dir / "config.yaml").read_text())
-    del config["format"]["persona"]  # made before format.persona existed: neither file names it
-    (made.run_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    fingerprint = json.loads((made.run_dir / "fingerprint.json").read_text())
-    assert "persona" not in fingerprint["parts"]["config"]["format"]
-    result = resume_run(made.run_dir, overrides=["rounds=2"])
-    assert "resume_forced" not in [entry.action for entry in result.manifest.history]
-    assert [p.round for p in records(made.run_dir / "pros" / "persona.jsonl")] == [1, 2]
 
 
 def test_control_pairs_finds_the_no_persona_control(run, runs_root):

@@ -1,6 +1,6 @@
 """A run's fingerprint parts, gathered from what the engine holds: the
 config, the format and the bound role models. ``harness.store.fingerprint``
-hashes, writes and compares them."""
+hashes, writes and compares them, and says what may change in a continuation."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from harness.probes.catalog import PROBE_MODULES
 from harness.redact import redact
 from harness.schema import Config
 from harness.store.fingerprint import (
+    FORMAT_TRANSPORT_KEYS,
     MODEL_TRANSPORT_KEYS,
     MUTABLE_KEYS,
     OPTIONAL_SECTIONS,
     SEARCH_TRANSPORT_KEYS,
-    module_file,
-    sha256,
+    prompt_digests,
 )
 
 
@@ -30,36 +30,29 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     for section in OPTIONAL_SECTIONS:
         if section not in fmt.sections:
             config.pop(section, None)
-    for key in SEARCH_TRANSPORT_KEYS:
-        config.get("search", {}).pop(key, None)
-    for key in MODEL_TRANSPORT_KEYS:
-        config.get("model", {}).pop(key, None)
-    # whether a step's independent calls go out together (harness.engine.fanout),
-    # not what they ask: free to change on resume
-    config.get("format", {}).pop("fan_out", None)
-    # a drift run with its persona (format.persona, false only in the no-persona
-    # control) fingerprints as it did before the switch existed, so it still resumes
-    if config.get("format", {}).get("persona") is True:
-        config["format"].pop("persona")
+    for section, keys in (
+        ("search", SEARCH_TRANSPORT_KEYS),
+        ("model", MODEL_TRANSPORT_KEYS),
+        ("format", FORMAT_TRANSPORT_KEYS),
+    ):
+        for key in keys:
+            config.get(section, {}).pop(key, None)
     prompt_modules = list(fmt.prompt_modules)
     if cfg.probes.enabled:  # a probed run's prompts and verdicts also come from the probe code
         prompt_modules += PROBE_MODULES
-    else:  # a run that probes nothing fingerprints as it did before probes existed
+    else:  # an unprobed run asks no probe: its config.yaml keeps no probe set, nor does this
         config.pop("probes", None)
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
-    parts = {
+    return {
         "config": config,
         "format": fmt.name,
-        "prompts": {name: sha256(module_file(name).read_bytes()) for name in sorted(prompt_modules)},
+        "prompts": prompt_digests(prompt_modules),
         "models": {role: bound.spec for role, bound in sorted(roles.items())},
         "model_files": files,
+        "prices": _prices(roles),
     }
-    # the price of each priced model (none for free ones, so their fingerprints read as before)
-    if prices := _prices(roles):
-        parts["prices"] = prices
-    return parts
 
 
 def _prices(roles: dict[str, RoleModel]) -> dict[str, str]:

@@ -1,15 +1,42 @@
-"""Run fingerprints: what must not change between a run and its resume.
+"""Run fingerprints: what must not change between a run and its continuation.
 
-The fingerprint covers the resolved config (minus keys that may change, such
-as ``rounds`` to extend a run), the format's own module and its prompt code,
-each role's model spec and the sha256 of each local model file. ``fingerprint.json`` keeps the parts, so
-a mismatch can be reported key by key. The engine gathers the parts
-(``harness.engine.fingerprint``); this module hashes, stores and compares them.
+THE RESUME CONTRACT. A run folder's ``fingerprint.json`` records what the run
+computes, in parts: ``config`` (the resolved config), ``format`` (its name),
+``prompts`` (the code that builds its prompts, per definition), ``models``
+(each role's model spec), ``model_files`` (the sha256 of each local model
+file) and ``prices`` (each priced model's price entry). A resume (or an
+extension) must match every part, key by key, or pass ``--force``, which the
+manifest's history (``resume_forced``) and the ``resume`` event record.
+
+What may change in a continuation, because it changes how far a run goes or
+how it reaches its providers, never what a request asks:
+
+- ``MUTABLE_KEYS``: the run's length and budget, where it is kept and shown,
+  the seat a person plays, the prices files (their entries are the ``prices``
+  part), tracing;
+- ``MODEL_TRANSPORT_KEYS`` and ``SEARCH_TRANSPORT_KEYS``: concurrency, rate
+  limits, timeouts, the search cache; ``format.fan_out`` (whether a step's
+  independent calls go out together);
+- the sections of ``OPTIONAL_SECTIONS`` a format does not read;
+- a secret (``***REDACTED***`` in ``config.yaml``): given again on resume;
+- a key added to the config after the run was made, at a default that does
+  what the run did (the forward rule of ``differences``).
+
+Everything else may not: any other config key, a model or its file, a
+price, and a prompt. The ``prompts`` part is ``{definition: sha256}`` over
+the top-level definitions of the format's prompt modules (``definitions``),
+so an edit names the definition (``prompts.PersonaAgent: 'ab…' -> 'cd…'``),
+while comments, formatting, imports, function docstrings and moving a
+definition between those modules change nothing. The engine gathers the
+parts (``harness.engine.fingerprint``); this module hashes, stores and
+compares them.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
 import hashlib
 import importlib.util
 import json
@@ -35,78 +62,15 @@ MUTABLE_KEYS = (
     "prices",
     "tracing",  # where a run's spans go, not what it computes
 )
-# Sections some formats read (``Format.sections``); left out of other formats' fingerprints.
+# Sections some formats read (``Format.sections``); a format that does not
+# read one computes the same whatever it holds, so its fingerprint leaves it out.
 OPTIONAL_SECTIONS = ("search",)
 # How a search reaches its collection, not what it finds: free to change on resume.
 SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 # How fast calls reach a provider, not what they ask: free to change on resume.
 MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
-# Code moved out of a hashed module, or a declaration added to it, changing
-# nothing a run does: each move's digest before it and after it. A run made
-# before one or several moves resumes without ``force`` when its digest leads,
-# move by move, to today's; any other edit changes the digest, and the run
-# needs ``force`` again, as after any edit.
-MOVED_CODE: dict[str, tuple[tuple[str, str], ...]] = {
-    # issue 25: verify's checks left for harness.formats.grounded_checks and
-    # .moderated_checks; then the Format's own flags (human_seats, probes, length_key)
-    "prompts.harness.formats.grounded": (
-        (
-            "44fd5078515083e8778160a64ae019be03c604752254c88b7b6e9c12ec63ca43",
-            "4d1abbbdc0469e4ff3261408dec6b468f45391bea97c53a59b5d7b2fb5706f75",
-        ),
-        (
-            "4d1abbbdc0469e4ff3261408dec6b468f45391bea97c53a59b5d7b2fb5706f75",
-            "06d7939a8636c3784a516a065d747566c4a7cb03461998377e00d0091d463eb1",
-        ),
-    ),
-    "prompts.harness.formats.moderated": (
-        (
-            "2e77ab10787beecfeb038a82f4450203432889d92a6a38396980714af150d684",
-            "81543a38e16b17f15c9830ab7e6b2a8bd2afd40c4e2dd6e3ff57039cd6c1724a",
-        ),
-        (
-            "81543a38e16b17f15c9830ab7e6b2a8bd2afd40c4e2dd6e3ff57039cd6c1724a",
-            "9a0cb761a6836ae7728ef8ae2af52991f2e540cce23d6d3a83cb443c45498da9",
-        ),
-    ),
-    # issue 30: the no-persona switch (format.persona, default true); with the persona on,
-    # a run's records are byte-identical to before (tests/test_drift_golden.py); then
-    # issue 25's Format flags
-    "prompts.harness.formats.drift": (
-        (
-            "3c139c8020df092fd4ef39381c1b818fc8a2a7eae148f81209d6c51f85ce0010",
-            "926a249504ecdd19b75ec785b6bb62bdb2285f101885eb9d74b7b55844ae9922",
-        ),
-        (
-            "926a249504ecdd19b75ec785b6bb62bdb2285f101885eb9d74b7b55844ae9922",
-            "07b054eca2ef62a2e2bb8c6ccc15c90ef2cd115cff03e066771276742f917f26",
-        ),
-    ),
-    "prompts.harness.agents.thinking": (
-        (
-            "fd85a2096a05f3f679ce0b3c73537724e4e2b4b26c96b9ea0a934cbdf49bddf3",
-            "3ffdc2c7cdc11eac97490520dddbaba6667e068ed10c56110eff65fb432367a4",
-        ),
-    ),
-    "prompts.harness.agents.human": (
-        (
-            "49892ebe4afeb376e06e1d1ce2063381923954a375741719214e0f4be1642401",
-            "5b3c9eaef975f3b28ced5bb33c024df73a849210423834859f58b30819e277d7",
-        ),
-    ),
-}
-
-
-def moved(key: str, before: Any, after: Any) -> bool:
-    """Whether ``before`` becomes ``after`` through ``key``'s recorded moves alone."""
-    steps = dict(MOVED_CODE.get(key, ()))
-    seen = {before}
-    while before in steps and before != after:
-        before = steps[before]
-        if before in seen:  # a table that loops is a mistake, not a move
-            return False
-        seen.add(before)
-    return before == after
+# Format keys on how calls go out, not what they ask (``harness.engine.fanout``).
+FORMAT_TRANSPORT_KEYS = ("fan_out",)
 
 
 def sha256(data: bytes) -> str:
@@ -115,8 +79,70 @@ def sha256(data: bytes) -> str:
 
 def module_file(name: str) -> Path:
     spec = importlib.util.find_spec(name)
-    assert spec is not None and spec.origin is not None, f"no module {name}"
+    if spec is None or spec.origin is None:
+        raise ValueError(f"Format.prompt_modules: no module {name!r}")
     return Path(spec.origin)
+
+
+def prompt_digests(modules: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``{definition name: sha256}`` over the top-level definitions of ``modules``;
+    a name two modules define hashes the sorted pair, so which holds which is no change."""
+    found: dict[str, list[str]] = {}
+    for name in modules:
+        for key, sha in definitions(module_file(name).read_text()).items():
+            found.setdefault(key, []).append(sha)
+    return {
+        key: shas[0] if len(shas) == 1 else sha256(" ".join(sorted(shas)).encode())
+        for key, shas in found.items()
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def definitions(source: str) -> dict[str, str]:
+    """Each top-level definition of a module's ``source`` by name, as the sha256
+    of its code normalised by ``ast.unparse``: no comments or formatting, and
+    no function docstrings. Class docstrings stay: pydantic makes a reply
+    class's docstring its schema's description, which the model is shown.
+    Imports and ``__all__`` only say where a name lives, so they are left out."""
+    out: dict[str, str] = {}
+    for node in ast.parse(source).body:
+        if _where_names_live(node) or _is_text(node):
+            continue
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef) and _is_text(inner.body[0]):
+                inner.body = inner.body[1:] or [ast.Pass()]
+        code = ast.unparse(node)
+        key = _name(node) or f"<{type(node).__name__.lower()} {sha256(code.encode())[:12]}>"
+        out[key] = sha256(f"{out.get(key, '')}{code}".encode())  # a name bound twice: both
+    return out
+
+
+def _name(node: ast.stmt) -> str | None:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return node.name
+    if isinstance(node, ast.Assign):
+        return ",".join(ast.unparse(target) for target in node.targets)
+    if isinstance(node, ast.AnnAssign | ast.AugAssign):
+        return ast.unparse(node.target)
+    return None  # another statement (an ``if``, a call): named by its code's hash
+
+
+def _where_names_live(node: ast.stmt) -> bool:
+    """An import, ``__all__``, or an ``if TYPE_CHECKING:`` block of imports."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return True
+    if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+        return all(isinstance(inner, ast.Import | ast.ImportFrom) for inner in node.body + node.orelse)
+    return _name(node) == "__all__"
+
+
+def _is_text(node: ast.stmt) -> bool:
+    """A bare string: a docstring, or a string standing as a comment."""
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    )
 
 
 def digest(parts: dict[str, Any]) -> str:
@@ -141,19 +167,16 @@ def _defaults() -> dict[str, Any]:
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Human-readable ``key: old -> new`` lines for every part that changed.
 
-    A key the run's fingerprint lacks, now at its default, is no change: the
-    key came into the config after the run was made, and the default is what
-    the run did (``model.bad_citation_rate``: no bad citations)."""
+    Two forward rules, for what a run cannot have recorded: a config key the
+    run's fingerprint lacks, now at its default, is no change (a key added to
+    the config later, at a default that does what runs did before it); and a
+    secret redacted in one and given again in the other is none either."""
     flat_old, flat_new, defaults = flatten(old), flatten(new), _defaults()
     lines = []
     for key in sorted(set(flat_old) | set(flat_new)):
         before, after = flat_old.get(key, "<absent>"), flat_new.get(key, "<absent>")
         if before == "<absent>" and key in defaults and after == defaults[key]:
             continue
-        if before == "<absent>" and key.startswith("prices."):
-            continue  # made before dollars were counted: the model's price was never part of it
-        if before != after and moved(key, before, after):
-            continue  # the same code, moved to another module
         # a key given on the command line at the start and read from the
         # environment on resume: redacted either way, and no change to the run
         if before in (REDACTED, None) and after in (REDACTED, None):
