@@ -65,8 +65,7 @@ class ModelConfig:
     # local:* decoding (docs/decoding.md): lazy checks only the sampled token
     # against the JSON grammar (same tokens as full at temperature 0, a different
     # distribution above it, faster); prefix_cache restores each agent's system
-    # prompt + header from a saved KV state. Both were full/false before issue 27:
-    # a run made then resumes with its own (harness.engine.resuming.FORMER_DEFAULTS)
+    # prompt + header from a saved KV state. Both were full/false before issue 27
     grammar_mode: str = "lazy"
     prefix_cache: bool = True
     # how to ask for JSON: auto picks per provider (see harness.models.registry)
@@ -223,7 +222,6 @@ class StructuredConfig:
     # a reply text field copying this many consecutive words of its prompt's
     # instructions or its schema (or writing field names for text) is invalid
     # and repaired (harness.models.echo); 0: off, as every run before issue 30
-    # (resumed with it off: harness.engine.resuming.FORMER_DEFAULTS)
     echo_words: int = 8
 
     def check(self) -> None:

@@ -3,7 +3,7 @@
 its schema, or holds only field names, is re-asked with the copied run quoted
 and counts as a schema failure when the repairs run out; copying the quoted
 material (the motion, the opponent's argument) is legitimate; 0 turns the
-check off, and a run made before the key resumes with it off. The prompts
+check off. The prompts
 are the agents' own, built by their ``messages``; the model is a fake that
 replies as told."""
 
@@ -16,18 +16,15 @@ from typing import Any
 
 import pandas as pd
 import pytest
-import yaml
 
 from analysis.echoes import echo_rates, echo_section
 from analysis.load import Tables
 from harness.agents import CritiqueAgent, ThinkingAgent, ThinkingOutput
 from harness.config import ConfigError
 from harness.engine.context import AgentContext, EventLog, RoleModel, Seat, StepHook
-from harness.engine.resuming import ResumeError, load_config, resume_run
 from harness.models.base import Completion, ModelRequest
 from harness.models.echo import config_texts
 from harness.models.structured import generate_structured
-from harness.store.fingerprint import read_fingerprint, write_fingerprint
 from harness.store.memory import JsonlLog
 from harness.store.records import ArgumentRecord, EventRecord, PromptRecord, ReplyRecord, ThinkingRecord
 
@@ -195,25 +192,6 @@ def test_an_echo_that_outlasts_the_repairs_is_a_schema_failure(settings, tmp_pat
     (event,) = [e for e in events.since_round(0) if e.event == "schema_failure"]
     assert event.error is not None and event.error.type == "SchemaError"
     assert event.error.message.startswith("critique_feedback: copies 9 words of the instructions")
-
-
-def test_an_old_run_without_the_key_resumes_with_the_check_off(run):
-    made = run("rounds=1")
-    assert load_config(made.run_dir, []).structured.echo_words == 8  # a new run keeps its own
-    path = made.run_dir / "config.yaml"
-    raw = yaml.safe_load(path.read_text())
-    del raw["structured"]["echo_words"]  # as a harness before issue 30 wrote them
-    path.write_text(yaml.safe_dump(raw, sort_keys=False))
-    parts = read_fingerprint(made.run_dir)
-    del parts["config"]["structured"]["echo_words"]
-    write_fingerprint(made.run_dir, parts)
-    assert load_config(made.run_dir, []).structured.echo_words == 0
-    with pytest.raises(ResumeError, match=r"structured\.echo_words: 0 -> 8"):
-        resume_run(made.run_dir, overrides=["rounds=2", "structured.echo_words=8"])
-    result = resume_run(made.run_dir, overrides=["rounds=2"])
-    assert result.manifest.counts.rounds_completed == 2
-    actions = [entry.action for entry in result.manifest.history]
-    assert "resume" in actions and "resume_forced" not in actions  # no fingerprint change
 
 
 def jsonl(path: Path, records: list[Any]) -> None:

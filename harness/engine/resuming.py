@@ -3,9 +3,8 @@ the newest snapshot the memory files agree with. Nodes of the unfinished
 round replay from the records that already landed (ids are deterministic),
 so nothing is duplicated and the transcript equals an uninterrupted run's.
 The fingerprint must match unless ``force``, which is recorded. Overrides
-may change only what the fingerprint allows, e.g. ``rounds=100`` to extend.
-A key whose default changed after a run was made (``FORMER_DEFAULTS``) keeps
-the value the run used, so a changed default never asks for ``force``.
+may change only what the fingerprint allows, e.g. ``rounds=100`` to extend
+(the contract: ``harness.store.fingerprint``).
 """
 
 from __future__ import annotations
@@ -28,16 +27,6 @@ from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
 
-# Keys whose default changed after runs were made, with the default they had
-# (issue 27: fast local decoding by default; issue 30: echoes of the
-# instructions rejected, structured.echo_words). config.yaml keeps only the keys its
-# model group sets (scripted.yaml sets neither) and the fingerprint those the
-# schema had, so a run lacking a key in both was made with the former default.
-FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "model": {"grammar_mode": "full", "prefix_cache": False},
-    "structured": {"echo_words": 0},
-}
-
 
 class ResumeError(RuntimeError):
     """The run cannot be resumed as asked; the message says why in one line."""
@@ -51,33 +40,6 @@ def redacted_keys(node: Any, prefix: str = "") -> list[str]:
     for k, v in node.items():
         found += [f"{prefix}{k}"] if v == REDACTED else redacted_keys(v, f"{prefix}{k}.")
     return found
-
-
-def with_former_defaults(parts: dict[str, Any]) -> dict[str, Any]:
-    """Fingerprint parts with each ``FORMER_DEFAULTS`` key they lack at its former
-    default: what a run made before the key existed did."""
-    config = dict(parts.get("config") or {})
-    for section, keys in FORMER_DEFAULTS.items():
-        if isinstance(config.get(section), dict):
-            config[section] = {**keys, **config[section]}
-    return {**parts, "config": config}
-
-
-def kept_modes(run_dir: Path, raw: Any) -> dict[str, Any]:
-    """The ``FORMER_DEFAULTS`` keys ``config.yaml`` lacks, at what the run's
-    fingerprint recorded (or the former default): the values the run used."""
-    try:
-        config = with_former_defaults(read_fingerprint(run_dir))["config"]
-    except (OSError, ValueError, KeyError):  # none or unreadable: resume_run says so if it matters
-        config = {}
-    sections = raw if isinstance(raw, dict) else {}
-    kept: dict[str, Any] = {}
-    for section, keys in FORMER_DEFAULTS.items():
-        written, used = sections.get(section) or {}, config.get(section) or {}
-        missing = {k: used.get(k, former) for k, former in keys.items() if k not in written}
-        if missing:
-            kept[section] = missing
-    return kept
 
 
 def load_config(run_dir: Path, overrides: list[str]) -> Config:
@@ -95,7 +57,6 @@ def load_config(run_dir: Path, overrides: list[str]) -> Config:
 
     merged = OmegaConf.merge(
         OmegaConf.create(unredact(raw)),
-        OmegaConf.create(kept_modes(run_dir, raw)),
         OmegaConf.from_dotlist(overrides),
     )
     container = OmegaConf.to_container(merged, resolve=True)
@@ -167,7 +128,7 @@ def resume_run(
                 run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
             )
         roles = build_roles(cfg, build)
-        changed = differences(with_former_defaults(read_fingerprint(run_dir)), components(cfg, roles, fmt))
+        changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
         if changed and not force:
             raise ResumeError(
                 f"fingerprint mismatch ({len(changed)} change(s)): {'; '.join(changed[:5])}"
