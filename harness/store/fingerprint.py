@@ -17,7 +17,8 @@ how it reaches its providers, never what a request asks:
 - ``MODEL_TRANSPORT_KEYS`` and ``SEARCH_TRANSPORT_KEYS``: concurrency, rate
   limits, timeouts, the search cache; ``format.fan_out`` (whether a step's
   independent calls go out together);
-- the sections of ``OPTIONAL_SECTIONS`` a format does not read;
+- the sections of ``OPTIONAL_SECTIONS`` a format does not read, and the
+  ``probes`` section of a run that asks no probe;
 - a secret (``***REDACTED***`` in ``config.yaml``): given again on resume;
 - a key added to the config after the run was made, at a default that does
   what the run did (the forward rule of ``differences``).
