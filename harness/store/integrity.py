@@ -7,11 +7,10 @@ What every format promises, checked here:
 - every snapshot agrees with the memory files;
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too.
-- behavioural probes wrote only to their own team's folder, and no probe
-  reply reached the transcript (``harness.probes.isolation``).
 Then the format's own checks (``Format.checks``: for drift, that every
-argument traces back to an approval; for the panel, the blind first round
-and the aliases), which the caller passes in: the store knows no format.
+argument traces back to an approval and that probes wrote only to their own
+team's folder; for the panel, the blind first round and the aliases), which
+the caller passes in: the store knows no format.
 ``harness.formats.checks`` passes every format's; a call without them says
 in its notes that they were not run. Quarantined torn lines are reported as
 notes, not violations: they are what a crash mid-write leaves, and resume
@@ -28,7 +27,6 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.probes.isolation import check_probes
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
 from harness.store.reader import LayoutFallback, NoLayoutError, layout_of_run
@@ -235,7 +233,6 @@ def verify(
         problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
     problems += check_isolation(layout, logs)
     problems += check_replies(layout, logs, manifest)  # every paid reply is kept
-    problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
     notes = []
     if checks is None:
         notes.append(
