@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
-from harness.store.reader import RunFolder, find_runs, layout_of_run, read_manifest, read_records, read_run
+from harness.store.reader import RunFolder, find_runs, read_manifest, read_records, read_run
 from harness.store.records import Record, RunLayout
 
 __all__ = ["RunReadWarning", "find_runs", "fingerprint", "layout_of", "read_folder", "read_logs"]
@@ -45,9 +45,8 @@ def read_logs(run_dir: Path, names: Iterable[str]) -> dict[str, list[Record]]:
 
 
 def layout_of(run_dir: Path) -> RunLayout:
-    """The run's layout, from its manifest (no config read unless the manifest predates layouts)."""
-    manifest = read_manifest(run_dir)
-    return manifest.layout if manifest.layout is not None else layout_of_run(run_dir, manifest)
+    """The run's layout, from its manifest (no config read)."""
+    return read_manifest(run_dir).layout
 
 
 def fingerprint(run_dir: Path, layout: RunLayout) -> list[list[object]]:

@@ -47,7 +47,6 @@ from analysis.records_io import layout_of
 from harness.models.base import ChatModel
 from harness.models.structured import generate_structured
 from harness.schema import ModelConfig
-from harness.store.reader import RECORD_LAYOUT, sides_recorded
 
 STANCES = ("for", "against", "unclear")
 TURN_COLUMNS = [
@@ -76,10 +75,6 @@ FLIP_COLUMNS = [
 ]
 
 
-class StanceWarning(UserWarning):
-    """A run's seats could not be given sides (its manifest records none)."""
-
-
 class StanceJudgement(BaseModel):
     stance: Literal["for", "against", "unclear"] = Field(
         description="the side of the motion the argument argues: for, against, or unclear"
@@ -104,23 +99,10 @@ def messages(motion: str, text: str) -> list[dict[str, str]]:
 
 def seat_sides(tables: Tables) -> dict[tuple[str, str], str | None]:
     """Each run's seats and the side each argues (None: a seat with no side), as
-    the run's manifest records them; a run whose manifest records no sides is warned about."""
+    the run's manifest records them."""
     sides: dict[tuple[str, str], str | None] = {}
     for run_id in tables.runs.run_id:
-        run_dir = tables.run_dirs[run_id]
-        try:
-            layout = layout_of(run_dir)
-        except (OSError, ValueError) as exc:  # no layout recorded (the error says how to record it)
-            warnings.warn(f"{run_id}: no seat sides ({exc})", StanceWarning, stacklevel=2)
-            continue
-        if not sides_recorded(layout):
-            warnings.warn(
-                f"{run_id}: no seat sides in {run_dir / 'manifest.json'} (a run made before they were "
-                f"recorded); record them with: {RECORD_LAYOUT} {run_dir}",
-                StanceWarning,
-                stacklevel=2,
-            )
-            continue
+        layout = layout_of(tables.run_dirs[run_id])
         sides.update({(str(run_id), seat.name): seat.side for seat in layout.seats})
     return sides
 

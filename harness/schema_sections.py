@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.probes.checkers import param_problem
+
 # a probe's name, a version, a run folder: one safe path component
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -77,8 +79,6 @@ class ProbesConfig:
         return list(self.catalog) if self.use is None else list(self.use)
 
     def check(self) -> None:
-        from harness.probes.checkers import param_problem  # late: keeps the schema import-light
-
         for name, spec in self.catalog.items():
             key = f"probes.catalog.{name}"
             require(bool(SAFE_NAME.match(name)), key, "a name of letters, digits, '.', '_' or '-'")

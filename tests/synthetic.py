@@ -13,6 +13,7 @@ from harness.config import validate
 from harness.formats import get_format
 from harness.store.memory import RunMemory
 from harness.store.records import (
+    FOLDER_VERSION,
     ArgumentRecord,
     CritiqueRecord,
     PersonaRecord,
@@ -94,7 +95,14 @@ def write_run(
             )
         )
     rounds = max((a[0] for a in arguments), default=0)
-    manifest = RunManifest(run_id=run_dir.name, format="drift", seed=0, status="completed", layout=layout)
+    manifest = RunManifest(
+        folder_version=FOLDER_VERSION,
+        run_id=run_dir.name,
+        format="drift",
+        seed=0,
+        status="completed",
+        layout=layout,
+    )
     manifest.counts.rounds_completed = rounds
     write_manifest(run_dir, manifest)
     return run_dir

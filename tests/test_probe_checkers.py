@@ -8,7 +8,7 @@ import pytest
 import yaml
 from conftest import CONF_DIR
 
-from harness.probes import CHECKERS, Asker, param_problem, run_checker
+from harness.probes.checkers import CHECKERS, Asker, param_problem, run_checker
 
 PROS = Asker(team="pros", alias="PROS")
 

@@ -14,8 +14,8 @@ from omegaconf import OmegaConf
 
 from harness.config import validate
 from harness.engine import run_debate
-from harness.store.records import RunManifest
-from harness.store.rundir import create_run_dir, run_dir_name
+from harness.store.records import FOLDER_VERSION, RunManifest
+from harness.store.rundir import FolderVersionError, create_run_dir, read_manifest, run_dir_name
 
 RUN_FILES = {
     "config.yaml",
@@ -151,7 +151,7 @@ def test_finished_folder_holds_exactly_the_documented_files(run):
         "public/prompts.jsonl",
     }
     manifest = RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
-    assert manifest.status == "completed"
+    assert manifest.status == "completed" and manifest.folder_version == FOLDER_VERSION == 1
     assert manifest.run_id == run_dir.name
     assert manifest.started_at <= manifest.ended_at  # type: ignore[operator]
     assert manifest.seed == 0 and manifest.format == "drift"
@@ -160,6 +160,17 @@ def test_finished_folder_holds_exactly_the_documented_files(run):
     assert manifest.counts.rounds_completed == 2
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["rounds"] == 2 and config["model"]["spec"] == "scripted:default"
+
+
+def test_a_folder_of_a_newer_version_is_refused_in_one_line(tmp_path):
+    """An older folder's refusal: tests/test_verify.py, reader by reader."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"folder_version": FOLDER_VERSION + 1}))
+    with pytest.raises(FolderVersionError) as raised:
+        read_manifest(tmp_path)
+    assert str(raised.value) == (
+        f"{tmp_path}/manifest.json: run-folder version 2; this harness reads version 1; "
+        "update the harness to read it"
+    )
 
 
 def test_secrets_are_redacted_everywhere_in_the_folder(run):

@@ -13,7 +13,7 @@ from synthetic import write_run
 
 from analysis import load_runs
 from analysis.__main__ import main
-from analysis.stance import STANCES, StanceWarning, judge_stance, seat_sides, stance_flips
+from analysis.stance import STANCES, judge_stance, seat_sides, stance_flips
 from harness.models.base import Completion, ModelRequest
 
 
@@ -112,13 +112,3 @@ def test_seat_sides_are_the_recorded_ones_the_format_gives(run, grounded, fmt):
     seats = get_format(fmt).seat_list(validate(read_config(tables.run_dirs[run_id])))
     assert seat_sides(tables) == {(run_id, s.name): s.side for s in seats}
     assert {s.side for s in seats} == ({None} if fmt == "panel" else {"for", "against"})
-
-
-def test_a_run_with_no_recorded_sides_is_warned_about_not_guessed(run):
-    result = run("rounds=1")
-    manifest = json.loads((result.run_dir / "manifest.json").read_text())
-    for seat in manifest["layout"]["seats"]:
-        del seat["side"]
-    (result.run_dir / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.warns(StanceWarning, match="record them with: python -m harness.verify --record-layout"):
-        assert seat_sides(load_runs(result.run_dir, cache=False)) == {}

@@ -130,50 +130,48 @@ def test_the_store_alone_runs_no_format_check_and_says_so(clean):
     ]
 
 
-def strip_layout(run_dir, keep_seats=False):
-    """What a manifest made before layouts (or before seat sides) holds."""
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    if keep_seats:
-        for seat in manifest["layout"]["seats"]:
-            del seat["side"]
-    else:
-        manifest["layout"] = None
-    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+def refusal(call):
+    """The one-line refusal ``call`` raises (every reader's, from ``read_manifest``)."""
+    from harness.store.rundir import FolderVersionError
+
+    with pytest.raises(FolderVersionError) as raised:
+        call()
+    return str(raised.value)
 
 
-def test_a_run_without_a_recorded_layout_is_told_how_to_record_it(clean):
-    from harness.store.integrity import verify as verify_store
-    from harness.store.reader import NoLayoutError, read_run
-
-    strip_layout(clean)
-    with pytest.raises(NoLayoutError) as raised:
-        read_run(clean)
-    message = f"{clean}/manifest.json: no layout recorded (a run made before 2026-12-01); "
-    assert str(raised.value) == message + f"record it with: python -m harness.verify --record-layout {clean}"
-    assert verify_store(clean)[0] == [str(raised.value)]
-    problems, notes = verify(clean)  # the formats lay it out from config.yaml, and say how to record it
-    assert problems == [] and notes[0].startswith(
-        "manifest.json: no layout recorded (laid out from config.yaml)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.verify", "--record-layout", str(clean.parent)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 0 and out.stdout == f"{clean}: layout recorded in manifest.json\n"
-    assert read_run(clean).layout.seat("cons").side == "against"
-    assert verify(clean) == ([], []) and verify_store(clean)[0] == []
-
-
-def test_a_resume_records_the_seat_sides_a_layout_lacks(clean):
-    from harness.formats.checks import record_layout
+def resume(run_dir):
     from harness.resume import resume_run
-    from harness.store.reader import read_manifest, sides_recorded
 
-    strip_layout(clean, keep_seats=True)
-    assert verify(clean)[1][0].startswith("manifest.json: no seat sides recorded")
-    resume_run(clean, overrides=["rounds=5"])
-    layout = read_manifest(clean).layout
-    assert layout is not None and sides_recorded(layout) and layout.seat("pros").side == "for"
-    assert verify(clean) == ([], []) and record_layout(clean) == f"{clean}: layout already recorded"
+    return refusal(lambda: resume_run(run_dir, overrides=["rounds=5"]))
+
+
+def read_whole(run_dir):  # the export's, the SQL store's and the viewer's reader
+    from harness.store.reader import read_run
+
+    return refusal(lambda: read_run(run_dir))
+
+
+def analyse(run_dir):
+    from analysis import load_runs
+
+    return refusal(lambda: load_runs(run_dir, cache=False))
+
+
+def verify_one_line(run_dir):
+    problems, notes = verify(run_dir)
+    assert notes == []
+    return "\n".join(problems)
+
+
+@pytest.mark.parametrize("reader", [resume, verify_one_line, read_whole, analyse])
+def test_a_folder_made_before_versions_is_refused_in_one_line_and_left_untouched(clean, reader):
+    manifest = json.loads((clean / "manifest.json").read_text())
+    del manifest["folder_version"]  # as every manifest made before this field was
+    (clean / "manifest.json").write_text(json.dumps(manifest))
+    before = {p: p.read_bytes() for p in sorted(clean.rglob("*")) if p.is_file()}
+    assert reader(clean) == (
+        f"{clean}/manifest.json: run-folder version 0 (made before run folders were versioned); "
+        "this harness reads version 1 only; run it again"
+    )
+    assert {p: p.read_bytes() for p in sorted(clean.rglob("*")) if p.is_file()} == before
+    assert not (clean.parent / "_analysis").exists()

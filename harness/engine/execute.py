@@ -31,7 +31,7 @@ from harness.models.retry import error_info
 from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.reader import ledger
-from harness.store.records import ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
+from harness.store.records import FOLDER_VERSION, ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
 from harness.store.rundir import (
     RunLock,
     create_run_dir,
@@ -139,6 +139,7 @@ def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> Run
     for bound in roles.values():
         files.update(bound.model.model_files())
     return RunManifest(
+        folder_version=FOLDER_VERSION,
         run_id=run_dir.name,
         format=cfg.format.name,
         seed=cfg.seed,

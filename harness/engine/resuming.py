@@ -22,7 +22,6 @@ from harness.formats.base import Format
 from harness.models.base import ModelConfigError
 from harness.models.registry import build_model
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
-from harness.store.reader import complete_layout
 from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
@@ -114,8 +113,6 @@ def resume_run(
         if not (run_dir / "manifest.json").is_file():
             return start_unstarted(run_dir, cfg, build)
         manifest = read_manifest(run_dir)
-        # a run made before manifests kept a layout, or its seats' sides, has them recorded now
-        manifest.layout = complete_layout(manifest.layout, fmt.layout(cfg))
         snap, skipped = latest_valid(run_dir)
         if snap is None:
             state = dict(fmt.initial_state(cfg))

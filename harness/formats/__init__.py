@@ -19,7 +19,6 @@ from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
 from harness.plugins import format_entry_points
 from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
-from harness.store.records import RunLayout
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
@@ -61,18 +60,6 @@ def load_plugin(name: str) -> None:
                 f"format.name: plugin {name!r} ({ep.value}) is no Format but {type(fmt).__name__}"
             )
         register_format(fmt)
-
-
-def layout_of(manifest_layout: RunLayout | None, config: dict[str, Any]) -> RunLayout:
-    """A run's layout: as its manifest recorded it, or, for a run made before
-    manifests kept one, as its format lays out its recorded config."""
-    return manifest_layout if manifest_layout is not None else layout_from_config(config)
-
-
-def layout_from_config(config: dict[str, Any]) -> RunLayout:
-    """The layout the chosen format gives a recorded config: the store reader's
-    ``fallback`` for a run whose manifest records none."""
-    return get_format(str((config.get("format") or {}).get("name", "drift"))).layout(validate(config))
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
@@ -162,9 +149,7 @@ __all__ = [
     "max_tokens_key",
     "names_with",
     "get_format",
-    "layout_from_config",
     "load_plugin",
-    "layout_of",
     "register_format",
     "validate",
 ]

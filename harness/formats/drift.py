@@ -21,7 +21,8 @@ from harness.agents.probe import ProbeAgent
 from harness.agents.transcript import window
 from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
-from harness.probes import active_probes
+from harness.probes.catalog import active_probes
+from harness.probes.isolation import check_probes
 from harness.schema import Config, ConfigError
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
 
@@ -319,7 +320,7 @@ DRIFT = Format(
     initial_state=initial_state,  # type: ignore[arg-type]
     max_steps=max_steps,
     counts=("approvals", "rejections", "loop_locks", "schema_failures", "retries"),
-    checks=(check_arguments, one_argument_per_turn),
+    checks=(check_arguments, one_argument_per_turn, check_probes),
     prompt_modules=(
         "harness.formats.drift",
         "harness.agents.persona",

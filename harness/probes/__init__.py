@@ -8,27 +8,10 @@ See docs/probes.md.
 - ``checkers``: the registry of checker functions (``CHECKERS``);
 - ``catalog``: the probe set a run carries (``active_probes``) and the rules
   text its prompts add (``rules``);
-- ``integrity``: ``verify``'s check that probes write only to their own team.
+- ``isolation``: the drift format's ``verify`` check that probes write only
+  to their own team.
 The probe role itself is ``harness.agents.probe``.
+
+Import from the modules: this package imports none of them, so the schema
+can import ``checkers`` without loading the rest.
 """
-
-from harness.probes.catalog import PROBE_LOG, PROBE_MODULES, PROBE_ROLE, Probe, active_probes, probe_id, rules
-from harness.probes.checkers import CHECKERS, Asker, Checker, checker, param_problem, run_checker
-from harness.probes.isolation import check_probes
-
-__all__ = [
-    "CHECKERS",
-    "PROBE_LOG",
-    "PROBE_MODULES",
-    "PROBE_ROLE",
-    "Asker",
-    "Checker",
-    "Probe",
-    "active_probes",
-    "check_probes",
-    "checker",
-    "param_problem",
-    "probe_id",
-    "rules",
-    "run_checker",
-]

@@ -1,7 +1,8 @@
-"""``verify``'s probe check: a probe writes only to its own team's folder.
+"""The drift format's probe check (one of ``Format.checks``, which ``verify``
+runs): a probe writes only to its own team's folder.
 
 A probe is a fork of one team's view; its reply must never reach the
-debate. So, in any run (probed or not):
+debate. So, in any drift run (probed or not):
 - a probe record lies only in ``<team>/probes.jsonl`` of the team it names,
   under the id its position gives it, and that log holds nothing else;
 - no record a probe wrote (role ``probe``: its prompts, replies, verdicts)
@@ -14,16 +15,17 @@ live in ``events.jsonl``.
 from __future__ import annotations
 
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, probe_id
-from harness.store.records import ProbeRecord, Published, Record, RunLayout
+from harness.store.integrity import RunLogs
+from harness.store.records import ProbeRecord, Published
 
 MIN_LEAK_CHARS = 24  # as verify's isolation check: shorter replies match by coincidence
 
 
-def check_probes(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
+def check_probes(run: RunLogs) -> list[str]:
     problems: list[str] = []
     replies: dict[str, str] = {}
-    for name, records in logs.items():
-        owner = layout.owner(name)
+    for name, records in run.files.items():
+        owner = run.layout.owner(name)
         own_log = owner is not None and name == f"{owner}/{PROBE_LOG}.jsonl"
         for r in records:
             if isinstance(r, ProbeRecord):
@@ -39,7 +41,7 @@ def check_probes(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
                 problems.append(f"{name}: {r.id} is a {getattr(r, 'kind', '?')} record, not a probe")
             elif r.role == PROBE_ROLE and name != "events.jsonl" and (owner is None or r.team != owner):
                 problems.append(f"{name}: {r.id} was written by a probe of team {r.team}")
-    for r in logs.get("shared_memory.jsonl", []):
+    for r in run.of("shared_memory.jsonl"):
         if isinstance(r, Published):
             problems += [
                 f"shared_memory.jsonl: {r.id} holds the reply of probe {rid}"

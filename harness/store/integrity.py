@@ -1,17 +1,17 @@
 """A run folder's integrity (``python -m harness.verify`` prints it).
 
 What every format promises, checked here:
-- the manifest is readable, and names the run's layout;
+- the manifest is readable, of this harness's run-folder version, and names
+  the run's layout;
 - every log's hash chain and sequence numbers, and unreadable lines;
 - duplicate record ids, and records of a kind the format does not write;
 - every snapshot agrees with the memory files;
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too.
-- behavioural probes wrote only to their own team's folder, and no probe
-  reply reached the transcript (``harness.probes.isolation``).
 Then the format's own checks (``Format.checks``: for drift, that every
-argument traces back to an approval; for the panel, the blind first round
-and the aliases), which the caller passes in: the store knows no format.
+argument traces back to an approval and that probes wrote only to their own
+team's folder; for the panel, the blind first round and the aliases), which
+the caller passes in: the store knows no format.
 ``harness.formats.checks`` passes every format's; a call without them says
 in its notes that they were not run. Quarantined torn lines are reported as
 notes, not violations: they are what a crash mid-write leaves, and resume
@@ -28,10 +28,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from harness.probes.isolation import check_probes
 from harness.store.jsonl import scan
 from harness.store.memory import line_hash
-from harness.store.reader import LayoutFallback, NoLayoutError, layout_of_run
 from harness.store.records import (
     Envelope,
     EventRecord,
@@ -41,6 +39,7 @@ from harness.store.records import (
     RunLayout,
     RunManifest,
 )
+from harness.store.rundir import FolderVersionError, read_manifest
 from harness.store.snapshot import list_snapshots, read_snapshot, snapshot_problems
 
 MIN_PRIVATE_CHARS = 24  # shorter strings match by coincidence too often to mean a leak
@@ -193,49 +192,36 @@ def check_replies(
     return problems
 
 
-def load_layout(
-    run_dir: Path, problems: list[str], fallback: LayoutFallback | None = None
-) -> tuple[RunLayout | None, RunManifest | None]:
-    """The run's layout, as ``harness.store.reader`` gives it, and its manifest."""
-    path = run_dir / "manifest.json"
-    if not path.is_file():
+def load_manifest(run_dir: Path, problems: list[str]) -> RunManifest | None:
+    """The run's manifest (which records its layout), or None with the reason in ``problems``."""
+    if not (run_dir / "manifest.json").is_file():
         problems.append(
             "manifest.json: missing (the run died before its first write, or this is no run folder)"
         )
-        return None, None
+        return None
     try:
-        manifest = RunManifest.model_validate_json(path.read_text())
+        return read_manifest(run_dir)
+    except FolderVersionError as exc:
+        problems.append(str(exc))
     except (ValidationError, ValueError) as exc:
         problems.append(f"manifest.json: unreadable ({type(exc).__name__})")
-        return None, None
-    try:
-        return layout_of_run(run_dir, manifest, fallback=fallback), manifest
-    except NoLayoutError as exc:
-        problems.append(str(exc))
-    except Exception as exc:  # the fallback's: an old config that no longer validates
-        problems.append(f"config.yaml: cannot lay out the run's files: {exc}")
-    return None, manifest
+    return None
 
 
-def verify(
-    run_dir: Path,
-    checks: Mapping[str, Sequence[Check]] | None = None,
-    fallback: LayoutFallback | None = None,
-) -> tuple[list[str], list[str]]:
+def verify(run_dir: Path, checks: Mapping[str, Sequence[Check]] | None = None) -> tuple[list[str], list[str]]:
     """(violations, notes) for one run folder. ``checks``: each format's own
-    checks by format name (None: they are not run, and a note says so);
-    ``fallback``: lays out a run whose manifest records no layout."""
+    checks by format name (None: they are not run, and a note says so)."""
     problems: list[str] = []
-    layout, manifest = load_layout(run_dir, problems, fallback)
-    if layout is None:
+    manifest = load_manifest(run_dir, problems)
+    if manifest is None:
         return problems, []
+    layout = manifest.layout
     logs = {name: read_log(run_dir / name, name, problems) for name in layout.files()}
     problems += check_kinds(layout, logs)
     for path in list_snapshots(run_dir):
         problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
     problems += check_isolation(layout, logs)
     problems += check_replies(layout, logs, manifest)  # every paid reply is kept
-    problems += check_probes(layout, logs)  # a probe writes only to its own team's folder
     notes = []
     if checks is None:
         notes.append(

@@ -319,10 +319,7 @@ class RunMemory:
         """The memory of an existing run folder, laid out as its manifest says."""
         from harness.store.rundir import read_manifest
 
-        layout = read_manifest(run_dir).layout
-        if layout is None:
-            raise ValueError(f"{run_dir}/manifest.json: no layout (a run made before formats were objects)")
-        return cls(run_dir, layout, fsync=fsync)
+        return cls(run_dir, read_manifest(run_dir).layout, fsync=fsync)
 
     def seat(self, name: str) -> SeatMemory:
         return self._seats[name]

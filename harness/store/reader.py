@@ -2,10 +2,8 @@
 that looks at runs after the fact: the export, the SQL store, the analysis.
 
 ``find_runs`` finds run folders under a root; ``read_run`` reads one through
-the layout its ``manifest.json`` records. A run made before manifests kept
-one (before 2026-12-01) is laid out by the caller's ``fallback`` (the
-formats lay out its ``config.yaml``; the store knows no format), or is a
-one-line ``NoLayoutError`` saying how to record it. A torn last line, or an unreadable
+the layout its ``manifest.json`` records (``read_manifest`` refuses a folder
+of another version in one line). A torn last line, or an unreadable
 one, ends that file's records there and is noted, never raised: a crashed run
 shows what it holds. ``verify`` reads the same files strictly instead.
 """
@@ -13,7 +11,7 @@ shows what it holds. ``verify`` reads the same files strictly instead.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ import yaml
 
 from harness.store.jsonl import scan
 from harness.store.records import Record, ReplyRecord, RunLayout, RunManifest, Usage
+from harness.store.rundir import read_manifest
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -37,10 +36,6 @@ def find_runs(path: Path) -> list[Path]:
         if "manifest.json" in files:
             found.append(Path(folder))
     return sorted(found)
-
-
-def read_manifest(run_dir: Path) -> RunManifest:
-    return RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
 
 
 # libyaml's loader where it is built in: parsing config.yaml is most of a cold store build
@@ -64,53 +59,6 @@ def read_records(path: Path, notes: list[str]) -> Iterator[Record]:
         notes.append(f"{path}: torn last line ({len(lines.tail)} bytes) skipped")
 
 
-# A run's layout from its recorded config, for a run whose manifest has none
-LayoutFallback = Callable[[dict[str, Any]], RunLayout]
-RECORD_LAYOUT = "python -m harness.verify --record-layout"
-
-
-class NoLayoutError(ValueError):
-    """A manifest with no layout, and no fallback to lay the run out."""
-
-
-def layout_of_run(
-    run_dir: Path,
-    manifest: RunManifest,
-    config: dict[str, Any] | None = None,
-    fallback: LayoutFallback | None = None,
-) -> RunLayout:
-    """The layout ``manifest`` records, or ``fallback``'s of the run's config."""
-    if manifest.layout is not None:
-        return manifest.layout
-    if fallback is None:
-        raise NoLayoutError(
-            f"{run_dir / 'manifest.json'}: no layout recorded (a run made before 2026-12-01); "
-            f"record it with: {RECORD_LAYOUT} {run_dir}"
-        )
-    return fallback(read_config(run_dir) if config is None else config)
-
-
-def sides_recorded(layout: RunLayout) -> bool:
-    """Whether every seat's side is recorded (a layout recorded before sides were lacks them)."""
-    return all("side" in seat.model_fields_set for seat in layout.seats)
-
-
-def complete_layout(recorded: RunLayout | None, laid_out: RunLayout) -> RunLayout:
-    """``recorded``, with the side of each seat that lacks one from ``laid_out``
-    (the format's layout of the same config); ``laid_out`` if nothing was recorded."""
-    if recorded is None:
-        return laid_out
-    sides = {seat.name: seat.side for seat in laid_out.seats}
-    seats = [
-        # validated anew, not copied: the side then counts as recorded (model_fields_set)
-        seat.model_validate({**seat.model_dump(), "side": sides[seat.name]})
-        if "side" not in seat.model_fields_set and seat.name in sides
-        else seat
-        for seat in recorded.seats
-    ]
-    return recorded.model_copy(update={"seats": seats})
-
-
 @dataclass
 class RunFolder:
     """One run folder, read: its manifest, config, layout and every log's records."""
@@ -126,13 +74,11 @@ class RunFolder:
         return self.files.get(name, [])
 
 
-def read_run(
-    run_dir: Path, *, skip: tuple[str, ...] = (), fallback: LayoutFallback | None = None
-) -> RunFolder:
+def read_run(run_dir: Path, *, skip: tuple[str, ...] = ()) -> RunFolder:
     """Read ``run_dir`` whole (logs whose name ends with one of ``skip``, such
-    as ``prompts.jsonl``, are left out; ``fallback``: as ``layout_of_run``)."""
-    manifest, config = read_manifest(run_dir), read_config(run_dir)
-    run = RunFolder(run_dir, manifest, config, layout_of_run(run_dir, manifest, config, fallback))
+    as ``prompts.jsonl``, are left out)."""
+    manifest = read_manifest(run_dir)
+    run = RunFolder(run_dir, manifest, read_config(run_dir), manifest.layout)
     for name in run.layout.files():
         if not name.endswith(skip):
             run.files[name] = list(read_records(run_dir / name, run.notes))

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 import yaml
+from pydantic import TypeAdapter
 
 from harness.schema import Config, redact
-from harness.store.records import RunManifest
+from harness.store.records import FOLDER_VERSION, RunManifest
 
 PACKAGES = (
     "drift-harness",
@@ -137,8 +138,30 @@ def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
     write_atomic(run_dir / "manifest.json", manifest.model_dump_json(indent=2))
 
 
+_JSON_OBJECT = TypeAdapter(dict[str, Any])
+
+
+class FolderVersionError(ValueError):
+    """A run folder of a version this harness does not read; the message is one line."""
+
+
 def read_manifest(run_dir: Path) -> RunManifest:
-    return RunManifest.model_validate_json((run_dir / "manifest.json").read_text())
+    """``run_dir``'s manifest: every reader's one parse point, where a folder
+    of another version is refused before anything reads (or writes) it."""
+    path = run_dir / "manifest.json"
+    data = _JSON_OBJECT.validate_json(path.read_text())  # bad JSON: pydantic's ValidationError
+    version = data.get("folder_version", 0)
+    if version == 0:  # no upgrade exists: its layout and seat sides were never recorded
+        raise FolderVersionError(
+            f"{path}: run-folder version 0 (made before run folders were versioned); "
+            f"this harness reads version {FOLDER_VERSION} only; run it again"
+        )
+    if isinstance(version, int) and version > FOLDER_VERSION:
+        raise FolderVersionError(
+            f"{path}: run-folder version {version}; this harness reads version {FOLDER_VERSION}; "
+            "update the harness to read it"
+        )
+    return RunManifest.model_validate(data)
 
 
 def package_versions() -> dict[str, str]:

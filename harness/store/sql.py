@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from harness.store.fts import FTS_SCHEMA, passage_rows
-from harness.store.reader import RunFolder, find_runs, layout_of_run, read_manifest, read_run
+from harness.store.reader import RunFolder, find_runs, read_manifest, read_run
 from harness.store.records import SCHEMA_VERSION, EventRecord, Published, Record
 
 # Bump when a table or column changes: a store of another version is rebuilt.
@@ -250,11 +250,9 @@ def update_run(
 
 
 def logs_of(run_dir: Path) -> list[str]:
-    """Every log of a run's layout, from its manifest alone when it has one
+    """Every log of a run's layout, from its manifest alone
     (parsing ``config.yaml`` costs more than the rest of the stamp)."""
-    manifest = read_manifest(run_dir)
-    layout = manifest.layout if manifest.layout is not None else layout_of_run(run_dir, manifest)
-    return layout.files()
+    return read_manifest(run_dir).layout.files()
 
 
 def delete_run(con: sqlite3.Connection, run_id: str) -> None:

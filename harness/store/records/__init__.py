@@ -47,6 +47,7 @@ from harness.store.records.kinds import (
 from harness.store.records.moderated import FactCheckRecord, Ruling, SpeechRecord
 from harness.store.records.panel import DecisionRecord, PositionRecord, RoleCardRecord, SummaryRecord
 from harness.store.records.run import (
+    FOLDER_VERSION,
     HistoryEntry,
     LogPosition,
     RunCounts,
@@ -67,6 +68,7 @@ from harness.store.records.shared import (
 )
 
 __all__ = [
+    "FOLDER_VERSION",
     "SCHEMA_VERSION",
     "ArgumentRecord",
     "Citation",

@@ -104,8 +104,7 @@ class Snapshot(BaseModel):
 class SeatInfo(BaseModel):
     """One seat of a run: its folder name, the alias others know it by, the
     model role that answers for it, its stance or mandate, its private logs,
-    and the side it argues (None: it has none, as a panel analyst). A layout
-    recorded before sides were lacks the key: ``"side" not in model_fields_set``."""
+    and the side it argues (None: it has none, as a panel analyst)."""
 
     name: Seat
     alias: str
@@ -141,10 +140,23 @@ class RunLayout(BaseModel):
         return head if "/" in file and head != "public" else None
 
 
-class RunManifest(BaseModel):
-    """``manifest.json``: the run's status and provenance, rewritten atomically."""
+# The run-folder format's version: what files a folder holds and what its
+# manifest records (its layout, each seat's side). Raised when a change
+# would leave an older folder unreadable as it is.
+FOLDER_VERSION = 1
 
-    schema_version: int = SCHEMA_VERSION
+
+class RunManifest(BaseModel):
+    """``manifest.json``: the run's status and provenance, rewritten atomically.
+
+    ``folder_version`` has no default: a manifest without it was made before
+    run folders were versioned, and ``harness.store.rundir.read_manifest``
+    refuses it. When FOLDER_VERSION is raised, an older manifest migrates
+    here, in a ``mode="before"`` model validator (as inspect_ai's
+    ``EvalSample.migrate_deprecated``), not in its readers."""
+
+    folder_version: int
+    schema_version: int = SCHEMA_VERSION  # the records' schema (harness.store.records.core)
     run_id: str
     format: str
     status: RunStatus = "running"
@@ -158,7 +170,7 @@ class RunManifest(BaseModel):
     packages: dict[str, str] = Field(default_factory=dict)
     model_files: dict[str, str] = Field(default_factory=dict)
     model_specs: dict[str, str] = Field(default_factory=dict)
-    layout: RunLayout | None = None  # None only in runs made before formats were objects
+    layout: RunLayout
     counts: RunCounts = Field(default_factory=RunCounts)
     error: ErrorInfo | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
