@@ -25,7 +25,7 @@ from harness.cli.errors import (
     quote_text_values,
     release_stderr,
 )
-from harness.config import ConfigError, read_topics, validate
+from harness.config import ConfigError, read_topics, resolve
 from harness.engine import run_debate
 from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
@@ -59,7 +59,7 @@ def main(cfg: DictConfig) -> None:
     assert isinstance(container, dict)
     raw = {str(k): v for k, v in container.items()}
     try:
-        result = run_debate(validate(cfg), raw)
+        result = run_debate(resolve(cfg), raw)
     except (ConfigError, ModelConfigError) as exc:
         fail(str(exc), 2)
     except ModelCallError as exc:
