@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.cli.errors import BAD_INPUT, FAILED
 from harness.formats.checks import record_layout, verify
 from harness.store.reader import find_runs
 
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = args[1:] if record else args
     if len(paths) != 1 or not Path(paths[0]).is_dir():
         print(USAGE, file=sys.stderr)
-        return 2
+        return BAD_INPUT
     return record_layouts(Path(paths[0])) if record else check(paths[0])
 
 
@@ -40,14 +41,14 @@ def check(run_dir: str) -> int:
     for line in problems:
         print(line)
     print(f"{'FAILED' if problems else 'OK'}: {len(problems)} violation(s) in {run_dir}")
-    return 1 if problems else 0
+    return FAILED if problems else 0
 
 
 def record_layouts(root: Path) -> int:
     runs = find_runs(root)
     if not runs:
         print(f"error: {root}: no run folder (no manifest.json) here or beneath", file=sys.stderr)
-        return 1
+        return FAILED
     failed = 0
     for run_dir in runs:
         try:
@@ -56,7 +57,7 @@ def record_layouts(root: Path) -> int:
             gist = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # pydantic's run to many lines
             print(f"error: {run_dir}: {gist}", file=sys.stderr)
             failed += 1
-    return 1 if failed else 0
+    return FAILED if failed else 0
 
 
 if __name__ == "__main__":
