@@ -1,8 +1,10 @@
 """The engine: from a validated config to a finished run folder.
 
-``run_debate`` starts a run; ``harness.resume`` continues one; both end in
-``execute``, which drives the format's graph, snapshots every round, and
-records how the run ended (completed, failed, interrupted) in the manifest.
+``run_debate`` starts a run from a ``Resolved`` config (``harness.config.resolve``:
+the format and each role's model settings, found once and passed down);
+``harness.resume`` continues one; both end in ``execute``, which drives the
+format's graph and snapshots every round, inside ``recording``, which writes
+how the run ended (completed, failed, interrupted) in the manifest.
 """
 
 from __future__ import annotations
@@ -309,6 +311,7 @@ def mark(
     detail: str,
     error: ErrorInfo | None = None,
 ) -> None:
+    """The run's status and error, and the history entry that says so."""
     manifest.status, manifest.error = status, error
     manifest.history.append(HistoryEntry(action=action, detail=detail))
 
