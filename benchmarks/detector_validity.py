@@ -151,7 +151,7 @@ def _init(root: str) -> None:
 def _run(job: Job) -> Path:
     from omegaconf import OmegaConf
 
-    from harness.config import validate
+    from harness.config import resolve
     from harness.engine import run_debate
 
     cfg = _BASE.copy()
@@ -160,7 +160,7 @@ def _run(job: Job) -> Path:
     cfg.merge_with(OmegaConf.from_dotlist(settings))
     raw = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(raw, dict)
-    return run_debate(validate(cfg), raw).run_dir
+    return run_debate(resolve(cfg), raw).run_dir
 
 
 def measure(job: Job) -> list[dict[str, Any]]:

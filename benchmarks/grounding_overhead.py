@@ -29,7 +29,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.search import load_collection
 
@@ -57,7 +57,7 @@ def one_run(extra: list[str], rounds: int, root: Path, cache: Path) -> tuple[flo
         cfg = compose("config", overrides=overrides)
     raw: Any = OmegaConf.to_container(cfg, resolve=True)
     started = time.perf_counter()
-    result = run_debate(validate(cfg), raw)
+    result = run_debate(resolve(cfg), raw)
     return time.perf_counter() - started, result.manifest.counts.published
 
 

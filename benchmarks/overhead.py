@@ -56,7 +56,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import ModelConfig, validate
+from harness.config import ModelConfig, resolve
 from harness.engine import run_debate
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
@@ -176,7 +176,7 @@ def one_run(
             )
         raw: Any = OmegaConf.to_container(cfg, resolve=True)
         started = time.perf_counter()
-        result = run_debate(validate(cfg), raw, build=build)
+        result = run_debate(resolve(cfg), raw, build=build)
         total_s = time.perf_counter() - started
     finally:
         os.fsync, ENGINE.RunMemory = real_fsync, real_memory

@@ -42,7 +42,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from provider_sim import ProviderSim  # noqa: E402
 
-from harness.config import validate  # noqa: E402
+from harness.config import resolve  # noqa: E402
 from harness.engine import run_debate  # noqa: E402
 from harness.store.records import PromptRecord, ThinkingRecord, parse_record  # noqa: E402
 
@@ -71,7 +71,7 @@ def run_panel(sim: ProviderSim, root: Path, name: str, rounds: int, mode: str) -
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     raw: Any = OmegaConf.to_container(cfg, resolve=True)
-    return run_debate(validate(cfg), raw).run_dir
+    return run_debate(resolve(cfg), raw).run_dir
 
 
 def records(path: Path) -> list[Any]:

@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from provider_sim import ProviderSim  # noqa: E402
 
-from harness.config import validate  # noqa: E402
+from harness.config import resolve  # noqa: E402
 from harness.engine import run_debate  # noqa: E402
 from harness.plan import build_plan, parse  # noqa: E402
 from harness.plan.cli import Options  # noqa: E402
@@ -110,7 +110,7 @@ def run_cells(plan: Plan, sim: ProviderSim, key: str) -> Actual:
             raw = OmegaConf.to_container(cfg, resolve=True)
             assert isinstance(raw, dict)
             started = time.perf_counter()
-            result = run_debate(validate(cfg), {str(k): v for k, v in raw.items()})
+            result = run_debate(resolve(cfg), {str(k): v for k, v in raw.items()})
             actual.wall_s += time.perf_counter() - started
             paid = ledger(result.run_dir)
             actual.ledger_tokens += paid.input_tokens + paid.output_tokens

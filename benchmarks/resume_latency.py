@@ -24,7 +24,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.models.scripted import ScriptedModel
 from harness.resume import resume_run
@@ -38,7 +38,7 @@ def make_run(root: Path, rounds: int) -> Path:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", [f"rounds={rounds}", "model=scripted", f"runs_root={root}", "progress=false"])
     raw = OmegaConf.to_container(cfg, resolve=True)
-    return run_debate(validate(cfg), raw).run_dir  # type: ignore[arg-type]
+    return run_debate(resolve(cfg), raw).run_dir  # type: ignore[arg-type]
 
 
 def as_killed(run_dir: Path) -> None:

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 import harness.models.local as local
 from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput, TopicOutput
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.engine.context import call_seed
 from harness.store.records import PromptRecord, parse_record
@@ -79,12 +79,13 @@ def main(argv: list[str] | None = None) -> None:
             overrides.append(f"model.n_threads={args.n_threads}")
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             composed = compose("config", overrides=[*overrides, *args.overrides])
-        cfg = validate(composed)
+        run = resolve(composed)
+        cfg = run.cfg
         raw_cfg: Any = OmegaConf.to_container(composed, resolve=True)
 
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
-        result = run_debate(cfg, raw_cfg)
+        result = run_debate(run, raw_cfg)
         wall = time.perf_counter() - started
         counts = result.manifest.counts
         # once per call: a call's usage is also on the events and reply logs that mention it

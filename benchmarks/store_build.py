@@ -26,7 +26,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import Config, validate
+from harness.config import Resolved, resolve
 from harness.engine import run_debate
 from harness.store.sql import build_store
 
@@ -34,7 +34,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 FORMATS = {"drift": ["rounds=2"], "panel": ["format=panel", "rounds=2"]}
 
 
-def composed(root: Path) -> dict[str, tuple[Config, dict[str, Any]]]:
+def composed(root: Path) -> dict[str, tuple[Resolved, dict[str, Any]]]:
     """One validated config and its raw dict per format, reused for every run."""
     out = {}
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
@@ -49,7 +49,7 @@ def composed(root: Path) -> dict[str, tuple[Config, dict[str, Any]]]:
                 ],
             )
             raw: Any = OmegaConf.to_container(cfg, resolve=True)
-            out[name] = (validate(cfg), raw)
+            out[name] = (resolve(cfg), raw)
     return out
 
 
@@ -62,11 +62,10 @@ def make_runs(root: Path, n: int) -> float:
     try:
         for i in range(n):
             name = "panel" if i % 4 == 3 else "drift"
-            cfg, raw = configs[name]
+            run, raw = configs[name]
             run_name = f"{name}-{i:05d}"  # named, so no run probes for a free folder name
-            result = run_debate(
-                dataclasses.replace(cfg, seed=i, run_name=run_name), {**raw, "seed": i, "run_name": run_name}
-            )
+            named = dataclasses.replace(run.cfg, seed=i, run_name=run_name)
+            result = run_debate(dataclasses.replace(run, cfg=named), {**raw, "seed": i, "run_name": run_name})
             assert result.manifest.status == "completed", result.run_dir
     finally:
         os.fsync = real_fsync

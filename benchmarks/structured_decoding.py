@@ -44,7 +44,7 @@ from omegaconf import OmegaConf
 
 import harness.models.local as local
 from harness.agents import PersonaOutput
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.models.base import ModelRequest
 from harness.models.structured import fit_schema
@@ -120,7 +120,7 @@ def debate(overrides: list[str]) -> tuple[float, int, list[str]]:
             composed = compose("config", overrides=[*overrides, f"runs_root={tmp}", "progress=false"])
         raw: Any = OmegaConf.to_container(composed, resolve=True)
         started = time.perf_counter()
-        result = run_debate(validate(composed), raw)
+        result = run_debate(resolve(composed), raw)
         wall = time.perf_counter() - started
         return wall, result.manifest.counts.output_tokens, transcript(result.run_dir)
 

@@ -20,7 +20,7 @@ from unittest.mock import patch
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.view import Catalog, route
 from harness.view.catalog import _read_cached
@@ -40,7 +40,7 @@ def make_run(root: Path, rounds: int, name: str) -> None:
         cfg = compose("config", overrides=overrides)
     raw: Any = OmegaConf.to_container(cfg, resolve=True)
     with patch("os.fsync", lambda fd: None):  # the runs' durability is not what is measured here
-        run_debate(validate(cfg), raw)
+        run_debate(resolve(cfg), raw)
 
 
 def timed(catalog: Catalog, target: str) -> tuple[float, int]:

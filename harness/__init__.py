@@ -13,6 +13,8 @@ _EXPORTS = {
     "Config": "harness.config",
     "ConfigError": "harness.config",
     "validate": "harness.config",
+    "Resolved": "harness.config",
+    "resolve": "harness.config",  # what run_debate is given
     "ModelCallError": "harness.engine.context",
     "RunContext": "harness.engine.context",
     "RunResult": "harness.engine",
@@ -31,7 +33,7 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from harness.config import Config, ConfigError, validate
+    from harness.config import Config, ConfigError, Resolved, resolve, validate
     from harness.engine import RunResult, resume_run, run_debate
     from harness.engine.context import ModelCallError, RunContext
     from harness.formats.checks import verify
@@ -54,6 +56,7 @@ __all__ = [
     "ModelCallError",
     "ModelRequest",
     "RunContext",
+    "Resolved",
     "RunManifest",
     "RunMemory",
     "RunResult",
@@ -61,6 +64,7 @@ __all__ = [
     "SeatMemory",
     "build_model",
     "parse_record",
+    "resolve",
     "resume_run",
     "run_debate",
     "validate",

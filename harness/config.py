@@ -9,7 +9,9 @@ models, probes, agents, formats) imports ``harness.schema`` instead.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig
 
@@ -41,12 +43,38 @@ from harness.schema import (
     redact,
 )
 
+if TYPE_CHECKING:
+    from harness.formats import Format
+
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     """Type-check and range-check a composed config; raise a one-line ConfigError."""
     from harness.formats import validate as check  # late: `import harness.config` stays light
 
     return check(cfg)
+
+
+# What ``Config.role_model`` gives one role: its model config, temperature and reply budget.
+RoleSettings = tuple[ModelConfig, float, int]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A validated config with what a run reads from it at every step: its
+    format, and each model role's settings in the format's role order. Built
+    once by ``resolve`` and passed down, so nothing looks either up again."""
+
+    cfg: Config
+    fmt: Format
+    models: Mapping[str, RoleSettings]
+
+
+def resolve(cfg: DictConfig | dict[str, Any]) -> Resolved:
+    """``validate``, keeping the format it found and the roles' model settings."""
+    from harness.formats import validated  # late, as in ``validate``
+
+    checked, fmt = validated(cfg)
+    return Resolved(checked, fmt, {role: checked.role_model(role) for role in fmt.model_roles(checked)})
 
 
 __all__ = [
@@ -63,8 +91,10 @@ __all__ = [
     "ProbeSpec",
     "ProbesConfig",
     "REDACTED",
+    "Resolved",
     "RetryConfig",
     "RoleOverride",
+    "RoleSettings",
     "SCHEMA_FAILURE_POLICIES",
     "SEARCH_TRANSPORTS",
     "STRUCTURED_MODES",
@@ -75,5 +105,6 @@ __all__ = [
     "read_text",
     "read_topics",
     "redact",
+    "resolve",
     "validate",
 ]

@@ -26,6 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.errors import BAD_INPUT, FAILED
 from harness.cli.export_styles import STYLES, export_run, export_sweep
 
 SWEEP_INDEX = "sweep.json"
@@ -33,7 +34,7 @@ SWEEP_INDEX = "sweep.json"
 
 def error(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
-    return 2
+    return BAD_INPUT
 
 
 def first_line(exc: Exception) -> str:
@@ -51,7 +52,7 @@ def render(folder: Path, style: str) -> tuple[str, int]:
     text, missing = export_sweep(folder)
     for name in missing:
         print(f"error: {folder / name}: no final synthesis", file=sys.stderr)
-    return text, 1 if missing else 0
+    return text, FAILED if missing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

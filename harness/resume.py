@@ -13,12 +13,33 @@ import sys
 from pathlib import Path
 
 from harness.cli.console import guarded, say
+from harness.cli.errors import exit_code
 from harness.cli.report import report
 from harness.config import ConfigError
 from harness.engine.context import ModelCallError
 from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ModelConfigError
 from harness.store.rundir import DiskFullError, RunInUseError
+
+# What a resume may end in that the command says, with its exit status (``exit_code``).
+RESUME_ERRORS = (
+    ConfigError,
+    ModelConfigError,
+    ResumeError,
+    RunInUseError,
+    ModelCallError,
+    DiskFullError,
+    KeyboardInterrupt,
+)
+
+
+def resume_error(exc: BaseException, run_dir: Path) -> list[str]:
+    """The lines a resume's ``RESUME_ERRORS`` end in."""
+    if isinstance(exc, KeyboardInterrupt):
+        return [f"interrupted; resume with: python -m harness.resume {run_dir}"]
+    if isinstance(exc, ModelCallError):
+        return [f"error: {exc}", f"resume later with: python -m harness.resume {run_dir}"]
+    return [f"error: {exc}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,19 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # a closed pipe ends no run
     try:
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
-    except (ConfigError, ModelConfigError, ResumeError, RunInUseError) as exc:
-        say(f"error: {exc}", sys.stderr)
-        return 2
-    except ModelCallError as exc:
-        say(f"error: {exc}", sys.stderr)
-        say(f"resume later with: python -m harness.resume {args.run_dir}", sys.stderr)
-        return 1
-    except DiskFullError as exc:
-        say(f"error: {exc}", sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        say(f"interrupted; resume with: python -m harness.resume {args.run_dir}", sys.stderr)
-        return 130
+    except RESUME_ERRORS as exc:
+        for line in resume_error(exc, args.run_dir):
+            say(line, sys.stderr)
+        return exit_code(exc)
     return report(result)
 
 

@@ -18,14 +18,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.console import guarded
 from harness.cli.errors import (
+    BAD_INPUT,
     HeldStderr,
     check_group_choices,
+    exit_code,
     fail,
     one_line,
     quote_text_values,
     release_stderr,
 )
-from harness.config import ConfigError, read_topics, validate
+from harness.config import ConfigError, read_topics, resolve
 from harness.engine import run_debate
 from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
@@ -47,6 +49,19 @@ def topic_range(path: str | None) -> str:
 
 OmegaConf.register_new_resolver("topics", topic_range, replace=True)
 
+# What a run may end in that the command says in one line, with its exit status (``exit_code``).
+RUN_ERRORS = (ConfigError, ModelConfigError, ModelCallError, DiskFullError, KeyboardInterrupt)
+
+
+def run_error(exc: BaseException) -> str:
+    """The one line a run's ``RUN_ERRORS`` end in."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted twice; the run folder is resumable with python -m harness.resume"
+    if isinstance(exc, ModelCallError) and exc.run_dir:
+        # recorded failed, and resumable once the cause is fixed: still one line
+        return f"{exc}; resume it with: python -m harness.resume {exc.run_dir}"
+    return str(exc)
+
 
 def main(cfg: DictConfig) -> None:
     release_stderr()
@@ -59,17 +74,9 @@ def main(cfg: DictConfig) -> None:
     assert isinstance(container, dict)
     raw = {str(k): v for k, v in container.items()}
     try:
-        result = run_debate(validate(cfg), raw)
-    except (ConfigError, ModelConfigError) as exc:
-        fail(str(exc), 2)
-    except ModelCallError as exc:
-        # recorded failed, and resumable once the cause is fixed: still one line
-        where = f"; resume it with: python -m harness.resume {exc.run_dir}" if exc.run_dir else ""
-        fail(f"{exc}{where}", 1)
-    except DiskFullError as exc:
-        fail(str(exc), 1)
-    except KeyboardInterrupt:
-        fail("interrupted twice; the run folder is resumable with python -m harness.resume", 130)
+        result = run_debate(resolve(cfg), raw)
+    except RUN_ERRORS as exc:
+        fail(run_error(exc), exit_code(exc))
     code = report(result)
     if code:
         sys.exit(code)
@@ -84,7 +91,7 @@ def cli() -> None:
     try:
         sys.argv[1:] = launcher_overrides(sys.argv[1:])  # sweep.concurrency=N: cells as threads
     except ConfigError as exc:
-        fail(str(exc), 2)
+        fail(str(exc), exit_code(exc))
     check_group_choices(sys.argv[1:])
     sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
     held = HeldStderr(guarded(sys.stderr))
@@ -93,7 +100,7 @@ def cli() -> None:
         hydra_main()
     except SystemExit as exc:
         if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
-            fail(one_line(held.release()), 2)
+            fail(one_line(held.release()), BAD_INPUT)
         raise
     finally:
         release_stderr()

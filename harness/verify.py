@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from harness.cli.errors import BAD_INPUT, FAILED
 from harness.formats.checks import verify
 
 USAGE = "usage: python -m harness.verify <run_dir>"
@@ -19,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_dir():
         print(USAGE, file=sys.stderr)
-        return 2
+        return BAD_INPUT
     return check(args[0])
 
 
@@ -30,7 +31,7 @@ def check(run_dir: str) -> int:
     for line in problems:
         print(line)
     print(f"{'FAILED' if problems else 'OK'}: {len(problems)} violation(s) in {run_dir}")
-    return 1 if problems else 0
+    return FAILED if problems else 0
 
 
 if __name__ == "__main__":

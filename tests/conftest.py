@@ -13,7 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import Config, validate
+from harness.config import Config, Resolved, resolve, validate
 from harness.engine import RunResult, run_debate
 from harness.engine.execute import ModelFactory
 from harness.models import build_model
@@ -94,6 +94,16 @@ def settings(make_cfg: Callable[..., DictConfig]) -> Callable[..., Config]:
 
 
 @pytest.fixture
+def resolved(make_cfg: Callable[..., DictConfig]) -> Callable[..., Resolved]:
+    """``settings``, resolved as a run starts: the config with its format and role models."""
+
+    def make(*overrides: str) -> Resolved:
+        return resolve(make_cfg(*overrides))
+
+    return make
+
+
+@pytest.fixture
 def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
     """Run a whole debate in-process and return its result; ``build=`` passes
     a model factory (a fake, a wrapper) instead of the registry's."""
@@ -102,7 +112,7 @@ def run(make_cfg: Callable[..., DictConfig]) -> Callable[..., RunResult]:
         cfg = make_cfg(*overrides)
         raw = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(raw, dict)
-        return run_debate(validate(cfg), raw, build=build)
+        return run_debate(resolve(cfg), raw, build=build)
 
     return go
 

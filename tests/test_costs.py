@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import compose_cfg
 
-from harness.config import ConfigError, validate
+from harness.config import ConfigError, resolve
 from harness.engine.budget import Budget, BudgetExhausted, Budgets
 from harness.engine.resuming import resume_run
 from harness.models.base import Completion
@@ -76,12 +76,12 @@ def test_a_reservation_that_could_cross_the_limit_is_refused_and_undone():
 
 def test_a_dollar_budget_with_an_unpriced_model_is_refused_before_any_folder(runs_root, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    cfg = validate(compose_cfg(["model=openai", "model.spec=openai:no-such-price", f"runs_root={runs_root}"]))
-    cfg.budget.usd = 1.0
+    run = resolve(compose_cfg(["model=openai", "model.spec=openai:no-such-price", f"runs_root={runs_root}"]))
+    run.cfg.budget.usd = 1.0
     from harness.engine.execute import preflight
 
     with pytest.raises(ConfigError) as err:
-        preflight(cfg)
+        preflight(run)
     line = str(err.value)
     assert line.startswith("budget.usd:") and "openai:no-such-price" in line and "prices.models" in line
     assert not runs_root.exists()
@@ -172,7 +172,7 @@ def test_reasoning_and_cache_tokens_are_read_once_from_langchain_usage():
     assert table.cost("openai:r", c) == pytest.approx((400 * 1.0 + 600 * 0.1 + 300 * 4.0) / 1e6)
 
 
-def test_reasoning_knobs_reach_the_client_and_a_wrong_one_is_one_line(settings, monkeypatch):
+def test_reasoning_knobs_reach_the_client_and_a_wrong_one_is_one_line(settings, resolved, monkeypatch):
     from harness.engine.execute import preflight
     from harness.models.base import ModelConfigError
     from harness.models.remote import LangChainModel
@@ -180,9 +180,9 @@ def test_reasoning_knobs_reach_the_client_and_a_wrong_one_is_one_line(settings, 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     model = LangChainModel("openai:o4-mini", kwargs={}, reasoning_effort="low")
     assert model._chat(1.0, 64).reasoning_effort == "low"
-    cfg = settings("model=openai", "+roles.critic.thinking_budget=2048")
+    run = resolved("model=openai", "+roles.critic.thinking_budget=2048")
     with pytest.raises(ModelConfigError, match=r"^roles.critic.thinking_budget: openai takes no thinking"):
-        preflight(cfg)
+        preflight(run)
     with pytest.raises(ConfigError, match=r"^roles.critic.reasoning_effort: must be null or one of"):
         settings("model=openai", "+roles.critic.reasoning_effort=extreme")
 

@@ -32,7 +32,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import resume_run, run_debate
 from harness.formats.checks import verify
 from harness.store.records import parse_record
@@ -257,7 +257,7 @@ def run_in_process(args: tuple[str, ...], root: Path) -> Path:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=[*args, f"runs_root={root}"])
     raw: Any = OmegaConf.to_container(cfg, resolve=True)
-    return run_debate(validate(cfg), raw).run_dir
+    return run_debate(resolve(cfg), raw).run_dir
 
 
 @pytest.fixture(scope="module")

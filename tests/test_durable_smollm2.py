@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.resume import resume_run
 from harness.verify import verify
@@ -43,7 +43,7 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     cfg = make_cfg(*ARGS)
     raw = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(raw, dict)
-    reference = run_debate(validate(cfg), raw)  # type: ignore[arg-type]
+    reference = run_debate(resolve(cfg), raw)  # type: ignore[arg-type]
 
     crashed_root = tmp_path / "crashed"
     proc = subprocess.Popen(

@@ -25,7 +25,7 @@ from conftest import compose_cfg
 from omegaconf import OmegaConf
 from test_durable_faults import Outcome, assert_same_outcome
 
-from harness.config import ConfigError, ModelConfig
+from harness.config import ConfigError, ModelConfig, resolve
 from harness.engine import resume_run, run_debate
 from harness.engine.context import ModelCallError
 from harness.engine.fanout import fans_out
@@ -212,7 +212,7 @@ def run_then_die(runs_root: str) -> None:
         ["model=scripted", f"runs_root={runs_root}", "progress=false", *KILL_ARGS, "run_name=killed"]
     )
     raw = OmegaConf.to_container(cfg, resolve=True)
-    run_debate(validate(cfg), raw, build=build)  # type: ignore[arg-type]
+    run_debate(resolve(cfg), raw, build=build)  # type: ignore[arg-type]
 
 
 @pytest.mark.heavy  # spawns a process

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from harness.config import validate
-from harness.engine import build_roles
+from harness.config import resolve
+from harness.engine import build_roles, preflight
 from harness.engine.context import RunContext
 from harness.formats import DRIFT
 from harness.formats.drift import DriftNodes
@@ -80,9 +80,12 @@ def reachable_logs(root: Any) -> list[JsonlLog]:
 
 @pytest.fixture
 def nodes(make_cfg, tmp_path):
-    cfg = validate(make_cfg())
+    run = resolve(make_cfg())
+    cfg = run.cfg
     memory = RunMemory(tmp_path / "run", DRIFT.layout(cfg))
-    ctx = RunContext(cfg=cfg, memory=memory, roles=build_roles(cfg), seats=DRIFT.seat_list(cfg))
+    ctx = RunContext(
+        cfg=cfg, memory=memory, roles=build_roles(run, preflight(run)), seats=DRIFT.seat_list(cfg)
+    )
     return DriftNodes(ctx), memory
 
 

@@ -21,7 +21,7 @@ from analysis import load_runs, sweep_heatmap
 from analysis.__main__ import main
 from analysis.labels import cells_table, label_cells
 from analysis.tables import cell_of
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.sweep.index import INDEX_JSON, SweepIndex
 from harness.sweep.plan import plan_cells
@@ -38,7 +38,7 @@ def run_in(base: DictConfig, folder: Path, *overrides: str) -> None:
         OmegaConf.update(cfg, key, yaml.safe_load(value))
     raw = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(raw, dict)
-    run_debate(validate(cfg), raw)
+    run_debate(resolve(cfg), raw)
 
 
 @pytest.fixture(scope="module")

@@ -341,13 +341,12 @@ def test_a_shared_limiter_cuts_the_429s_of_many_threads(monkeypatch):
     assert any(c.reason.startswith("retry-after until") for c in changes)
 
 
-def test_limiter_keys_are_validated_and_free_to_change_on_resume(settings, monkeypatch) -> None:
+def test_limiter_keys_are_validated_and_free_to_change_on_resume(settings, resolved, monkeypatch) -> None:
     """``model.concurrency`` and friends: one-line errors naming the key, and a
     resume may change them (how fast calls go, not what they ask)."""
     from harness.config import ConfigError
-    from harness.engine.execute import build_roles
+    from harness.engine.execute import build_roles, preflight
     from harness.engine.fingerprint import components
-    from harness.formats import get_format
     from harness.store.fingerprint import differences
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -357,8 +356,8 @@ def test_limiter_keys_are_validated_and_free_to_change_on_resume(settings, monke
         settings("model=openai", "model.concurrency=9", "model.max_concurrency=4")
 
     def parts(*overrides: str) -> dict:
-        cfg = settings("model=openai", *overrides)
-        return components(cfg, build_roles(cfg), get_format(cfg.format.name))
+        run = resolved("model=openai", *overrides)
+        return components(run.cfg, build_roles(run, preflight(run)), run.fmt)
 
     assert differences(parts(), parts("model.rpm=500", "model.tpm=90000", "model.concurrency=2")) == []
     assert differences(parts(), parts("model.spec=openai:gpt-4o"))  # a real change still counts

@@ -20,7 +20,7 @@ import pytest
 from omegaconf import OmegaConf
 
 import harness.models.local as local
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.models.base import ModelConfigError, ModelRequest
 from harness.models.prefix_cache import PrefixCache
@@ -305,7 +305,7 @@ def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) 
     cfg = make_cfg(*args)
     raw = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(raw, dict)
-    reference = run_debate(validate(cfg), raw)  # type: ignore[arg-type]
+    reference = run_debate(resolve(cfg), raw)  # type: ignore[arg-type]
     assert sum(m.prefix_cache.hits for m in local._LOADED.values()) > 0
 
     crashed_root = tmp_path / "crashed"

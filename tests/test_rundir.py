@@ -12,7 +12,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.store.records import FOLDER_VERSION, RunManifest
 from harness.store.rundir import FolderVersionError, create_run_dir, read_manifest, run_dir_name
@@ -92,7 +92,7 @@ def test_concurrent_creation_in_threads_gives_distinct_folders(tmp_path):
 def test_concurrent_debates_in_threads_do_not_share_folders(make_cfg, records):
     cfg = make_cfg("rounds=2")  # Hydra's compose API is not thread-safe: compose once
     raw = OmegaConf.to_container(cfg, resolve=True)
-    results = race(lambda: run_debate(validate(cfg), raw), 4)  # type: ignore[arg-type]
+    results = race(lambda: run_debate(resolve(cfg), raw), 4)  # type: ignore[arg-type]
     dirs = {r.run_dir for r in results}
     assert len(dirs) == 4
     for run_dir in dirs:

@@ -224,7 +224,7 @@ def write_docs_image(out: Path = REPO / "docs" / "images" / "viewer.png") -> Pat
     from conftest import compose_cfg
     from omegaconf import OmegaConf
 
-    from harness.config import validate
+    from harness.config import resolve
     from harness.engine import run_debate
 
     with tempfile.TemporaryDirectory(prefix="viewer-shot-") as tmp_name:
@@ -233,7 +233,7 @@ def write_docs_image(out: Path = REPO / "docs" / "images" / "viewer.png") -> Pat
         cfg = compose_cfg(["model=scripted", f"runs_root={root}", "progress=false", "rounds=2"])
         raw = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(raw, dict)
-        result = run_debate(validate(cfg), raw)
+        result = run_debate(resolve(cfg), raw)
         with serve_viewer(root, tmp / "viewer.stderr") as base:
             started = time.monotonic()
             screenshot(run_url(base, result.run_dir.relative_to(root).as_posix()), out, tmp / "chromium")

@@ -1,5 +1,6 @@
 """Command-line errors in one line: unknown group options, Hydra's own
-composition errors, and the ``error: ...`` format every entry point uses."""
+composition errors, the ``error: ...`` format every entry point uses, and
+the one map from an exception to a command's exit status."""
 
 from __future__ import annotations
 
@@ -14,6 +15,38 @@ from harness.paths import conf_dir
 from harness.plugins import conf_search_paths
 
 _GROUP_CHOICE = re.compile(r"^\+{0,2}([a-z_]+)=([A-Za-z0-9_.,\-]+)$")
+
+BAD_INPUT = 2  # a config, a path or a command line the command cannot work with
+FAILED = 1  # the command ran, and what it checked or ran failed
+INTERRUPTED = 130  # Ctrl-C: what it ran is resumable
+# A run a budget stopped: resumable like an interrupted one, but not a Ctrl-C,
+# so a sweep goes on with its other cells (EX_TEMPFAIL: try again later).
+BUDGET_STOPPED = 75
+
+# Every command's exit status for what it catches: bad input 2 (a config, a
+# path, a folder in use, an unreadable store); a run that failed for good
+# (resumable once the cause is fixed) or a full disk 1; Ctrl-C 130. Keyed by
+# the class's dotted name and matched along the exception's MRO, most
+# specific first, so no command imports the engine just to name its errors.
+EXIT_CODES: dict[str, int] = {
+    "builtins.KeyboardInterrupt": INTERRUPTED,
+    "harness.engine.context.ModelCallError": FAILED,
+    "harness.store.rundir.DiskFullError": FAILED,
+    "harness.engine.resuming.ResumeError": BAD_INPUT,
+    "harness.store.rundir.RunInUseError": BAD_INPUT,
+    "harness.store.sql.StoreError": BAD_INPUT,
+    "sqlite3.DatabaseError": BAD_INPUT,
+    "builtins.ValueError": BAD_INPUT,  # ConfigError, ModelConfigError, PlanError, CollectionError, SearchError
+    "builtins.OSError": BAD_INPUT,
+}
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status for ``exc`` (``EXIT_CODES``); 1, as Python's own, for anything else."""
+    for cls in type(exc).__mro__:
+        if (code := EXIT_CODES.get(f"{cls.__module__}.{cls.__qualname__}")) is not None:
+            return code
+    return FAILED
 
 
 def fail(message: str, code: int) -> NoReturn:
@@ -55,7 +88,7 @@ def check_group_choices(argv: list[str]) -> None:
         known = sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
         for option in match.group(2).split(","):
             if option != "null" and option not in known:
-                fail(f"{group}={option}: no such option (known: {', '.join(known)})", 2)
+                fail(f"{group}={option}: no such option (known: {', '.join(known)})", BAD_INPUT)
 
 
 def quote_text_values(argv: list[str]) -> list[str]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 import sys
 
 from harness.cli.console import say
+from harness.cli.errors import BUDGET_STOPPED, INTERRUPTED
 from harness.cli.progress import summary_line
 from harness.engine.execute import RunResult
-
-# A run a budget stopped: resumable like an interrupted one (130), but not a
-# Ctrl-C, so a sweep goes on with its other cells (EX_TEMPFAIL: try again later).
-BUDGET_EXIT = 75
 
 
 def report(result: RunResult) -> int:
@@ -36,4 +33,4 @@ def report(result: RunResult) -> int:
     say(str(result.run_dir), sys.stdout)
     if manifest.status != "interrupted":
         return 0
-    return BUDGET_EXIT if (manifest.stop_reason or "").startswith("budget") else 130
+    return BUDGET_STOPPED if (manifest.stop_reason or "").startswith("budget") else INTERRUPTED

@@ -1,21 +1,23 @@
 """The engine: from a validated config to a finished run folder.
 
-``run_debate`` starts a run; ``harness.resume`` continues one; both end in
-``execute``, which drives the format's graph, snapshots every round, and
-records how the run ended (completed, failed, interrupted) in the manifest.
+``run_debate`` starts a run from a ``Resolved`` config (``harness.config.resolve``:
+the format and each role's model settings, found once and passed down);
+``harness.resume`` continues one; both end in ``execute``, which drives the
+format's graph and snapshots every round, inside ``recording``, which writes
+how the run ended (completed, failed, interrupted) in the manifest.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from harness.config import Config, ConfigError, ModelConfig
+from harness.config import Config, ConfigError, ModelConfig, Resolved
 from harness.engine.budget import Budget, Budgets, sweep_budget
 from harness.engine.calls import RoleModel
 from harness.engine.context import ModelCallError, RunContext
@@ -23,7 +25,7 @@ from harness.engine.fingerprint import components
 from harness.engine.interrupt import RunStopped, StopOnSignal
 from harness.engine.otel import traced_run
 from harness.engine.progress import Progress
-from harness.formats import Format, get_format, max_tokens_key
+from harness.formats import Format, max_tokens_key
 from harness.models.base import ChatModel
 from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model, check_model
@@ -31,7 +33,15 @@ from harness.models.retry import error_info
 from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.reader import ledger
-from harness.store.records import FOLDER_VERSION, ErrorInfo, HistoryEntry, RunManifest, Snapshot, utcnow
+from harness.store.records import (
+    FOLDER_VERSION,
+    ErrorInfo,
+    HistoryEntry,
+    RunManifest,
+    RunStatus,
+    Snapshot,
+    utcnow,
+)
 from harness.store.rundir import (
     RunLock,
     create_run_dir,
@@ -59,11 +69,11 @@ class RunResult:
 ModelFactory = Callable[[ModelConfig], ChatModel]
 
 
-def preflight(cfg: Config) -> Format:
-    """Everything that can be checked before a folder is made or a model loaded."""
-    fmt = get_format(cfg.format.name)
-    for role in fmt.model_roles(cfg):
-        model_cfg, _, _ = cfg.role_model(role)
+def preflight(run: Resolved) -> PriceTable:
+    """Everything that can be checked before a folder is made or a model loaded;
+    the price table, which ``build_roles`` charges calls by."""
+    cfg = run.cfg
+    for role, (model_cfg, _, _) in run.models.items():
         override = cfg.roles.get(role)
         key = f"roles.{role}.spec" if override is not None and override.spec is not None else "model.spec"
         own_knobs = override is not None and (override.reasoning_effort, override.thinking_budget) != (
@@ -71,20 +81,21 @@ def preflight(cfg: Config) -> Format:
             None,
         )
         check_model(model_cfg, key, f"roles.{role}" if own_knobs else "model")
-    check_reply_budgets(cfg, fmt)
-    check_prices(cfg, fmt)
-    if fmt.preflight is not None:
-        fmt.preflight(cfg)
-    return fmt
+    check_reply_budgets(run)
+    table = check_prices(run)
+    if run.fmt.preflight is not None:
+        run.fmt.preflight(cfg)
+    return table
 
 
-def check_prices(cfg: Config, fmt: Format) -> PriceTable:
+def check_prices(run: Resolved) -> PriceTable:
     """The price table loads, and a dollar budget has a price for every model
     it would be charged for: fail closed, naming the model and the key to set."""
+    cfg = run.cfg
     table = load_prices(cfg.prices.file, cfg.prices.models)
     limits = [k for k in ("usd", "sweep_usd") if getattr(cfg.budget, k) is not None]
-    for role in fmt.model_roles(cfg) if limits else ():
-        spec = cfg.role_model(role)[0].spec
+    for role, (model_cfg, _, _) in run.models.items() if limits else ():
+        spec = model_cfg.spec
         if not table.known(spec):
             key = spec.replace(":", "\\:")  # Hydra's override grammar escapes the colon in a key
             raise ConfigError(
@@ -94,26 +105,23 @@ def check_prices(cfg: Config, fmt: Format) -> PriceTable:
     return table
 
 
-def check_reply_budgets(cfg: Config, fmt: Format) -> None:
+def check_reply_budgets(run: Resolved) -> None:
     """A reply budget too small for the shortest valid reply fails every call:
     refuse it before anything runs, naming the least the format needs."""
-    least, schema = fmt.least_reply_tokens()
-    for role in fmt.model_roles(cfg):
-        _, _, max_tokens = cfg.role_model(role)
+    least, schema = run.fmt.least_reply_tokens()
+    for role, (_, _, max_tokens) in run.models.items():
         if max_tokens < least:
             raise ConfigError(
-                f"{max_tokens_key(cfg, role)}: {max_tokens} tokens cannot hold a valid {schema} reply; "
-                f"format {fmt.name} needs at least {least}"
+                f"{max_tokens_key(run.cfg, role)}: {max_tokens} tokens cannot hold a valid {schema} reply; "
+                f"format {run.fmt.name} needs at least {least}"
             )
 
 
-def build_roles(cfg: Config, build: ModelFactory = build_model) -> dict[str, RoleModel]:
+def build_roles(run: Resolved, prices: PriceTable, build: ModelFactory = build_model) -> dict[str, RoleModel]:
     """One model object per distinct model config, shared by the roles using it."""
     built: dict[str, ChatModel] = {}
     roles = {}
-    prices = load_prices(cfg.prices.file, cfg.prices.models)
-    for role in get_format(cfg.format.name).model_roles(cfg):
-        model_cfg, temperature, max_tokens = cfg.role_model(role)
+    for role, (model_cfg, temperature, max_tokens) in run.models.items():
         key = repr(model_cfg)
         if key not in built:
             built[key] = build(model_cfg)
@@ -134,7 +142,8 @@ def run_budgets(cfg: Config, run_dir: Path) -> Budgets:
     return Budgets(tuple(held))
 
 
-def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> RunManifest:
+def new_manifest(run: Resolved, run_dir: Path, roles: dict[str, RoleModel]) -> RunManifest:
+    cfg = run.cfg
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update(bound.model.model_files())
@@ -148,7 +157,7 @@ def new_manifest(cfg: Config, run_dir: Path, roles: dict[str, RoleModel]) -> Run
         packages=package_versions(),
         model_files=files,
         model_specs={role: bound.spec for role, bound in roles.items()},
-        layout=get_format(cfg.format.name).layout(cfg),
+        layout=run.fmt.layout(cfg),
         history=[HistoryEntry(action="start")],
     )
 
@@ -170,14 +179,14 @@ RESTREAM_ROUNDS = 500
 
 
 def drive(
-    graph: Any, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter, stop: StopOnSignal
+    fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter, stop: StopOnSignal
 ) -> dict[str, Any]:
-    """Stream the graph until it ends or a stop is requested; snapshot each round.
+    """Stream the format's graph until it ends or a stop is requested; snapshot each round.
 
     ``state`` is updated in place as the graph moves.
     """
     cfg = ctx.cfg
-    fmt = get_format(cfg.format.name)
+    graph = fmt.build_graph(ctx)
     total = fmt.planned_rounds(cfg)
     config = {
         "recursion_limit": fmt.max_steps(cfg),
@@ -224,31 +233,67 @@ def run_graph(fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Sn
     with StopOnSignal() as stop:
         try:
             with open_tools(fmt, ctx) as ctx.tools:
-                drive(fmt.build_graph(ctx), ctx, state, snapshots, stop)
+                drive(fmt, ctx, state, snapshots, stop)
         except RunStopped as exc:  # as resumable as a signal
             return str(exc)
     return stop.requested
 
 
+@dataclass(frozen=True)
+class Resumption:
+    """How a resume continues a run: from snapshot ``base`` (None: from the
+    start), described by ``detail`` (recorded as an event); ``forced``: past a
+    changed fingerprint, whose kept replies replay only for the very requests
+    they answered."""
+
+    base: Snapshot | None
+    detail: str
+    forced: bool = False
+
+
 def execute(
-    cfg: Config,
+    run: Resolved,
     run_dir: Path,
     roles: dict[str, RoleModel],
     manifest: RunManifest,
     state: dict[str, Any],
-    base: Snapshot | None = None,
-    resumed: str | None = None,
-    forced: bool = False,
+    resumption: Resumption | None = None,
 ) -> RunResult:
-    """Run (or continue, from snapshot ``base``) the graph in ``run_dir`` and
-    record how it ended. ``resumed`` describes a resume, recorded as an event;
-    ``forced``: one past a changed fingerprint, whose kept replies replay only
-    for the very requests they answered."""
-    fmt = get_format(cfg.format.name)
+    """Run (or continue, as ``resumption`` says) the graph in ``run_dir``;
+    ``recording`` writes how it ended in the manifest."""
+    cfg, fmt = run.cfg, run.fmt
+    base, detail = (resumption.base, resumption.detail) if resumption else (None, None)
+    ctx = run_context(run, run_dir, roles, base, forced=resumption is not None and resumption.forced)
+    if detail is not None:
+        ctx.events.emit(
+            "resume", round_=state["round"], team=None, role="resume", n=len(manifest.history), detail=detail
+        )
+    fingerprint = digest(components(cfg, roles, fmt))
+    snapshots = Snapshotter(
+        run_dir,
+        ctx.memory,
+        seed=cfg.seed,
+        fingerprint=fingerprint,
+        window_rounds=fmt.window_rounds(cfg),
+        base=base,
+    )
+    total = fmt.planned_rounds(cfg)
+    with recording(run_dir, manifest, state, snapshots, total):
+        with traced_run(cfg, manifest, detail):  # the run's OpenTelemetry trace, if tracing.otel
+            stopped = run_graph(fmt, ctx, state, snapshots)
+        ended(manifest, state, total, stopped)
+    return RunResult(run_dir, manifest, state, total)
+
+
+def run_context(
+    run: Resolved, run_dir: Path, roles: dict[str, RoleModel], base: Snapshot | None, forced: bool
+) -> RunContext:
+    """What the format's nodes run with; the memory starts from ``base``'s window (None: the start)."""
+    cfg, fmt = run.cfg, run.fmt
     memory = RunMemory(
         run_dir, fmt.layout(cfg), start=base.window if base else None, keep_rounds=fmt.window_rounds(cfg)
     )
-    ctx = RunContext(
+    return RunContext(
         cfg=cfg,
         memory=memory,
         roles=roles,
@@ -256,52 +301,53 @@ def execute(
         forced=forced,
         budgets=run_budgets(cfg, run_dir),
     )
-    if resumed is not None:
-        ctx.events.emit(
-            "resume",
-            round_=state["round"],
-            team=None,
-            role="resume",
-            n=len(manifest.history),
-            detail=resumed,
-        )
-    fingerprint = digest(components(cfg, roles, fmt))
-    snapshots = Snapshotter(
-        run_dir,
-        memory,
-        seed=cfg.seed,
-        fingerprint=fingerprint,
-        window_rounds=fmt.window_rounds(cfg),
-        base=base,
-    )
-    started, total = time.perf_counter(), fmt.planned_rounds(cfg)
+
+
+def ended(manifest: RunManifest, state: dict[str, Any], total: int, stopped: str | None) -> None:
+    """A graph that returned finished the run, or was stopped early (resumable)."""
+    if state["done"] or rounds_completed(state, total) >= total:
+        manifest.stop_reason = state.get("stop_reason")
+        mark(manifest, "completed", "complete", manifest.stop_reason or "")
+    else:
+        manifest.stop_reason = stopped
+        mark(manifest, "interrupted", "interrupt", stopped or "")
+
+
+def mark(
+    manifest: RunManifest,
+    status: RunStatus,
+    action: Literal["complete", "fail", "interrupt"],
+    detail: str,
+    error: ErrorInfo | None = None,
+) -> None:
+    """The run's status and error, and the history entry that says so."""
+    manifest.status, manifest.error = status, error
+    manifest.history.append(HistoryEntry(action=action, detail=detail))
+
+
+@contextmanager
+def recording(
+    run_dir: Path, manifest: RunManifest, state: dict[str, Any], snapshots: Snapshotter, total: int
+) -> Iterator[None]:
+    """The manifest says the run is running while the body runs, then how it
+    ended (a failure stored as data and raised on), its counts and wall time."""
+    started = time.perf_counter()
     manifest.status, manifest.error, manifest.ended_at = "running", None, None
     # a full disk, in a node or in a manifest write, ends in one line
     with full_disk_in_one_line(run_dir):
         write_manifest(run_dir, manifest)
         try:
-            with traced_run(cfg, manifest, resumed):  # the run's OpenTelemetry trace, if tracing.otel
-                stopped = run_graph(fmt, ctx, state, snapshots)
-            finished = state["done"] or rounds_completed(state, total) >= total
-            if finished:
-                manifest.status, manifest.stop_reason = "completed", state.get("stop_reason")
-                manifest.history.append(HistoryEntry(action="complete", detail=manifest.stop_reason or ""))
-            else:
-                manifest.status, manifest.stop_reason = "interrupted", stopped
-                manifest.history.append(HistoryEntry(action="interrupt", detail=stopped or ""))
+            yield
         except ModelCallError as exc:
-            manifest.status, manifest.error = "failed", exc.info
-            manifest.history.append(HistoryEntry(action="fail", detail=str(exc)))
+            mark(manifest, "failed", "fail", str(exc), exc.info)
             exc.run_dir = run_dir  # the command says how to resume it
             raise
         except KeyboardInterrupt:
-            manifest.status = "interrupted"
-            manifest.error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
-            manifest.history.append(HistoryEntry(action="interrupt", detail="second signal"))
+            error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
+            mark(manifest, "interrupted", "interrupt", "second signal", error)
             raise
         except Exception as exc:  # a bug or an unexpected backend error: stored as data
-            manifest.status, manifest.error = "failed", error_info(exc)
-            manifest.history.append(HistoryEntry(action="fail", detail=f"{type(exc).__name__}: {exc}"))
+            mark(manifest, "failed", "fail", f"{type(exc).__name__}: {exc}", error_info(exc))
             raise
         finally:
             manifest.topic = state.get("topic") or manifest.topic
@@ -310,10 +356,9 @@ def execute(
             manifest.ended_at = utcnow()
             manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
             write_manifest(run_dir, manifest)
-    return RunResult(run_dir, manifest, state, total)
 
 
-def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
+def run_debate(run: Resolved, raw_cfg: dict[str, Any], *, build: ModelFactory = build_model) -> RunResult:
     """Run one debate end to end and archive it in a new run folder.
 
     ``raw_cfg`` is what ``config.yaml`` keeps; the topic and the format's
@@ -321,8 +366,8 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = bu
     the framework, the batch of topics or a role's prompt is inlined), so a
     resume never reads the file again.
     """
-    fmt = preflight(cfg)
-    roles = build_roles(cfg, build)
+    cfg, fmt = run.cfg, run.fmt
+    roles = build_roles(run, preflight(run), build)
     # the validated topic and format: files given for a topic or a role's prompt are inlined
     kept = {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)}
     if not cfg.probes.enabled:  # a run that probes nothing keeps no probe set (it reads as the default)
@@ -335,5 +380,4 @@ def run_debate(cfg: Config, raw_cfg: dict[str, Any], *, build: ModelFactory = bu
     with full_disk_in_one_line(None):  # None: no folder was made
         run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg), fill)
     with RunLock(run_dir):
-        manifest = new_manifest(cfg, run_dir, roles)
-        return execute(cfg, run_dir, roles, manifest, fmt.initial_state(cfg))
+        return execute(run, run_dir, roles, new_manifest(run, run_dir, roles), fmt.initial_state(cfg))

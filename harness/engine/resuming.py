@@ -15,11 +15,19 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from harness.config import REDACTED, Config, validate
-from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, new_manifest, preflight
+from harness.config import REDACTED, Resolved, resolve
+from harness.engine.execute import (
+    ModelFactory,
+    Resumption,
+    RunResult,
+    build_roles,
+    execute,
+    new_manifest,
+    preflight,
+)
 from harness.engine.fingerprint import components
-from harness.formats.base import Format
 from harness.models.base import ModelConfigError
+from harness.models.prices import PriceTable
 from harness.models.registry import build_model
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
 from harness.store.records import HistoryEntry
@@ -41,7 +49,7 @@ def redacted_keys(node: Any, prefix: str = "") -> list[str]:
     return found
 
 
-def load_config(run_dir: Path, overrides: list[str]) -> Config:
+def load_config(run_dir: Path, overrides: list[str]) -> Resolved:
     """The run's own config, with ``overrides`` applied and redacted secrets unset
     (they come from the environment again, as at the start)."""
     path = run_dir / "config.yaml"
@@ -60,13 +68,13 @@ def load_config(run_dir: Path, overrides: list[str]) -> Config:
     )
     container = OmegaConf.to_container(merged, resolve=True)
     assert isinstance(container, dict)
-    return validate({str(k): v for k, v in container.items()})
+    return resolve({str(k): v for k, v in container.items()})
 
 
-def checked(run_dir: Path, cfg: Config, overrides: list[str]) -> Format:
+def checked(run_dir: Path, run: Resolved, overrides: list[str]) -> PriceTable:
     """``preflight``, with a secret ``config.yaml`` could not keep named as the override to add."""
     try:
-        return preflight(cfg)
+        return preflight(run)
     except ModelConfigError as exc:
         given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
         missing = [
@@ -80,7 +88,7 @@ def checked(run_dir: Path, cfg: Config, overrides: list[str]) -> Format:
         ) from None
 
 
-def start_unstarted(run_dir: Path, cfg: Config, build: ModelFactory) -> RunResult:
+def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: ModelFactory) -> RunResult:
     """A folder killed between ``config.yaml`` and ``manifest.json`` ran nothing:
     start it from its config. One that holds records but no manifest is not ours to guess at."""
     written = sorted(
@@ -91,12 +99,11 @@ def start_unstarted(run_dir: Path, cfg: Config, build: ModelFactory) -> RunResul
             f"{run_dir}/manifest.json: missing, but {written[0]} holds records; "
             "this folder cannot be resumed (python -m harness.verify says more)"
         )
-    fmt = preflight(cfg)
-    roles = build_roles(cfg, build)
-    write_fingerprint(run_dir, components(cfg, roles, fmt))
-    manifest = new_manifest(cfg, run_dir, roles)
+    roles = build_roles(run, prices, build)
+    write_fingerprint(run_dir, components(run.cfg, roles, run.fmt))
+    manifest = new_manifest(run, run_dir, roles)
     manifest.history[0].detail = "by resume: the run had stopped before its manifest was written"
-    return execute(cfg, run_dir, roles, manifest, dict(fmt.initial_state(cfg)))
+    return execute(run, run_dir, roles, manifest, dict(run.fmt.initial_state(run.cfg)))
 
 
 def resume_run(
@@ -107,11 +114,12 @@ def resume_run(
     build: ModelFactory = build_model,
 ) -> RunResult:
     run_dir = Path(run_dir)
-    cfg = load_config(run_dir, overrides or [])
-    fmt = checked(run_dir, cfg, overrides or [])
+    run = load_config(run_dir, overrides or [])
+    cfg, fmt = run.cfg, run.fmt
+    prices = checked(run_dir, run, overrides or [])
     with RunLock(run_dir):
         if not (run_dir / "manifest.json").is_file():
-            return start_unstarted(run_dir, cfg, build)
+            return start_unstarted(run_dir, run, prices, build)
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
         if snap is None:
@@ -124,7 +132,7 @@ def resume_run(
             return RunResult(
                 run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
             )
-        roles = build_roles(cfg, build)
+        roles = build_roles(run, prices, build)
         changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
         if changed and not force:
             raise ResumeError(
@@ -135,4 +143,4 @@ def resume_run(
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
-        return execute(cfg, run_dir, roles, manifest, state, base=snap, resumed=detail, forced=bool(changed))
+        return execute(run, run_dir, roles, manifest, state, Resumption(snap, detail, forced=bool(changed)))

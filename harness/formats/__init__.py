@@ -63,7 +63,12 @@ def load_plugin(name: str) -> None:
 
 
 def validate(cfg: DictConfig | dict[str, Any]) -> Config:
-    """Type-check and range-check a composed config; raise a one-line ConfigError.
+    """Type-check and range-check a composed config; raise a one-line ConfigError."""
+    return validated(cfg)[0]
+
+
+def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
+    """``validate``, with the format it looked up (a run needs it; looking it up again costs).
 
     The schema checks its own keys (``harness.schema``); the chosen format's
     options, roles, seats and reply budgets are checked here, above it."""
@@ -84,7 +89,7 @@ def validate(cfg: DictConfig | dict[str, Any]) -> Config:
     )
     for role in fmt.model_roles(obj):
         check_context(obj, role)
-    return obj
+    return obj, fmt
 
 
 def names_with(flag: str) -> list[str]:
@@ -152,4 +157,5 @@ __all__ = [
     "load_plugin",
     "register_format",
     "validate",
+    "validated",
 ]

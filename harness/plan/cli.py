@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from harness.cli.console import guarded, say
-from harness.cli.errors import fail
+from harness.cli.errors import exit_code, fail
 from harness.config import ConfigError
 from harness.models.base import ModelConfigError
 from harness.models.prices import format_usd
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         options = parse(sys.argv[1:] if argv is None else argv)
         plan, runs = build_plan(options)
     except (PlanError, ConfigError, ModelConfigError) as exc:
-        fail(str(exc), 2)
+        fail(str(exc), exit_code(exc))
     for line in render(plan, options.words, runs, time.perf_counter() - started):
         say(line, sys.stdout)
     return 0

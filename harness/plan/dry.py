@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.config import Config, validate
+from harness.config import Config, resolve
 from harness.engine import run_debate
 from harness.formats import get_format
 from harness.formats.base import Format
@@ -200,7 +200,7 @@ def run_pass(cfg: DictConfig, kind: Kind) -> list[Call]:
             cfg.runs_root = str(folder)
         raw = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(raw, dict)
-        run_debate(validate(cfg), {str(k): v for k, v in raw.items()}, build=build)
+        run_debate(resolve(cfg), {str(k): v for k, v in raw.items()}, build=build)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return calls

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
+from harness.cli.errors import BAD_INPUT, FAILED
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog
 from harness.sweep.index import (
     COMPACTIONS,
@@ -50,7 +51,7 @@ _PROGRESS: dict[str, Any] = {}
 
 def _fail(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(BAD_INPUT)
 
 
 def replicate_override(arguments: list[str]) -> list[str]:
@@ -207,4 +208,4 @@ class SweepIndexCallback(Callback):
         print(status_table(index), flush=True)
         print(sweep_dir, flush=True)
         if any(c.status != "completed" for c in index.cells):
-            sys.exit(1)
+            sys.exit(FAILED)

@@ -32,6 +32,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
+from harness.cli.errors import BUDGET_STOPPED, FAILED, INTERRUPTED, exit_code
 from harness.engine.budget import in_sweep_budget
 from harness.store.reader import ledger
 from harness.store.records import utcnow
@@ -41,8 +42,8 @@ from harness.sweep.index import CELL_LOG, INDEX_JSON, _manifest, read_index
 from harness.sweep.plan import Cell, replicate_seed
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
-# 75: a budget stopped the run (harness.cli.report), resumable; the sweep goes on
-_EXIT_STATUS = {0: "completed", 130: "interrupted", 75: "interrupted"}
+# a budget stopped the run (harness.cli.report), resumable; the sweep goes on
+_EXIT_STATUS = {0: "completed", INTERRUPTED: "interrupted", BUDGET_STOPPED: "interrupted"}
 _PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
 _PLAN_LOCK = threading.Lock()
 
@@ -157,13 +158,13 @@ def _invoke(single_run: Callable[[DictConfig], None], cfg: DictConfig, run_dir: 
         return 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return exit_code(exc)
     except Exception as exc:  # a bug in one cell must not take the others down
         traceback.print_exc()
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return FAILED
 
 
 def _last_error(log: Path, offset: int) -> str | None:
@@ -238,6 +239,6 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     record.exit_code, record.ended_at = code, utcnow()
     record.error = _last_error(log, offset) if code else None
     write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))
-    if code == 130:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
+    if code == INTERRUPTED:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
         print(f"interrupted; continue with: python -m harness.sweep resume {sweep_dir}", file=sys.stderr)
-        raise SystemExit(130)
+        raise SystemExit(INTERRUPTED)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from harness.cli.errors import BAD_INPUT, FAILED, exit_code
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
 from harness.sweep.plan import Cell, override_key
 
@@ -328,7 +329,7 @@ def status(sweep_dir: Path) -> int:
     print(status_table(index))
     for line in limiter_lines(sweep_dir):
         print(line)
-    return 0 if all(c.status == "completed" for c in index.cells) else 1
+    return 0 if all(c.status == "completed" for c in index.cells) else FAILED
 
 
 USAGE = "usage: python -m harness.sweep {resume <sweep_dir> [key=value ...], status <sweep_dir>}"
@@ -345,10 +346,10 @@ def main(argv: list[str] | None = None) -> int:
         or not well_formed
     ):
         print(USAGE, file=sys.stderr)
-        return 2
+        return BAD_INPUT
     sweep_dir = Path(args[1])
     try:
         return resume(sweep_dir, changes) if args[0] == "resume" else status(sweep_dir)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)

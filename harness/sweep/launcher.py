@@ -46,7 +46,7 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.cli.errors import release_stderr
+from harness.cli.errors import INTERRUPTED, release_stderr
 from harness.engine.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.models.limiter import JsonlSink, set_sink
 from harness.streams import RoutedStream
@@ -179,7 +179,7 @@ class InProcessLauncher(Launcher):
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell") as pool:
                 returns = list(pool.map(lambda job: self._run(sweep_dir, *job), jobs))
         if self.stopped.is_set():
-            raise SystemExit(130)  # every cell in flight was left interrupted, resumable
+            raise SystemExit(INTERRUPTED)  # every cell in flight was left interrupted, resumable
         return returns
 
     def _run(self, sweep_dir: Path, num: int, overrides: list[str]) -> JobReturn:
@@ -198,7 +198,7 @@ class InProcessLauncher(Launcher):
             try:  # the config is this cell's own copy: run_cell sets its values in place
                 run_cell(job_cfg, self._single_run, SweepJob(sweep_dir, num, overrides, owned=True))
             except SystemExit as exc:  # run_cell's way of saying: Ctrl-C, stop the sweep
-                if exc.code == 130:
+                if exc.code == INTERRUPTED:
                     self.stopped.set()
                     request_stop("SIGINT")
         return ret

@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.errors import BAD_INPUT, exit_code
 from harness.view.server import serve
 from harness.view.static import export_static
 
@@ -25,20 +26,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"error: {args.root}: no such folder", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     if args.static is not None:
         try:
             files = export_static(args.root, args.static)
         except (OSError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return exit_code(exc)
         print(f"wrote {len(files)} pages to {args.static}")
         return 0
     try:
         serve(args.root, args.port, lambda line: print(line, flush=True))
     except OSError as exc:
         print(f"error: port {args.port}: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return exit_code(exc)
     return 0
 
 

@@ -1,0 +1,102 @@
+"""A run starts from one resolved config: the format is looked up once (by
+validation) and each role's model settings are computed once, then passed
+down; ``recording`` writes how a run ended."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import harness.formats
+from harness.config import resolve
+from harness.engine import ModelCallError, resume_run, run_debate
+from harness.engine.execute import recording
+from harness.schema import Config
+from harness.store.records import ErrorInfo, RunCounts
+from harness.store.rundir import read_manifest
+
+
+@pytest.fixture
+def lookups(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """Counts ``get_format`` lookups (wherever a module holds it) and ``Config.role_model`` calls."""
+    counts: Counter[str] = Counter()
+    original, role_model = harness.formats.get_format, Config.role_model
+
+    def get_format(name: str) -> harness.formats.Format:
+        counts["get_format"] += 1
+        return original(name)
+
+    def counted_role_model(self: Config, role: str) -> tuple:
+        counts["role_model"] += 1
+        return role_model(self, role)
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "get_format", None) is original:
+            monkeypatch.setattr(module, "get_format", get_format)
+    monkeypatch.setattr(Config, "role_model", counted_role_model)
+    yield counts
+
+
+def test_a_run_looks_its_format_up_once_and_its_role_models_once(make_cfg, lookups) -> None:
+    from omegaconf import OmegaConf
+
+    cfg = make_cfg("rounds=2")
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    run = resolve(cfg)
+    assert lookups["get_format"] == 1
+    assert set(run.models) == set(run.fmt.model_roles(run.cfg))
+    lookups.clear()
+    result = run_debate(run, raw)  # type: ignore[arg-type]
+    assert result.manifest.status == "completed"
+    # the engine reads the resolved format and role models; it looks nothing up again
+    assert lookups == Counter()
+
+
+def test_a_resume_looks_its_format_up_once(run, lookups) -> None:
+    made = run("rounds=2")
+    lookups.clear()
+    resumed = resume_run(made.run_dir, overrides=["rounds=3"])
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 3
+    assert lookups["get_format"] == 1  # by validation, in load_config
+
+
+def test_no_engine_module_names_get_format() -> None:
+    engine = Path(harness.formats.__file__).parents[1] / "engine"
+    assert [p.name for p in engine.glob("*.py") if "get_format" in p.read_text()] == []
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "entry", "error_type"),
+    [
+        (KeyboardInterrupt(), "interrupted", ("interrupt", "second signal"), "KeyboardInterrupt"),
+        (RuntimeError("boom"), "failed", ("fail", "RuntimeError: boom"), "RuntimeError"),
+        (
+            ModelCallError("gave up", ErrorInfo(kind="fatal", type="Timeout", message="gave up")),
+            "failed",
+            ("fail", "gave up"),
+            "Timeout",
+        ),
+    ],
+)
+def test_recording_writes_how_a_run_ended_and_raises_on(run, raised, status, entry, error_type) -> None:
+    made = run("rounds=1")
+    manifest, state = made.manifest, {"round": 2, "done": False}
+    before = len(manifest.history)
+
+    class Snapshots:
+        def totals(self) -> RunCounts:
+            return RunCounts(model_calls=7)
+
+    with pytest.raises(type(raised)), recording(made.run_dir, manifest, state, Snapshots(), 1):  # type: ignore[arg-type]
+        assert read_manifest(made.run_dir).status == "running"
+        raise raised
+    kept = read_manifest(made.run_dir)
+    assert kept.status == status and kept.error is not None and kept.error.type == error_type
+    assert [(h.action, h.detail) for h in kept.history[before:]] == [entry]
+    assert kept.counts.model_calls == 7 and kept.counts.rounds_completed == 1 and kept.ended_at is not None
+    if isinstance(raised, ModelCallError):
+        assert raised.run_dir == made.run_dir  # so the command can say how to resume it
