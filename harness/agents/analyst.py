@@ -10,13 +10,17 @@ what the format publishes.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.store.memory import SeatMemory
-from harness.store.records import Published, RoleCardRecord, ThinkingRecord, record_id
+from harness.store.records import Published, RoleCardRecord, ThinkingRecord
 
 
 class AnalystOutput(BaseModel):
@@ -74,30 +78,14 @@ class AnalystAgent:
         previous: list[Published],
         tension: str | None,
     ) -> ThinkingRecord | None:
-        rid = record_id(round_, self.view.name, "thinking", 0)
-        if (landed := self.view.thinking.get(rid)) is not None:
-            return landed  # replay after resume: the record already landed, reuse it
-        role = self.view.seat.role
-        result = self.ctx.ask(
-            role,
-            "analyst",
-            self.messages(topic, framework, round_, card, previous, tension),
-            AnalystOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=0,
-        )
-        if result.value is None:
-            return None  # the schema_failure event says why; nothing is published
-        record = ThinkingRecord(
-            id=rid,
-            round=round_,
-            team=self.view.name,
-            role="analyst",
-            iteration=0,
-            model=self.ctx.spec(role),
-            usage=result.usage,
-            scratchpad=result.value.notes,
-            draft=result.value.statement,
-        )
-        return self.view.thinking.append(record)
+        call = Call(self.view.seat.role, "analyst", round_, self.view.name, kind="thinking")
+        messages = partial(self.messages, topic, framework, round_, card, previous, tension)
+
+        def record(result: StructuredResult[AnalystOutput]) -> ThinkingRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why; nothing is published
+            return ThinkingRecord(
+                **call.envelope(self.ctx, result.usage), scratchpad=out.notes, draft=out.statement
+            )
+
+        return ask_once(self.ctx, self.view.thinking, call, messages, AnalystOutput, record)

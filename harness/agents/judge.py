@@ -8,15 +8,16 @@ CONTINUE with ``fallback=True`` (the round cap still bounds the panel).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, PublicAgent, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import render
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import DecisionRecord, Published, SummaryRecord, Usage, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import DecisionRecord, Published, SummaryRecord, Usage
 
 
 class JudgeOutput(BaseModel):
@@ -25,11 +26,7 @@ class JudgeOutput(BaseModel):
     tension: str = Field(min_length=10, max_length=300, description="the main unresolved tension")
 
 
-class JudgeAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[DecisionRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
-
+class JudgeAgent(PublicAgent[DecisionRecord]):
     def messages(
         self,
         topic: str,
@@ -61,37 +58,24 @@ class JudgeAgent:
         summaries: list[SummaryRecord],
         statements: list[Published],
     ) -> DecisionRecord:
-        rid = record_id(round_, None, "decision", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        result = self.ctx.ask(
-            "judge",
-            "judge",
-            self.messages(topic, framework, round_, summaries, statements),
-            JudgeOutput,
-            round_=round_,
-            team=None,
-            iteration=0,
+        call = Call("judge", "judge", round_, kind="decision")
+        messages = partial(self.messages, topic, framework, round_, summaries, statements)
+        return ask_once(self.ctx, self.log, call, messages, JudgeOutput, partial(self.record, call))
+
+    def record(self, call: Call, result: StructuredResult[JudgeOutput]) -> DecisionRecord:
+        """The decision; a reply that failed validation goes on, keeping the last tension."""
+        if (out := result.value) is not None:
+            return DecisionRecord(
+                **call.envelope(self.ctx, result.usage),
+                decision=out.decision,
+                reason=out.reason,
+                tension=out.tension,
+            )
+        previous = self.log.last()
+        return DecisionRecord(
+            **call.envelope(self.ctx, Usage()),
+            decision="CONTINUE",
+            reason="judge reply failed validation",
+            tension=previous.tension if previous else "",
+            fallback=True,
         )
-        if result.value is not None:
-            out = result.value
-            fields = {"decision": out.decision, "reason": out.reason, "tension": out.tension}
-            usage, fallback = result.usage, False
-        else:
-            previous = self.log.last()
-            fields = {
-                "decision": "CONTINUE",
-                "reason": "judge reply failed validation",
-                "tension": previous.tension if previous else "",
-            }
-            usage, fallback = Usage(), True
-        record = DecisionRecord(
-            id=rid,
-            round=round_,
-            role="judge",
-            model=self.ctx.spec("judge"),
-            usage=usage,
-            fallback=fallback,
-            **fields,  # type: ignore[arg-type]
-        )
-        return self.log.append(record)

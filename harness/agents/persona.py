@@ -6,16 +6,19 @@ On a schema failure the previous persona is kept (decision ``fallback``).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
 from harness.store.memory import SeatMemory
-from harness.store.records import PersonaRecord, Usage, record_id
+from harness.store.records import PersonaRecord, Usage
 
 Decision = Literal["keep", "evolve", "initial", "fallback"]
 DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
@@ -54,19 +57,14 @@ class PersonaAgent:
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
-        team = self.view.name
-        rid = record_id(round_, team, "persona", iteration)
-        if (landed := self.view.persona.get(rid)) is not None:
-            return landed  # replay after resume: the record already landed, reuse it
-        result = self.ctx.ask(
-            self.view.seat.role,
-            "persona",
-            self.messages(topic, round_, feedback),
-            PersonaOutput,
-            round_=round_,
-            team=team,
-            iteration=iteration,
+        call = Call(self.view.seat.role, "persona", round_, self.view.name, iteration)
+        messages = partial(self.messages, topic, round_, feedback)
+        return ask_once(
+            self.ctx, self.view.persona, call, messages, PersonaOutput, partial(self.record, call)
         )
+
+    def record(self, call: Call, result: StructuredResult[PersonaOutput]) -> PersonaRecord:
+        """The persona the reply decided on; a failed reply keeps the previous one."""
         previous = self.view.persona.last()
         version = previous.version if previous else 0
         if result.value is None:
@@ -78,17 +76,10 @@ class PersonaAgent:
             decision = result.value.decision
             if decision == "evolve" or previous is None:
                 version += 1
-        record = PersonaRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role="persona",
-            iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(self.view.seat.role),
-            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
+        return PersonaRecord(
+            **call.envelope(self.ctx, result.usage if result.ok else Usage()),  # a failure's is on its event
             decision=decision,
             persona=persona,
             rationale=rationale,
             version=max(version, 1),
         )
-        return self.view.persona.append(record)

@@ -12,16 +12,20 @@ so a resumed run never asks twice.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, ask_once
 from harness.agents.persona import DEFAULT_PERSONA
 from harness.agents.thinking import debater_system
 from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
 from harness.probes.checkers import Asker
 from harness.store.memory import SeatMemory
-from harness.store.records import ProbeRecord, Usage
+from harness.store.records import PersonaRecord, ProbeRecord, Usage
 
 
 class ProbeOutput(BaseModel):
@@ -55,29 +59,23 @@ class ProbeAgent:
 
     def ask(self, topic: str, round_: int, index: int, probe: Probe) -> ProbeRecord:
         team = self.view.name
-        rid = probe_id(round_, team, index, probe.name)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume: asked already, never twice
+        call = Call(
+            self.view.seat.role, PROBE_ROLE, round_, team, index, id=probe_id(round_, team, index, probe.name)
+        )
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
-        result = self.ctx.ask(
-            self.view.seat.role,
-            PROBE_ROLE,
-            self.messages(topic, round_, persona, probe),
-            ProbeOutput,
-            round_=round_,
-            team=team,
-            iteration=index,
+        messages = partial(self.messages, topic, round_, persona, probe)
+        # asked once: a replayed turn reuses the record that landed
+        return ask_once(
+            self.ctx, self.log, call, messages, ProbeOutput, partial(self.record, call, probe, current)
         )
+
+    def record(
+        self, call: Call, probe: Probe, current: PersonaRecord | None, result: StructuredResult[ProbeOutput]
+    ) -> ProbeRecord:
         reply = result.value.reply if result.value is not None else None
-        record = ProbeRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role=PROBE_ROLE,
-            iteration=index,
-            model=self.ctx.spec(self.view.seat.role),
-            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
+        return ProbeRecord(
+            **call.envelope(self.ctx, result.usage if result.ok else Usage()),  # a failure's is on its event
             probe=probe.name,
             instruction=probe.instruction,
             question=probe.question,
@@ -87,4 +85,3 @@ class ProbeAgent:
             passed=probe.check(reply, self.asker) if reply is not None else None,
             persona_id=current.id if current else None,
         )
-        return self.log.append(record)

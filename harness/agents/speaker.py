@@ -11,13 +11,17 @@ the one that passes.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import DraftRecord, FactCheckRecord, Published, record_id
+from harness.store.records import DraftRecord, FactCheckRecord, Published
 
 # What each stage asks of its speaker.
 STAGE_TASKS = {
@@ -83,32 +87,13 @@ class SpeakerAgent:
         failed: tuple[DraftRecord, FactCheckRecord] | None,
     ) -> DraftRecord | None:
         """The draft of attempt ``attempt``; None when no reply validated."""
-        rid = record_id(round_, self.view.name, "draft", attempt)
-        if (landed := self.drafts.get(rid)) is not None:
-            return landed  # replay after resume
-        role = self.view.seat.role
-        result = self.ctx.ask(
-            role,
-            "speaker",
-            self.messages(motion, stage, round_, recent, failed),
-            SpeechOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=attempt,
-        )
-        if result.value is None:
-            return None  # the schema_failure event says why
-        # role: the model role that answered (pro, con), so usage adds up per role
-        record = DraftRecord(
-            id=rid,
-            round=round_,
-            team=self.view.name,
-            role=role,
-            iteration=attempt,
-            model=self.ctx.spec(role),
-            usage=result.usage,
-            stage=stage,
-            notes=result.value.notes,
-            text=result.value.speech,
-        )
-        return self.drafts.append(record)
+        call = Call(self.view.seat.role, "speaker", round_, self.view.name, attempt, kind="draft")
+        messages = partial(self.messages, motion, stage, round_, recent, failed)
+
+        def record(result: StructuredResult[SpeechOutput]) -> DraftRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why
+            head = call.envelope(self.ctx, result.usage, role=call.role)
+            return DraftRecord(**head, stage=stage, notes=out.notes, text=out.speech)
+
+        return ask_once(self.ctx, self.drafts, call, messages, SpeechOutput, record)
