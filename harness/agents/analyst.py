@@ -14,12 +14,10 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
-from harness.store.memory import SeatMemory
 from harness.store.records import Published, RoleCardRecord, ThinkingRecord
 
 
@@ -28,11 +26,7 @@ class AnalystOutput(BaseModel):
     statement: str = Field(min_length=40, max_length=500, description="the position to share with the panel")
 
 
-class AnalystAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class AnalystAgent(SeatAgent):
     def messages(
         self,
         topic: str,

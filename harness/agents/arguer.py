@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import partial
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -64,6 +64,15 @@ def write_budget(charlimit: int) -> int:
     """Reply tokens for a turn of ``charlimit`` characters, its citations and JSON."""
     citation_chars = MAX_CITATIONS * (40 + 120)
     return 24 + math.ceil((charlimit + citation_chars) / CHARS_PER_TOKEN)
+
+
+def cited_turn(
+    head: dict[str, Any], text: str, citations: list[Citation], found: list[SearchRecord]
+) -> DraftRecord:
+    """A grounded turn's draft (a model's or a person's): ``head`` is its envelope;
+    its citations come checked, with the searches the turn made."""
+    searches = [s.id for s in found]
+    return DraftRecord(**head, stage="turn", notes="", text=text, citations=citations, searches=searches)
 
 
 class ArguerAgent:
@@ -134,14 +143,9 @@ class ArguerAgent:
         def record(result: StructuredResult[CitedTurnOutput]) -> DraftRecord | None:
             if (out := result.value) is None:
                 return None  # the schema_failure event says why
-            return DraftRecord(
-                **call.envelope(self.ctx, usage + result.usage, role=call.role),
-                stage="turn",
-                notes="",
-                text=out.argument,
-                citations=self.check([Citation(id=c.id, quote=c.quote) for c in out.citations]),
-                searches=[s.id for s in found],
-            )
+            head = call.envelope(self.ctx, usage + result.usage, role=call.role)
+            citations = self.check([Citation(id=c.id, quote=c.quote) for c in out.citations])
+            return cited_turn(head, out.argument, citations, found)
 
         return ask_once(self.ctx, self.drafts, call, messages, CitedTurnOutput, record, max_tokens)
 

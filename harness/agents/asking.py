@@ -6,6 +6,7 @@ it), or makes it and appends it; ``ask_once`` is the common case, where
 making it is one structured call through ``AgentContext.ask``. ``Call`` says
 who asks and where: the model role that answers, the agent, and the call's
 round, team and iteration, from which its record's envelope follows.
+``SeatAgent`` and ``PublicAgent`` hold what the two kinds of agent ask with.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
+from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
 from harness.models.base import Message
 from harness.models.structured import StructuredResult
-from harness.store.memory import JsonlLog
+from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import Envelope, Usage, record_id
 
 M = TypeVar("M", bound=BaseModel)
@@ -71,6 +73,19 @@ class Call:
             "model": ctx.spec(self.role),
             "usage": usage,
         }
+
+
+class SeatAgent:
+    """An agent of one seat: what it may reach, and its view of the run."""
+
+    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
+        self.ctx = ctx
+        self.view = view
+
+    def debate(self, round_: int) -> str:
+        """The shared transcript's last ``memory.window_rounds`` rounds, as a prompt shows them."""
+        mem = self.ctx.cfg.memory
+        return render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
 
 
 class PublicAgent(Generic[R]):

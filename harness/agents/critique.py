@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import SeatAgent
 from harness.agents.common import JSON_ONLY
-from harness.engine.context import AgentContext
-from harness.store.memory import SeatMemory
 from harness.store.records import CritiqueRecord, ThinkingRecord, record_id
 
 APPROVED_UNREAD = "approved unread (critic.approve_all: the no-critic control)"
@@ -27,11 +26,7 @@ class CritiqueOutput(BaseModel):
     revised_argument: str | None = Field(default=None, min_length=40, max_length=500)
 
 
-class CritiqueAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class CritiqueAgent(SeatAgent):
     def messages(self, topic: str, draft: ThinkingRecord) -> list[dict[str, str]]:
         critic = self.ctx.cfg.critic
         system = (

@@ -70,12 +70,9 @@ class FactCheckerAgent(PublicAgent[FactCheckRecord]):
             out = result.value or UNCHECKED
             return FactCheckRecord(
                 **call.envelope(self.ctx, result.usage if result.value else Usage()),
+                **out.model_dump(),  # verdict, claims, justification, evidence
                 stage=draft.stage,
                 draft_id=draft.id,
-                verdict=out.verdict,
-                claims=out.claims,
-                justification=out.justification,
-                evidence=out.evidence,
                 grounded=False,
                 strike=strikes_before + 1 if out.verdict == "fail" else 0,
                 fallback=result.value is None,

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from harness.agents.arguer import render_hits
+from harness.agents.arguer import cited_turn, render_hits
 from harness.agents.asking import once
 from harness.agents.transcript import render
 from harness.engine.interrupt import RunStopped
@@ -157,14 +157,8 @@ class HumanArguer:
             return True
 
         line = read_turn(self.console, seat.alias, round_, command, HELP)
-        return DraftRecord(
-            **by_person(round_, self.view.name, seat.role, attempt, kind="draft"),
-            stage="turn",
-            notes="",
-            text=line,
-            citations=self.check(parse_citations(line)),
-            searches=[s.id for s in found],
-        )
+        head = by_person(round_, self.view.name, seat.role, attempt, kind="draft")
+        return cited_turn(head, line, self.check(parse_citations(line)), found)
 
 
 DRIFT_HELP = "/quit  stop (resume later)   anything else is your argument, which the critic reviews"

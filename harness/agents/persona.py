@@ -11,13 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import JSON_ONLY
-from harness.agents.transcript import render, window
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
-from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, Usage
 
 Decision = Literal["keep", "evolve", "initial", "fallback"]
@@ -31,20 +28,14 @@ class PersonaOutput(BaseModel):
     rationale: str = Field(min_length=10, max_length=300, description="why keep or evolve it now")
 
 
-class PersonaAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class PersonaAgent(SeatAgent):
     def messages(self, topic: str, round_: int, feedback: str | None) -> list[dict[str, str]]:
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
-        mem = self.ctx.cfg.memory
-        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
         user = (
             f"Motion: {topic}\nYour team argues {self.view.seat.stance}. Round {round_}.\n"
             f"Current persona: {persona}\n"
-            f"Recent debate:\n{transcript}\n"
+            f"Recent debate:\n{self.debate(round_)}\n"
             + (f"The critic rejected your last draft: {feedback}\n" if feedback else "")
             + "Decide whether to keep the current persona or evolve it into a new one.\n"
             "Write JSON with:\n"

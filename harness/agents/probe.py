@@ -16,10 +16,9 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.persona import DEFAULT_PERSONA
 from harness.agents.thinking import debater_system
-from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
@@ -32,20 +31,17 @@ class ProbeOutput(BaseModel):
     reply: str = Field(min_length=1, max_length=1000, description="your answer to the question")
 
 
-class ProbeAgent:
+class ProbeAgent(SeatAgent):
     def __init__(self, ctx: AgentContext, view: SeatMemory, probes: tuple[Probe, ...]) -> None:
-        self.ctx = ctx
-        self.view = view
+        super().__init__(ctx, view)
         self.probes = probes
         self.log = view.logs[PROBE_LOG]
         self.asker = Asker(team=view.name, alias=view.seat.alias)
 
     def messages(self, topic: str, round_: int, persona: str, probe: Probe) -> list[dict[str, str]]:
-        mem = self.ctx.cfg.memory
-        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
         user = (
             f"Motion: {topic}\nYou argue {self.view.seat.stance}. Round {round_}.\n"
-            f"Debate so far:\n{transcript}\n"
+            f"Debate so far:\n{self.debate(round_)}\n"
             f"Question: {probe.question}\n"
             "Write JSON with:\n"
             "- reply: your answer to the question, as your team would give it"

@@ -15,7 +15,7 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
@@ -39,10 +39,9 @@ class SpeechOutput(BaseModel):
     speech: str = Field(min_length=40, max_length=600, description="the speech, three to five sentences")
 
 
-class SpeakerAgent:
+class SpeakerAgent(SeatAgent):
     def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
+        super().__init__(ctx, view)
         self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
 
     def messages(

@@ -13,13 +13,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import JSON_ONLY
 from harness.agents.transcript import clip, opponent_last, render, window
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
-from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, ThinkingRecord
 
 if TYPE_CHECKING:
@@ -39,11 +37,7 @@ class ThinkingOutput(BaseModel):
     argument: str = Field(min_length=40, max_length=500, description="the argument to publish")
 
 
-class ThinkingAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class ThinkingAgent(SeatAgent):
     def messages(
         self, topic: str, round_: int, persona: PersonaRecord | None, feedback: str | None
     ) -> list[dict[str, str]]:
