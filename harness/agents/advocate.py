@@ -12,7 +12,6 @@ nothing; the ``schema_failure`` event says why, and replay reads it back.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -90,7 +89,7 @@ class AdvocateAgent:
         if self.view.shared.get(call.rid) is None and self.ctx.events.get(failed) is not None:
             return None  # replay of a turn whose reply never validated: it publishes nothing again
         schema: type[BaseModel] = ArgumentOutput if self.phase == "argument" else AnswerOutput
-        messages = partial(self.messages, original, motion, round_, heard, briefing)
+        messages = self.messages(original, motion, round_, heard, briefing)
 
         def record(result: StructuredResult[BaseModel]) -> TurnRecord | None:
             if result.value is None:

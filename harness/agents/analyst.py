@@ -10,12 +10,10 @@ what the format publishes.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
 from harness.models.structured import StructuredResult
 from harness.store.records import Published, RoleCardRecord, ThinkingRecord
@@ -27,7 +25,7 @@ class AnalystOutput(BaseModel):
 
 
 class AnalystAgent(SeatAgent):
-    def messages(
+    def __call__(
         self,
         topic: str,
         framework: str,
@@ -35,7 +33,7 @@ class AnalystAgent(SeatAgent):
         card: RoleCardRecord,
         previous: list[Published],
         tension: str | None,
-    ) -> list[dict[str, str]]:
+    ) -> ThinkingRecord | None:
         alias = self.view.seat.alias
         limit = self.ctx.cfg.memory.max_chars_per_item
         if round_ == 1:
@@ -61,19 +59,8 @@ class AnalystAgent(SeatAgent):
             "- notes: your private reasoning, which no one else sees\n"
             "- statement: your position for the panel, two to four sentences"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-    def __call__(
-        self,
-        topic: str,
-        framework: str,
-        round_: int,
-        card: RoleCardRecord,
-        previous: list[Published],
-        tension: str | None,
-    ) -> ThinkingRecord | None:
         call = Call(self.view.seat.role, "analyst", round_, self.view.name, kind="thinking")
-        messages = partial(self.messages, topic, framework, round_, card, previous, tension)
+        messages = chat(system, user)
 
         def record(result: StructuredResult[AnalystOutput]) -> ThinkingRecord | None:
             if (out := result.value) is None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from functools import partial
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.passages import render_hits, topic_words
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
@@ -101,7 +100,7 @@ class ArguerAgent:
             f"You are {seat.alias} in a grounded debate, arguing {seat.stance}. You may search the "
             f"collection '{self.collection}' for passages, and you cite them by id. {JSON_ONLY}"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def step(
         self, claim: str, round_: int, n: int, recent: list[Published], found: list[SearchRecord]
@@ -138,7 +137,7 @@ class ArguerAgent:
         """The turn's draft of attempt ``attempt``, citations checked; None when no reply validated.
         ``usage`` is what the turn's last search step cost, counted with the draft."""
         call = Call(self.view.seat.role, "arguer", round_, self.view.name, attempt, kind="draft")
-        messages = partial(self._write_messages, claim, recent, found, failed)
+        messages = self._write_messages(claim, recent, found, failed)
 
         def record(result: StructuredResult[CitedTurnOutput]) -> DraftRecord | None:
             if (out := result.value) is None:

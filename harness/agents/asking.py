@@ -109,11 +109,11 @@ def ask_once(
     ctx: AgentContext,
     log: JsonlLog[R],
     call: Call,
-    messages: Callable[[], list[Message]],
+    messages: list[Message],
     schema: type[M],
     build: Callable[[StructuredResult[M]], B],
     max_tokens: int | None = None,
 ) -> R | B:
     """``once`` for one structured call: ``build`` turns its result into the record
     (None: nothing lands, as when a turn's reply never validated)."""
-    return once(log, call.rid, lambda: build(call.ask(ctx, messages(), schema, max_tokens)))
+    return once(log, call.rid, lambda: build(call.ask(ctx, messages, schema, max_tokens)))

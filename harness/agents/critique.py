@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import SeatAgent
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.store.records import CritiqueRecord, ThinkingRecord, record_id
 
 APPROVED_UNREAD = "approved unread (critic.approve_all: the no-critic control)"
@@ -40,7 +40,7 @@ class CritiqueAgent(SeatAgent):
             "- is_approved: true or false\n"
             "- revised_argument: optional, a stronger version of the draft (or null)"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def _record(self, round_: int, iteration: int, draft_id: str, **fields: object) -> CritiqueRecord:
         team = self.view.name

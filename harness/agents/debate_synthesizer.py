@@ -10,7 +10,6 @@ notes a person added in chat mode.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 from pydantic import BaseModel, Field
 
@@ -68,7 +67,7 @@ class DebateSynthesizerAgent(PublicAgent[SynthesisRecord]):
     ) -> SynthesisRecord:
         call = Call("synthesizer", "synthesizer", round_, kind="synthesis")
         evidence = Evidence(claim, turns, grounding, notes)
-        messages = partial(evidence.messages, SYNTHESIS_SYSTEM, SYNTHESIS_TASK)
+        messages = evidence.messages(SYNTHESIS_SYSTEM, SYNTHESIS_TASK)
 
         def record(result: StructuredResult[DebateSynthesisOutput]) -> SynthesisRecord:
             text = FAILED_SYNTHESIS

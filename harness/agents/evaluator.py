@@ -11,12 +11,10 @@ unchanged, so the debate goes on from where it stood.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, PublicAgent, ask_once
-from harness.agents.common import system_prompt
+from harness.agents.common import chat, system_prompt
 from harness.agents.transcript import clip
 from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
@@ -47,7 +45,7 @@ class EvaluatorAgent(PublicAgent[EvaluationRecord]):
         super().__init__(ctx, log)
         self.preset = preset
 
-    def messages(
+    def __call__(
         self,
         original: str,
         motion: str,
@@ -55,7 +53,9 @@ class EvaluatorAgent(PublicAgent[EvaluationRecord]):
         final: bool,
         turns: dict[str, Published | None],
         briefing: str | None,
-    ) -> list[dict[str, str]]:
+    ) -> EvaluationRecord:
+        """The evaluation of ``round_``; ``turns`` maps each debater's alias to its
+        turn, in speaking order (None: its reply never validated)."""
         limit = self.ctx.cfg.memory.max_chars_per_item
         refined = f"(It refines the original motion: {original})\n" if motion != original else ""
         silent = [f"{alias} made no valid turn this round." for alias, t in turns.items() if t is None]
@@ -71,29 +71,13 @@ class EvaluatorAgent(PublicAgent[EvaluationRecord]):
             "Write JSON with:\n- evaluation: your evaluation of both turns, two to four sentences\n"
             "- synthesis: the refined motion, one sentence"
         )
-        return [
-            {"role": "system", "content": system_prompt(self.preset, briefing)},
-            {"role": "user", "content": user},
-            *(
-                {"role": "user", "content": f"{alias}: {clip(t.text, limit)}"}
-                for alias, t in turns.items()
-                if t is not None
-            ),
+        heard = [
+            {"role": "user", "content": f"{a}: {clip(t.text, limit)}"}
+            for a, t in turns.items()
+            if t is not None
         ]
-
-    def __call__(
-        self,
-        original: str,
-        motion: str,
-        round_: int,
-        final: bool,
-        turns: dict[str, Published | None],
-        briefing: str | None,
-    ) -> EvaluationRecord:
-        """The evaluation of ``round_``; ``turns`` maps each debater's alias to its
-        turn, in speaking order (None: its reply never validated)."""
+        messages = chat(system_prompt(self.preset, briefing), user) + heard
         call = Call("judge", "judge", round_, kind="evaluation")
-        messages = partial(self.messages, original, motion, round_, final, turns, briefing)
 
         def record(result: StructuredResult[EvaluationOutput]) -> EvaluationRecord:
             out = result.value  # None: the failure's cost is on its schema_failure event

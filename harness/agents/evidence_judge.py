@@ -10,7 +10,6 @@ value is invented for it.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -44,7 +43,7 @@ class EvidenceJudgeAgent(PublicAgent[VerdictRecord]):
     ) -> VerdictRecord:
         # the judge answers with roles.synthesizer's model: the format has one final role
         call = Call("synthesizer", "judge", round_, kind="verdict")
-        messages = partial(Evidence(claim, turns, grounding, notes).messages, JUDGE_SYSTEM, JUDGE_TASK)
+        messages = Evidence(claim, turns, grounding, notes).messages(JUDGE_SYSTEM, JUDGE_TASK)
 
         def record(result: StructuredResult[EvidenceVerdictOutput]) -> VerdictRecord:
             out = result.value

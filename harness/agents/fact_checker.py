@@ -11,13 +11,12 @@ debater a strike.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, PublicAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
 from harness.models.structured import StructuredResult
 from harness.store.records import DraftRecord, FactCheckRecord, Usage
@@ -59,12 +58,12 @@ class FactCheckerAgent(PublicAgent[FactCheckRecord]):
             "- justification: one or two sentences\n"
             "- evidence: what you know that supports your verdict"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, motion: str, alias: str, draft: DraftRecord, strikes_before: int) -> FactCheckRecord:
         """The check of ``draft``; a fail carries the side's strike count after it."""
         call = check_call(draft)
-        messages = partial(self.messages, motion, alias, draft)
+        messages = self.messages(motion, alias, draft)
 
         def record(result: StructuredResult[FactCheckOutput]) -> FactCheckRecord:
             out = result.value or UNCHECKED

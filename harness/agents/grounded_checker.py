@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, M, once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.fact_checker import check_call
 from harness.agents.passages import PASSAGE_CHARS, render_hits, topic_words
 from harness.agents.transcript import clip
@@ -87,7 +87,7 @@ class GroundedFactCheckerAgent:
             "You are the debate's strict, impartial fact-checker. You check claims against the passages "
             f"of the collection '{self.collection}' and nothing else. {JSON_ONLY}"
         )
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        messages = chat(system, user)
         call = Call("fact_checker", agent, draft.round, draft.team, draft.iteration)
         return call.ask(self.ctx, messages, schema)
 

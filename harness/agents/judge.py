@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, PublicAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat, recap
 from harness.agents.transcript import render
 from harness.models.structured import StructuredResult
 from harness.store.records import DecisionRecord, Published, SummaryRecord, Usage
@@ -27,29 +27,6 @@ class JudgeOutput(BaseModel):
 
 
 class JudgeAgent(PublicAgent[DecisionRecord]):
-    def messages(
-        self,
-        topic: str,
-        framework: str,
-        round_: int,
-        summaries: list[SummaryRecord],
-        statements: list[Published],
-    ) -> list[dict[str, str]]:
-        limit = self.ctx.cfg.memory.max_chars_per_item
-        recap = "\n".join(f"[round {s.round}] {s.text}" for s in summaries) or "(none)"
-        user = (
-            f"Topic: {topic}\nAnalysis framework: {framework}\n"
-            f"Round summaries so far:\n{recap}\nStatements of round {round_}:\n{render(statements, limit)}\n"
-            "Decide whether the panel has produced enough to write its synthesis (SYNTHESIZE) or should "
-            "debate another round (CONTINUE).\n"
-            "Write JSON with:\n"
-            '- decision: "SYNTHESIZE" or "CONTINUE"\n'
-            "- reason: one sentence\n"
-            "- tension: the main tension still unresolved, in one sentence"
-        )
-        system = f"You are the panel's independent judge. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
     def __call__(
         self,
         topic: str,
@@ -58,8 +35,19 @@ class JudgeAgent(PublicAgent[DecisionRecord]):
         summaries: list[SummaryRecord],
         statements: list[Published],
     ) -> DecisionRecord:
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries so far:\n{recap(summaries)}\n"
+            f"Statements of round {round_}:\n{render(statements, limit)}\n"
+            "Decide whether the panel has produced enough to write its synthesis (SYNTHESIZE) or should "
+            "debate another round (CONTINUE).\n"
+            "Write JSON with:\n"
+            '- decision: "SYNTHESIZE" or "CONTINUE"\n'
+            "- reason: one sentence\n"
+            "- tension: the main tension still unresolved, in one sentence"
+        )
         call = Call("judge", "judge", round_, kind="decision")
-        messages = partial(self.messages, topic, framework, round_, summaries, statements)
+        messages = chat(f"You are the panel's independent judge. {JSON_ONLY}", user)
         return ask_once(self.ctx, self.log, call, messages, JudgeOutput, partial(self.record, call))
 
     def record(self, call: Call, result: StructuredResult[JudgeOutput]) -> DecisionRecord:

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
 from harness.store.records import PersonaRecord, Usage
@@ -45,11 +45,11 @@ class PersonaAgent(SeatAgent):
         )
         alias, carried = self.view.seat.alias, rules(self.ctx.cfg)  # the probes' rules, if any
         system = f"You shape the identity of the {alias} debate team.{carried} {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
         call = Call(self.view.seat.role, "persona", round_, self.view.name, iteration)
-        messages = partial(self.messages, topic, round_, feedback)
+        messages = self.messages(topic, round_, feedback)
         return ask_once(
             self.ctx, self.view.persona, call, messages, PersonaOutput, partial(self.record, call)
         )

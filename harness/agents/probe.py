@@ -17,6 +17,7 @@ from functools import partial
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import chat
 from harness.agents.persona import DEFAULT_PERSONA
 from harness.agents.thinking import debater_system
 from harness.engine.context import AgentContext
@@ -48,7 +49,7 @@ class ProbeAgent(SeatAgent):
         )
         # the thinking agent's system prompt: the team as its debater knows it
         system = debater_system(self.view.seat.alias, persona, self.ctx.cfg)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, topic: str, round_: int) -> list[ProbeRecord]:
         return [self.ask(topic, round_, i, probe) for i, probe in enumerate(self.probes)]
@@ -60,7 +61,7 @@ class ProbeAgent(SeatAgent):
         )
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
-        messages = partial(self.messages, topic, round_, persona, probe)
+        messages = self.messages(topic, round_, persona, probe)
         # asked once: a replayed turn reuses the record that landed
         return ask_once(
             self.ctx, self.log, call, messages, ProbeOutput, partial(self.record, call, probe, current)

@@ -14,7 +14,7 @@ from functools import cache
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.engine.context import AgentContext
 from harness.store.memory import JsonlLog
 from harness.store.records import RoleCardRecord, Usage, record_id
@@ -82,7 +82,7 @@ class RoleGeneratorAgent:
             "- expertise: one sentence on what the expert knows\n"
             "- mandate: one sentence on what the expert must push the panel on"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self, topic: str, framework: str, seats: list[str], disruptor: str | None

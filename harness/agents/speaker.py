@@ -11,12 +11,10 @@ the one that passes.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
@@ -74,7 +72,7 @@ class SpeakerAgent(SeatAgent):
             "- notes: your private preparation, which no one else sees\n"
             "- speech: your speech, three to five sentences"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self,
@@ -87,7 +85,7 @@ class SpeakerAgent(SeatAgent):
     ) -> DraftRecord | None:
         """The draft of attempt ``attempt``; None when no reply validated."""
         call = Call(self.view.seat.role, "speaker", round_, self.view.name, attempt, kind="draft")
-        messages = partial(self.messages, motion, stage, round_, recent, failed)
+        messages = self.messages(motion, stage, round_, recent, failed)
 
         def record(result: StructuredResult[SpeechOutput]) -> DraftRecord | None:
             if (out := result.value) is None:

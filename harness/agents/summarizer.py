@@ -7,12 +7,10 @@ that says so (``fallback=True``), so every round has a summary on record.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, PublicAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import render
 from harness.models.structured import StructuredResult
 from harness.store.records import Published, SummaryRecord, Usage
@@ -32,11 +30,11 @@ class SummarizerAgent(PublicAgent[SummaryRecord]):
             'Write JSON with "summary".'
         )
         system = f"You are the panel's neutral summariser. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, topic: str, round_: int, statements: list[Published]) -> SummaryRecord:
         call = Call("summarizer", "summarizer", round_, kind="summary")
-        messages = partial(self.messages, topic, round_, statements)
+        messages = self.messages(topic, round_, statements)
 
         def record(result: StructuredResult[SummaryOutput]) -> SummaryRecord:
             if (out := result.value) is not None:

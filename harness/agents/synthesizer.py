@@ -9,12 +9,10 @@ round summaries as the synthesis, marked ``fallback``.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, M, PublicAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat, recap
 from harness.agents.transcript import render
 from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
@@ -45,28 +43,6 @@ def synthesis(
 
 
 class SynthesizerAgent(PublicAgent[SynthesisRecord]):
-    def messages(
-        self,
-        topic: str,
-        framework: str,
-        summaries: list[SummaryRecord],
-        statements: list[Published],
-        tension: str | None,
-    ) -> list[dict[str, str]]:
-        limit = self.ctx.cfg.memory.max_chars_per_item
-        recap = "\n".join(f"[round {s.round}] {s.text}" for s in summaries) or "(none)"
-        user = (
-            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries:\n{recap}\n"
-            f"Final statements:\n{render(statements, limit)}\n"
-            + (f"The judge's main tension: {tension}\n" if tension else "")
-            + "Write the panel's executive synthesis as JSON with:\n"
-            "- convergences: a paragraph on where the analysts agree\n"
-            "- tensions: a paragraph on what remains unresolved\n"
-            "- recommendation: a paragraph with one actionable recommendation"
-        )
-        system = f"You write the executive synthesis of an expert panel. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
     def __call__(
         self,
         topic: str,
@@ -77,8 +53,18 @@ class SynthesizerAgent(PublicAgent[SynthesisRecord]):
         statements: list[Published],
         tension: str | None,
     ) -> SynthesisRecord:
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries:\n{recap(summaries)}\n"
+            f"Final statements:\n{render(statements, limit)}\n"
+            + (f"The judge's main tension: {tension}\n" if tension else "")
+            + "Write the panel's executive synthesis as JSON with:\n"
+            "- convergences: a paragraph on where the analysts agree\n"
+            "- tensions: a paragraph on what remains unresolved\n"
+            "- recommendation: a paragraph with one actionable recommendation"
+        )
         call = Call("synthesizer", "synthesizer", round_, kind="synthesis")
-        messages = partial(self.messages, topic, framework, summaries, statements, tension)
+        messages = chat(f"You write the executive synthesis of an expert panel. {JSON_ONLY}", user)
 
         def record(result: StructuredResult[SynthesisOutput]) -> SynthesisRecord:
             if (out := result.value) is not None:

@@ -8,13 +8,12 @@ as a rejection.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip, opponent_last, render, window
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
@@ -55,13 +54,13 @@ class ThinkingAgent(SeatAgent):
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
         system = debater_system(self.view.seat.alias, persona.persona if persona else None, self.ctx.cfg)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self, topic: str, round_: int, iteration: int, persona: PersonaRecord | None, feedback: str | None
     ) -> ThinkingRecord | None:
         call = Call(self.view.seat.role, "thinking", round_, self.view.name, iteration)
-        messages = partial(self.messages, topic, round_, persona, feedback)
+        messages = self.messages(topic, round_, persona, feedback)
 
         def record(result: StructuredResult[ThinkingOutput]) -> ThinkingRecord | None:
             if (out := result.value) is None:

@@ -10,13 +10,13 @@ never validates leaves a verdict with no winner, marked ``fallback``.
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
 from harness.agents.asking import Call, PublicAgent, ask_once
-from harness.agents.common import JSON_ONLY
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
 from harness.models.structured import StructuredResult
 from harness.store.records import FactCheckRecord, Published, Usage, VerdictRecord
@@ -74,7 +74,7 @@ class VerdictAgent(PublicAgent[VerdictRecord]):
             "- scores: for each side, a score per criterion\n- justification: two or three sentences"
         )
         system = f"You are the debate's impartial judge. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self,
@@ -87,7 +87,7 @@ class VerdictAgent(PublicAgent[VerdictRecord]):
     ) -> VerdictRecord:
         call = Call("judge", "judge", round_, kind="verdict")
         schema = verdict_schema(tuple(aliases), tuple(self.ctx.cfg.format.criteria))
-        messages = partial(self.messages, motion, speeches, checks, strikes, aliases)
+        messages = self.messages(motion, speeches, checks, strikes, aliases)
 
         def record(result: StructuredResult[Any]) -> VerdictRecord:
             out = result.value
