@@ -16,9 +16,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, ask_once
 from harness.agents.common import system_prompt
 from harness.agents.transcript import clip
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.store.memory import SeatMemory
 from harness.store.records import TurnRecord, record_id
 
@@ -82,36 +84,23 @@ class AdvocateAgent:
 
         ``heard`` is what the seat answers, as (speaker, text) pairs in order.
         """
-        team = self.view.name
-        rid = record_id(round_, team, "turn", 0)
-        if (landed := self.view.shared.get(rid)) is not None:
-            return landed  # type: ignore[return-value]  # replay after resume: reuse it
-        if self.ctx.events.get(record_id(round_, team, AGENT, 0, "schema_failure", 0)) is not None:
+        call = Call(self.view.seat.role, AGENT, round_, self.view.name, kind="turn")
+        failed = record_id(round_, call.team, AGENT, 0, "schema_failure", 0)
+        if self.view.shared.get(call.rid) is None and self.ctx.events.get(failed) is not None:
             return None  # replay of a turn whose reply never validated: it publishes nothing again
-        role = self.view.seat.role
-        schema = ArgumentOutput if self.phase == "argument" else AnswerOutput
-        result = self.ctx.ask(
-            role,
-            AGENT,
-            self.messages(original, motion, round_, heard, briefing),
-            schema,
-            round_=round_,
-            team=team,
-            iteration=0,
-        )
-        if result.value is None:
-            return None
-        record = TurnRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role=role,
-            model=self.ctx.spec(role),
-            usage=result.usage,
-            text=getattr(result.value, self.phase),
-            phase=self.phase,
-            alias=self.view.seat.alias,
-            motion=motion,
-            original_motion=original,
-        )
-        return self.view.shared.append(record)  # type: ignore[return-value]
+        schema: type[BaseModel] = ArgumentOutput if self.phase == "argument" else AnswerOutput
+        messages = self.messages(original, motion, round_, heard, briefing)
+
+        def record(result: StructuredResult[BaseModel]) -> TurnRecord | None:
+            if result.value is None:
+                return None
+            return TurnRecord(
+                **call.envelope(self.ctx, result.usage, role=call.role),
+                text=getattr(result.value, self.phase),
+                phase=self.phase,
+                alias=self.view.seat.alias,
+                motion=motion,
+                original_motion=original,
+            )
+
+        return ask_once(self.ctx, self.view.shared, call, messages, schema, record)  # type: ignore[return-value]

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
-from harness.store.memory import SeatMemory
-from harness.store.records import Published, RoleCardRecord, ThinkingRecord, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import Published, RoleCardRecord, ThinkingRecord
 
 
 class AnalystOutput(BaseModel):
@@ -24,12 +24,8 @@ class AnalystOutput(BaseModel):
     statement: str = Field(min_length=40, max_length=500, description="the position to share with the panel")
 
 
-class AnalystAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
-    def messages(
+class AnalystAgent(SeatAgent):
+    def __call__(
         self,
         topic: str,
         framework: str,
@@ -37,7 +33,7 @@ class AnalystAgent:
         card: RoleCardRecord,
         previous: list[Published],
         tension: str | None,
-    ) -> list[dict[str, str]]:
+    ) -> ThinkingRecord | None:
         alias = self.view.seat.alias
         limit = self.ctx.cfg.memory.max_chars_per_item
         if round_ == 1:
@@ -63,41 +59,14 @@ class AnalystAgent:
             "- notes: your private reasoning, which no one else sees\n"
             "- statement: your position for the panel, two to four sentences"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        call = Call(self.view.seat.role, "analyst", round_, self.view.name, kind="thinking")
+        messages = chat(system, user)
 
-    def __call__(
-        self,
-        topic: str,
-        framework: str,
-        round_: int,
-        card: RoleCardRecord,
-        previous: list[Published],
-        tension: str | None,
-    ) -> ThinkingRecord | None:
-        rid = record_id(round_, self.view.name, "thinking", 0)
-        if (landed := self.view.thinking.get(rid)) is not None:
-            return landed  # replay after resume: the record already landed, reuse it
-        role = self.view.seat.role
-        result = self.ctx.ask(
-            role,
-            "analyst",
-            self.messages(topic, framework, round_, card, previous, tension),
-            AnalystOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=0,
-        )
-        if result.value is None:
-            return None  # the schema_failure event says why; nothing is published
-        record = ThinkingRecord(
-            id=rid,
-            round=round_,
-            team=self.view.name,
-            role="analyst",
-            iteration=0,
-            model=self.ctx.spec(role),
-            usage=result.usage,
-            scratchpad=result.value.notes,
-            draft=result.value.statement,
-        )
-        return self.view.thinking.append(record)
+        def record(result: StructuredResult[AnalystOutput]) -> ThinkingRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why; nothing is published
+            return ThinkingRecord(
+                **call.envelope(self.ctx, result.usage), scratchpad=out.notes, draft=out.statement
+            )
+
+        return ask_once(self.ctx, self.view.thinking, call, messages, AnalystOutput, record)

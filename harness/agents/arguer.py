@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.passages import render_hits, topic_words
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
-from harness.models.structured import CHARS_PER_TOKEN
+from harness.models.base import Message
+from harness.models.structured import CHARS_PER_TOKEN, StructuredResult
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import Citation, DraftRecord, Published, SearchRecord, Usage, record_id
+from harness.store.records import Citation, DraftRecord, Published, SearchRecord, Usage
 
 MAX_CITATIONS = 2
 
@@ -63,6 +65,15 @@ def write_budget(charlimit: int) -> int:
     return 24 + math.ceil((charlimit + citation_chars) / CHARS_PER_TOKEN)
 
 
+def cited_turn(
+    head: dict[str, Any], text: str, citations: list[Citation], found: list[SearchRecord]
+) -> DraftRecord:
+    """A grounded turn's draft (a model's or a person's): ``head`` is its envelope;
+    its citations come checked, with the searches the turn made."""
+    searches = [s.id for s in found]
+    return DraftRecord(**head, stage="turn", notes="", text=text, citations=citations, searches=searches)
+
+
 class ArguerAgent:
     def __init__(
         self,
@@ -83,12 +94,13 @@ class ArguerAgent:
         limit = self.ctx.cfg.memory.max_chars_per_item
         return f"Claim: {claim}\nThe debate so far:\n{render(recent, limit)}\n"
 
-    def _system(self) -> str:
+    def _messages(self, user: str) -> list[Message]:
         seat = self.view.seat
-        return (
+        system = (
             f"You are {seat.alias} in a grounded debate, arguing {seat.stance}. You may search the "
             f"collection '{self.collection}' for passages, and you cite them by id. {JSON_ONLY}"
         )
+        return chat(system, user)
 
     def step(
         self, claim: str, round_: int, n: int, recent: list[Published], found: list[SearchRecord]
@@ -102,16 +114,8 @@ class ArguerAgent:
             'its top passages on the query, or "write" if the passages above are enough\n'
             f"- query: a few words to look up, naming what the claim is about (such as: {topic_words(claim)})"
         )
-        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
-        result = self.ctx.ask(
-            self.view.seat.role,
-            "search_step",
-            messages,
-            SearchStepOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=n,
-        )
+        call = Call(self.view.seat.role, "search_step", round_, self.view.name, n)
+        result = call.ask(self.ctx, self._messages(user), SearchStepOutput)
         out = result.value
         if out is None:  # no valid reply: write now; the schema_failure event counted its cost
             return None, Usage()
@@ -132,9 +136,25 @@ class ArguerAgent:
     ) -> DraftRecord | None:
         """The turn's draft of attempt ``attempt``, citations checked; None when no reply validated.
         ``usage`` is what the turn's last search step cost, counted with the draft."""
-        rid = record_id(round_, self.view.name, "draft", attempt)
-        if (landed := self.drafts.get(rid)) is not None:
-            return landed  # replay after resume
+        call = Call(self.view.seat.role, "arguer", round_, self.view.name, attempt, kind="draft")
+        messages = self._write_messages(claim, recent, found, failed)
+
+        def record(result: StructuredResult[CitedTurnOutput]) -> DraftRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why
+            head = call.envelope(self.ctx, usage + result.usage, role=call.role)
+            citations = self.check([Citation(id=c.id, quote=c.quote) for c in out.citations])
+            return cited_turn(head, out.argument, citations, found)
+
+        return ask_once(self.ctx, self.drafts, call, messages, CitedTurnOutput, record, max_tokens)
+
+    def _write_messages(
+        self,
+        claim: str,
+        recent: list[Published],
+        found: list[SearchRecord],
+        failed: tuple[DraftRecord, str] | None,
+    ) -> list[Message]:
         retry = ""
         if failed is not None:
             draft, why = failed
@@ -148,34 +168,4 @@ class ArguerAgent:
             f"- citations: up to {MAX_CITATIONS} objects with id (a passage id in brackets above{example}) "
             "and quote (words copied exactly from that passage)"
         )
-        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
-        role = self.view.seat.role
-        result = self.ctx.ask(
-            role,
-            "arguer",
-            messages,
-            CitedTurnOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=attempt,
-            max_tokens=max_tokens,
-        )
-        if result.value is None:
-            return None  # the schema_failure event says why
-        out = result.value
-        return self.drafts.append(
-            DraftRecord(
-                id=rid,
-                round=round_,
-                team=self.view.name,
-                role=role,
-                iteration=attempt,
-                model=self.ctx.spec(role),
-                usage=usage + result.usage,
-                stage="turn",
-                notes="",
-                text=out.argument,
-                citations=self.check([Citation(id=c.id, quote=c.quote) for c in out.citations]),
-                searches=[s.id for s in found],
-            )
-        )
+        return self._messages(user)

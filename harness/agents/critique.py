@@ -9,12 +9,13 @@ critique record with ``fallback=True`` under ``critic.on_schema_failure``.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
-from harness.engine.context import AgentContext
-from harness.store.memory import SeatMemory
-from harness.store.records import CritiqueRecord, ThinkingRecord, record_id
+from harness.agents.asking import Call, SeatAgent, once
+from harness.agents.common import JSON_ONLY, chat
+from harness.store.records import CritiqueRecord, ThinkingRecord
 
 APPROVED_UNREAD = "approved unread (critic.approve_all: the no-critic control)"
 
@@ -27,11 +28,7 @@ class CritiqueOutput(BaseModel):
     revised_argument: str | None = Field(default=None, min_length=40, max_length=500)
 
 
-class CritiqueAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class CritiqueAgent(SeatAgent):
     def messages(self, topic: str, draft: ThinkingRecord) -> list[dict[str, str]]:
         critic = self.ctx.cfg.critic
         system = (
@@ -45,54 +42,36 @@ class CritiqueAgent:
             "- is_approved: true or false\n"
             "- revised_argument: optional, a stronger version of the draft (or null)"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
-    def _record(self, round_: int, iteration: int, draft_id: str, **fields: object) -> CritiqueRecord:
-        team = self.view.name
-        record = CritiqueRecord(
-            id=record_id(round_, team, "critique", iteration),
-            round=round_,
-            team=team,
-            role="critique",
-            iteration=iteration,  # type: ignore[arg-type]
-            draft_id=draft_id,
-            **fields,  # type: ignore[arg-type]
-        )
-        return self.view.critique.append(record)
+        return chat(system, user)
 
     def __call__(
         self, topic: str, round_: int, iteration: int, draft: ThinkingRecord | None
     ) -> CritiqueRecord:
-        landed = self.view.critique.get(record_id(round_, self.view.name, "critique", iteration))
-        if landed is not None:
-            return landed  # replay after resume: the record already landed, reuse it
+        call = Call("critic", "critique", round_, self.view.name, iteration)
+        return once(self.view.critique, call.rid, partial(self._review, call, topic, draft))
+
+    def _record(self, call: Call, draft_id: str, **fields: object) -> CritiqueRecord:
+        """The critique of ``draft_id``; one no model read has no ``model`` and no usage."""
+        where = {"id": call.rid, "round": call.round, "team": call.team, "iteration": call.iteration}
+        return CritiqueRecord(**where, role=call.agent, draft_id=draft_id, **fields)  # type: ignore[arg-type]
+
+    def _review(self, call: Call, topic: str, draft: ThinkingRecord | None) -> CritiqueRecord:
         if draft is None:
             return self._record(
-                round_,
-                iteration,
+                call,
                 "none",
                 is_approved=False,
                 fallback=True,
                 feedback="No valid draft was produced; reply with the required JSON fields.",
             )
         if self.ctx.cfg.critic.approve_all:  # the no-critic control: no model reads the draft
-            return self._record(round_, iteration, draft.id, is_approved=True, feedback=APPROVED_UNREAD)
-        team = self.view.name
-        result = self.ctx.ask(
-            "critic",
-            "critique",
-            self.messages(topic, draft),
-            CritiqueOutput,
-            round_=round_,
-            team=team,
-            iteration=iteration,
-        )
+            return self._record(call, draft.id, is_approved=True, feedback=APPROVED_UNREAD)
+        result = call.ask(self.ctx, self.messages(topic, draft), CritiqueOutput)
         spec = self.ctx.spec("critic")
         if result.value is None:
             approve = self.ctx.cfg.critic.on_schema_failure == "approve"
             return self._record(
-                round_,
-                iteration,
+                call,
                 draft.id,
                 is_approved=approve,
                 fallback=True,
@@ -101,8 +80,7 @@ class CritiqueAgent:
             )
         out = result.value
         return self._record(
-            round_,
-            iteration,
+            call,
             draft.id,
             is_approved=out.is_approved,
             feedback=out.critique_feedback,

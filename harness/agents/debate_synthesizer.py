@@ -9,13 +9,16 @@ notes a person added in chat mode.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, PublicAgent, ask_once
 from harness.agents.common import JSON_ONLY
+from harness.agents.synthesizer import FAILED_SYNTHESIS, synthesis
 from harness.agents.transcript import render
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import NoteRecord, Published, SynthesisRecord, Usage, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import NoteRecord, Published, SynthesisRecord
 
 
 class DebateSynthesisOutput(BaseModel):
@@ -25,18 +28,34 @@ class DebateSynthesisOutput(BaseModel):
     against_weakest: str = Field(min_length=20, max_length=300, description="where AGAINST was weakest")
 
 
-def evidence_lines(turns: list[Published], grounding: dict[str, str], notes: list[NoteRecord]) -> str:
-    """The transcript, each side's citation record, and a person's notes, as the final role reads them."""
-    record = "\n".join(f"{alias}: {line}" for alias, line in grounding.items())
-    extra = "".join(f"\nA participant's note: {n.text}" for n in notes)
-    return f"Turns:\n{render(turns, 600)}\nCitations checked against the collection:\n{record}{extra}\n"
+@dataclass(frozen=True)
+class Evidence:
+    """What a grounded debate's final role reads: the claim, the last turns, how each
+    side's citations held up (by alias), and any notes a person added in chat mode."""
+
+    claim: str
+    turns: list[Published]
+    grounding: dict[str, str]
+    notes: list[NoteRecord]
+
+    def messages(self, system: str, task: str) -> list[dict[str, str]]:
+        record = "\n".join(f"{alias}: {line}" for alias, line in self.grounding.items())
+        extra = "".join(f"\nA participant's note: {n.text}" for n in self.notes)
+        user = (
+            f"Claim: {self.claim}\nTurns:\n{render(self.turns, 600)}\n"
+            f"Citations checked against the collection:\n{record}{extra}\n{task}"
+        )
+        return [{"role": "system", "content": f"{system} {JSON_ONLY}"}, {"role": "user", "content": user}]
 
 
-class DebateSynthesizerAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[SynthesisRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
+SYNTHESIS_SYSTEM = "You read a debate between FOR and AGAINST and say where each side was strongest."
+SYNTHESIS_TASK = (
+    "Write JSON with, for each side, where it was strongest and where it was weakest "
+    "(for_strongest, for_weakest, against_strongest, against_weakest). Do not name a winner."
+)
 
+
+class DebateSynthesizerAgent(PublicAgent[SynthesisRecord]):
     def __call__(
         self,
         claim: str,
@@ -46,44 +65,17 @@ class DebateSynthesizerAgent:
         grounding: dict[str, str],
         notes: list[NoteRecord],
     ) -> SynthesisRecord:
-        rid = record_id(round_, None, "synthesis", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        user = (
-            f"Claim: {claim}\n{evidence_lines(turns, grounding, notes)}"
-            "Write JSON with, for each side, where it was strongest and where it was weakest "
-            "(for_strongest, for_weakest, against_strongest, against_weakest). Do not name a winner."
-        )
-        system = (
-            f"You read a debate between FOR and AGAINST and say where each side was strongest. {JSON_ONLY}"
-        )
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        result = self.ctx.ask(
-            "synthesizer",
-            "synthesizer",
-            messages,
-            DebateSynthesisOutput,
-            round_=round_,
-            team=None,
-            iteration=0,
-        )
-        out, usage = result.value, result.usage
-        if out is not None:
-            text = (
-                f"FOR was strongest: {out.for_strongest}\nFOR was weakest: {out.for_weakest}\n"
-                f"AGAINST was strongest: {out.against_strongest}\nAGAINST was weakest: {out.against_weakest}"
-            )
-        else:
-            text, usage = "No synthesis: the synthesiser's reply failed validation.", Usage()
-        return self.log.append(
-            SynthesisRecord(
-                id=rid,
-                round=round_,
-                role="synthesizer",
-                model=self.ctx.spec("synthesizer"),
-                usage=usage,
-                text=text,
-                close_reason=close_reason,
-                fallback=out is None,
-            )
-        )
+        call = Call("synthesizer", "synthesizer", round_, kind="synthesis")
+        evidence = Evidence(claim, turns, grounding, notes)
+        messages = evidence.messages(SYNTHESIS_SYSTEM, SYNTHESIS_TASK)
+
+        def record(result: StructuredResult[DebateSynthesisOutput]) -> SynthesisRecord:
+            text = FAILED_SYNTHESIS
+            if (out := result.value) is not None:
+                text = (
+                    f"FOR was strongest: {out.for_strongest}\nFOR was weakest: {out.for_weakest}\n"
+                    f"AGAINST was strongest: {out.against_strongest}\nAGAINST was weakest: {out.against_weakest}"
+                )
+            return synthesis(self.ctx, call, result, text, close_reason)
+
+        return ask_once(self.ctx, self.log, call, messages, DebateSynthesisOutput, record)

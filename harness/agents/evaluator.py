@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import system_prompt
+from harness.agents.asking import Call, PublicAgent, ask_once
+from harness.agents.common import chat, system_prompt
 from harness.agents.transcript import clip
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.store.memory import JsonlLog
-from harness.store.records import EvaluationRecord, Published, Usage, record_id
+from harness.store.records import EvaluationRecord, Published, Usage
 
 FALLBACK_EVALUATION = "The judge's reply failed validation; the motion stands unchanged."
 
@@ -38,13 +40,12 @@ class EvaluationOutput(BaseModel):
     )
 
 
-class EvaluatorAgent:
+class EvaluatorAgent(PublicAgent[EvaluationRecord]):
     def __init__(self, ctx: AgentContext, log: JsonlLog[EvaluationRecord], preset: str) -> None:
-        self.ctx = ctx
-        self.log = log
+        super().__init__(ctx, log)
         self.preset = preset
 
-    def messages(
+    def __call__(
         self,
         original: str,
         motion: str,
@@ -52,7 +53,9 @@ class EvaluatorAgent:
         final: bool,
         turns: dict[str, Published | None],
         briefing: str | None,
-    ) -> list[dict[str, str]]:
+    ) -> EvaluationRecord:
+        """The evaluation of ``round_``; ``turns`` maps each debater's alias to its
+        turn, in speaking order (None: its reply never validated)."""
         limit = self.ctx.cfg.memory.max_chars_per_item
         refined = f"(It refines the original motion: {original})\n" if motion != original else ""
         silent = [f"{alias} made no valid turn this round." for alias, t in turns.items() if t is None]
@@ -68,55 +71,24 @@ class EvaluatorAgent:
             "Write JSON with:\n- evaluation: your evaluation of both turns, two to four sentences\n"
             "- synthesis: the refined motion, one sentence"
         )
-        return [
-            {"role": "system", "content": system_prompt(self.preset, briefing)},
-            {"role": "user", "content": user},
-            *(
-                {"role": "user", "content": f"{alias}: {clip(t.text, limit)}"}
-                for alias, t in turns.items()
-                if t is not None
-            ),
+        heard = [
+            {"role": "user", "content": f"{a}: {clip(t.text, limit)}"}
+            for a, t in turns.items()
+            if t is not None
         ]
+        messages = chat(system_prompt(self.preset, briefing), user) + heard
+        call = Call("judge", "judge", round_, kind="evaluation")
 
-    def __call__(
-        self,
-        original: str,
-        motion: str,
-        round_: int,
-        final: bool,
-        turns: dict[str, Published | None],
-        briefing: str | None,
-    ) -> EvaluationRecord:
-        """The evaluation of ``round_``; ``turns`` maps each debater's alias to its
-        turn, in speaking order (None: its reply never validated)."""
-        rid = record_id(round_, None, "evaluation", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        result = self.ctx.ask(
-            "judge",
-            "judge",
-            self.messages(original, motion, round_, final, turns, briefing),
-            EvaluationOutput,
-            round_=round_,
-            team=None,
-            iteration=0,
-        )
-        if result.value is not None:
-            evaluation, synthesis = result.value.evaluation, result.value.synthesis
-            usage, fallback = result.usage, False
-        else:  # the failure's cost is on its schema_failure event
-            evaluation, synthesis, usage, fallback = FALLBACK_EVALUATION, motion, Usage(), True
-        record = EvaluationRecord(
-            id=rid,
-            round=round_,
-            role="judge",
-            model=self.ctx.spec("judge"),
-            usage=usage,
-            evaluation=evaluation,
-            synthesis=synthesis,
-            motion=motion,
-            original_motion=original,
-            final=final,
-            fallback=fallback,
-        )
-        return self.log.append(record)
+        def record(result: StructuredResult[EvaluationOutput]) -> EvaluationRecord:
+            out = result.value  # None: the failure's cost is on its schema_failure event
+            return EvaluationRecord(
+                **call.envelope(self.ctx, result.usage if out else Usage()),
+                evaluation=out.evaluation if out else FALLBACK_EVALUATION,
+                synthesis=out.synthesis if out else motion,
+                motion=motion,
+                original_motion=original,
+                final=final,
+                fallback=out is None,
+            )
+
+        return ask_once(self.ctx, self.log, call, messages, EvaluationOutput, record)

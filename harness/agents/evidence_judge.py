@@ -14,11 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
-from harness.agents.debate_synthesizer import evidence_lines
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import NoteRecord, Published, Usage, VerdictRecord, record_id
+from harness.agents.asking import Call, PublicAgent, ask_once
+from harness.agents.debate_synthesizer import Evidence
+from harness.models.structured import StructuredResult
+from harness.store.records import NoteRecord, Published, Usage, VerdictRecord
 
 
 class EvidenceVerdictOutput(BaseModel):
@@ -26,11 +25,14 @@ class EvidenceVerdictOutput(BaseModel):
     justification: str = Field(min_length=30, max_length=500, description="why, naming passages")
 
 
-class EvidenceJudgeAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[VerdictRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
+JUDGE_SYSTEM = "You judge a factual debate by its evidence, not by its rhetoric."
+JUDGE_TASK = (
+    "Which side does the cited evidence support? Write JSON with winner (for or against) and a "
+    "justification naming the passages that decide it. Weigh only quotes the check supported."
+)
 
+
+class EvidenceJudgeAgent(PublicAgent[VerdictRecord]):
     def __call__(
         self,
         claim: str,
@@ -39,27 +41,14 @@ class EvidenceJudgeAgent:
         grounding: dict[str, str],
         notes: list[NoteRecord],
     ) -> VerdictRecord:
-        rid = record_id(round_, None, "verdict", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        user = (
-            f"Claim: {claim}\n{evidence_lines(turns, grounding, notes)}"
-            "Which side does the cited evidence support? Write JSON with winner (for or against) and a "
-            "justification naming the passages that decide it. Weigh only quotes the check supported."
-        )
-        system = f"You judge a factual debate by its evidence, not by its rhetoric. {JSON_ONLY}"
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        result = self.ctx.ask(
-            "synthesizer", "judge", messages, EvidenceVerdictOutput, round_=round_, team=None, iteration=0
-        )
-        out = result.value
-        return self.log.append(
-            VerdictRecord(
-                id=rid,
-                round=round_,
-                role="judge",
-                model=self.ctx.spec("synthesizer"),
-                usage=result.usage if out else Usage(),
+        # the judge answers with roles.synthesizer's model: the format has one final role
+        call = Call("synthesizer", "judge", round_, kind="verdict")
+        messages = Evidence(claim, turns, grounding, notes).messages(JUDGE_SYSTEM, JUDGE_TASK)
+
+        def record(result: StructuredResult[EvidenceVerdictOutput]) -> VerdictRecord:
+            out = result.value
+            return VerdictRecord(
+                **call.envelope(self.ctx, result.usage if out else Usage()),
                 by="judge",
                 winner=out.winner if out else None,
                 justification=out.justification
@@ -67,4 +56,5 @@ class EvidenceJudgeAgent:
                 else "No verdict: the judge's reply failed validation.",
                 fallback=out is None,
             )
-        )
+
+        return ask_once(self.ctx, self.log, call, messages, EvidenceVerdictOutput, record)

@@ -15,11 +15,11 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, PublicAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import DraftRecord, FactCheckRecord, Usage, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import DraftRecord, FactCheckRecord, Usage
 
 
 class FactCheckOutput(BaseModel):
@@ -29,11 +29,22 @@ class FactCheckOutput(BaseModel):
     evidence: list[str] = Field(min_length=1, max_length=3, description="what the verdict rests on")
 
 
-class FactCheckerAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[FactCheckRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
+# What a reply that failed validation stands as: a pass, unchecked (built past
+# validation: its claims and evidence are empty).
+UNCHECKED = FactCheckOutput.model_construct(
+    verdict="pass",
+    claims=[],
+    justification="the fact-checker's reply failed validation; passed unchecked",
+    evidence=[],
+)
 
+
+def check_call(draft: DraftRecord) -> Call:
+    """The fact-checker's call on ``draft``: its record sits beside the draft's."""
+    return Call("fact_checker", "fact_checker", draft.round, draft.team, draft.iteration, kind="fact_check")
+
+
+class FactCheckerAgent(PublicAgent[FactCheckRecord]):
     def messages(self, motion: str, alias: str, draft: DraftRecord) -> list[dict[str, str]]:
         limit = self.ctx.cfg.memory.max_chars_per_item
         system = f"You are the debate's strict, impartial fact-checker. {JSON_ONLY}"
@@ -47,54 +58,23 @@ class FactCheckerAgent:
             "- justification: one or two sentences\n"
             "- evidence: what you know that supports your verdict"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, motion: str, alias: str, draft: DraftRecord, strikes_before: int) -> FactCheckRecord:
         """The check of ``draft``; a fail carries the side's strike count after it."""
-        seat = draft.team
-        rid = record_id(draft.round, seat, "fact_check", draft.iteration)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        result = self.ctx.ask(
-            "fact_checker",
-            "fact_checker",
-            self.messages(motion, alias, draft),
-            FactCheckOutput,
-            round_=draft.round,
-            team=seat,
-            iteration=draft.iteration,
-        )
-        if result.value is not None:
-            out = result.value
-            fields = {
-                "verdict": out.verdict,
-                "claims": out.claims,
-                "justification": out.justification,
-                "evidence": out.evidence,
-            }
-            usage, fallback = result.usage, False
-        else:
-            fields = {
-                "verdict": "pass",
-                "claims": [],
-                "evidence": [],
-                "justification": "the fact-checker's reply failed validation; passed unchecked",
-            }
-            usage, fallback = Usage(), True
-        failed = fields["verdict"] == "fail"
-        record = FactCheckRecord(
-            id=rid,
-            round=draft.round,
-            team=seat,
-            role="fact_checker",
-            iteration=draft.iteration,
-            model=self.ctx.spec("fact_checker"),
-            usage=usage,
-            stage=draft.stage,
-            draft_id=draft.id,
-            strike=strikes_before + 1 if failed else 0,
-            fallback=fallback,
-            grounded=False,
-            **fields,  # type: ignore[arg-type]
-        )
-        return self.log.append(record)
+        call = check_call(draft)
+        messages = self.messages(motion, alias, draft)
+
+        def record(result: StructuredResult[FactCheckOutput]) -> FactCheckRecord:
+            out = result.value or UNCHECKED
+            return FactCheckRecord(
+                **call.envelope(self.ctx, result.usage if result.value else Usage()),
+                **out.model_dump(),  # verdict, claims, justification, evidence
+                stage=draft.stage,
+                draft_id=draft.id,
+                grounded=False,
+                strike=strikes_before + 1 if out.verdict == "fail" else 0,
+                fallback=result.value is None,
+            )
+
+        return ask_once(self.ctx, self.log, call, messages, FactCheckOutput, record)

@@ -21,15 +21,19 @@ which the speaker's retry prompt quotes.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, M, once
+from harness.agents.common import JSON_ONLY, chat
+from harness.agents.fact_checker import check_call
 from harness.agents.passages import PASSAGE_CHARS, render_hits, topic_words
 from harness.agents.transcript import clip
 from harness.engine.context import AgentContext
 from harness.engine.tools import SearchTool
+from harness.models.structured import StructuredResult
 from harness.search.citations import reasons
 from harness.store.memory import JsonlLog
 from harness.store.records import (
@@ -77,11 +81,15 @@ class GroundedFactCheckerAgent:
         self.max_claims = max_claims
         self.collection = ctx.cfg.search.collection
 
-    def _system(self) -> str:
-        return (
+    def _ask(self, draft: DraftRecord, agent: str, user: str, schema: type[M]) -> StructuredResult[M]:
+        """One fact_checker call on ``draft`` (``agent`` names its prompt and reply ids)."""
+        system = (
             "You are the debate's strict, impartial fact-checker. You check claims against the passages "
             f"of the collection '{self.collection}' and nothing else. {JSON_ONLY}"
         )
+        messages = chat(system, user)
+        call = Call("fact_checker", agent, draft.round, draft.team, draft.iteration)
+        return call.ask(self.ctx, messages, schema)
 
     def claims(self, motion: str, alias: str, draft: DraftRecord) -> tuple[list[str] | None, Usage]:
         """The speech's checkable claims (None when no reply validated), and the call's usage."""
@@ -92,16 +100,7 @@ class GroundedFactCheckerAgent:
             "could confirm or refute; opinions and arguments are not claims.\n"
             "Write JSON with:\n- claims: short claims quoted from the speech"
         )
-        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
-        result = self.ctx.ask(
-            "fact_checker",
-            "fact_claims",
-            messages,
-            ClaimsOutput,
-            round_=draft.round,
-            team=draft.team,
-            iteration=draft.iteration,
-        )
+        result = self._ask(draft, "fact_claims", user, ClaimsOutput)
         if result.value is None:
             return None, Usage()
         return [" ".join(c.split()) for c in result.value.claims][: self.max_claims], result.usage
@@ -120,17 +119,8 @@ class GroundedFactCheckerAgent:
             f"- passage: an id such as {found.hits[0].id}\n- quote: words copied from that passage\n"
             "- reason: one sentence: why"
         )
-        messages = [{"role": "system", "content": self._system()}, {"role": "user", "content": user}]
-        # one call per claim: the claim's index is the iteration's suffix, so ids stay distinct
-        result = self.ctx.ask(
-            "fact_checker",
-            f"fact_ruling{n}",
-            messages,
-            RulingOutput,
-            round_=draft.round,
-            team=draft.team,
-            iteration=draft.iteration,
-        )
+        # one call per claim: the claim's index is the agent's suffix, so ids stay distinct
+        result = self._ask(draft, f"fact_ruling{n}", user, RulingOutput)
         return result.value, (result.usage if result.value is not None else Usage())
 
     def search(self, draft: DraftRecord, n: int, claim: str) -> SearchRecord:
@@ -140,9 +130,11 @@ class GroundedFactCheckerAgent:
 
     def __call__(self, motion: str, alias: str, draft: DraftRecord, strikes_before: int) -> FactCheckRecord:
         """The check of ``draft``; a fail carries the side's strike count after it."""
-        rid = record_id(draft.round, draft.team, "fact_check", draft.iteration)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
+        return once(
+            self.log, check_call(draft).rid, partial(self._check, motion, alias, draft, strikes_before)
+        )
+
+    def _check(self, motion: str, alias: str, draft: DraftRecord, strikes_before: int) -> FactCheckRecord:
         claims, usage = self.claims(motion, alias, draft)
         rulings: list[Ruling] = []
         found: list[SearchRecord] = []
@@ -160,14 +152,8 @@ class GroundedFactCheckerAgent:
         rests = [r for r in rulings if (backed(r, hits) if verdict == "fail" else r.ruling == "supported")]
         cited = [r.citation.id for r in rests if r.citation and r.citation.id in hits]
         evidence = [passage_line(hits[pid]) for pid in dict.fromkeys(cited)]
-        record = FactCheckRecord(
-            id=rid,
-            round=draft.round,
-            team=draft.team,
-            role="fact_checker",
-            iteration=draft.iteration,
-            model=self.ctx.spec("fact_checker"),
-            usage=usage,
+        return FactCheckRecord(
+            **check_call(draft).envelope(self.ctx, usage),
             stage=draft.stage,
             draft_id=draft.id,
             verdict=verdict,
@@ -182,7 +168,6 @@ class GroundedFactCheckerAgent:
             searches=[s.id for s in found],
             hits=sum(len(s.hits) for s in found),
         )
-        return self.log.append(record)
 
     def ruling(self, claim: str, search: SearchRecord, out: RulingOutput | None) -> Ruling:
         """The model's ruling as a record, its citation marked; unasked or unparsed: not found."""

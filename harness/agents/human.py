@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from harness.agents.arguer import render_hits
+from harness.agents.arguer import cited_turn, render_hits
+from harness.agents.asking import once
 from harness.agents.transcript import render
 from harness.engine.interrupt import RunStopped
 from harness.store.memory import JsonlLog, SeatMemory
@@ -79,6 +81,13 @@ def parse_citations(text: str) -> list[Citation]:
     return [Citation(id=m.group(1), quote=m.group(2).strip()) for m in _CITATION.finditer(text)]
 
 
+def by_person(round_: int, team: str, role: str, iteration: int, kind: str = "") -> dict[str, Any]:
+    """The envelope of a record a person wrote (no model call, no usage); ``kind`` is
+    its id's kind if not its role."""
+    rid = record_id(round_, team, kind or role, iteration)
+    return {"id": rid, "round": round_, "team": team, "role": role, "iteration": iteration, "model": "human"}
+
+
 class HumanArguer:
     def __init__(
         self,
@@ -113,11 +122,22 @@ class HumanArguer:
         search: Callable[[int, str], SearchRecord],
         max_searches: int,
     ) -> DraftRecord:
-        rid = record_id(round_, self.view.name, "draft", attempt)
-        if (landed := self.drafts.get(rid)) is not None:
-            return landed  # replay after resume
+        turn = partial(self._turn, claim, round_, attempt, recent, list(found), search, max_searches)
+        return once(self.drafts, record_id(round_, self.view.name, "draft", attempt), turn)
+
+    def _turn(
+        self,
+        claim: str,
+        round_: int,
+        attempt: int,
+        recent: list[Published],
+        found: list[
+            SearchRecord
+        ],  # this turn's searches so far: a quit keeps them, the resumed turn shows them
+        search: Callable[[int, str], SearchRecord],
+        max_searches: int,
+    ) -> DraftRecord:
         seat = self.view.seat
-        found = list(found)  # this turn's searches so far: a quit keeps them, the resumed turn shows them
         self.console.show(f"\nClaim: {claim}\nYou are {seat.alias}, arguing {seat.stance}. Round {round_}.")
         self.console.show(render(recent, 600))
         if found:
@@ -137,21 +157,8 @@ class HumanArguer:
             return True
 
         line = read_turn(self.console, seat.alias, round_, command, HELP)
-        return self.drafts.append(
-            DraftRecord(
-                id=rid,
-                round=round_,
-                team=self.view.name,
-                role=seat.role,
-                iteration=attempt,
-                model="human",
-                stage="turn",
-                notes="",
-                text=line,
-                citations=self.check(parse_citations(line)),
-                searches=[s.id for s in found],
-            )
-        )
+        head = by_person(round_, self.view.name, seat.role, attempt, kind="draft")
+        return cited_turn(head, line, self.check(parse_citations(line)), found)
 
 
 DRIFT_HELP = "/quit  stop (resume later)   anything else is your argument, which the critic reviews"
@@ -166,22 +173,17 @@ class HumanDebater:
 
     def persona(self, round_: int, iteration: int) -> PersonaRecord:
         """The person's persona, recorded once a turn attempt like a model's, with no call."""
-        rid = record_id(round_, self.view.name, "persona", iteration)
-        if (landed := self.view.persona.get(rid)) is not None:
-            return landed
-        return self.view.persona.append(
-            PersonaRecord(
-                id=rid,
-                round=round_,
-                team=self.view.name,
-                role="persona",
-                iteration=iteration,
-                model="human",
+        head = by_person(round_, self.view.name, "persona", iteration)
+        return once(
+            self.view.persona,
+            head["id"],
+            lambda: PersonaRecord(
+                **head,
                 decision="keep" if round_ > 1 or iteration else "initial",
                 version=1,
                 persona=f"{self.view.seat.alias}, played by a person",
                 rationale="a person plays this team",
-            )
+            ),
         )
 
     def draft(
@@ -193,9 +195,22 @@ class HumanDebater:
         feedback: str | None,
         recent: list[Published],
     ) -> ThinkingRecord:
-        rid = record_id(round_, self.view.name, "thinking", iteration)
-        if (landed := self.view.thinking.get(rid)) is not None:
-            return landed  # replay after resume
+        head = by_person(round_, self.view.name, "thinking", iteration)
+        return once(
+            self.view.thinking,
+            head["id"],
+            partial(self._draft, head, topic, round_, feedback, recent, persona),
+        )
+
+    def _draft(
+        self,
+        head: dict[str, Any],
+        topic: str,
+        round_: int,
+        feedback: str | None,
+        recent: list[Published],
+        persona: PersonaRecord | None,
+    ) -> ThinkingRecord:
         seat = self.view.seat
         self.console.show(f"\nMotion: {topic}\nYou are {seat.alias}, arguing {seat.stance}. Round {round_}.")
         self.console.show(render(recent, 600))
@@ -210,16 +225,4 @@ class HumanDebater:
             return True
 
         line = read_turn(self.console, seat.alias, round_, command, DRIFT_HELP)
-        return self.view.thinking.append(
-            ThinkingRecord(
-                id=rid,
-                round=round_,
-                team=self.view.name,
-                role="thinking",
-                iteration=iteration,
-                model="human",
-                scratchpad="",
-                draft=line,
-                persona_id=persona.id if persona else None,
-            )
-        )
+        return ThinkingRecord(**head, scratchpad="", draft=line, persona_id=persona.id if persona else None)

@@ -8,15 +8,16 @@ CONTINUE with ``fallback=True`` (the round cap still bounds the panel).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, PublicAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat, recap
 from harness.agents.transcript import render
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import DecisionRecord, Published, SummaryRecord, Usage, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import DecisionRecord, Published, SummaryRecord, Usage
 
 
 class JudgeOutput(BaseModel):
@@ -25,34 +26,7 @@ class JudgeOutput(BaseModel):
     tension: str = Field(min_length=10, max_length=300, description="the main unresolved tension")
 
 
-class JudgeAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[DecisionRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
-
-    def messages(
-        self,
-        topic: str,
-        framework: str,
-        round_: int,
-        summaries: list[SummaryRecord],
-        statements: list[Published],
-    ) -> list[dict[str, str]]:
-        limit = self.ctx.cfg.memory.max_chars_per_item
-        recap = "\n".join(f"[round {s.round}] {s.text}" for s in summaries) or "(none)"
-        user = (
-            f"Topic: {topic}\nAnalysis framework: {framework}\n"
-            f"Round summaries so far:\n{recap}\nStatements of round {round_}:\n{render(statements, limit)}\n"
-            "Decide whether the panel has produced enough to write its synthesis (SYNTHESIZE) or should "
-            "debate another round (CONTINUE).\n"
-            "Write JSON with:\n"
-            '- decision: "SYNTHESIZE" or "CONTINUE"\n'
-            "- reason: one sentence\n"
-            "- tension: the main tension still unresolved, in one sentence"
-        )
-        system = f"You are the panel's independent judge. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
-
+class JudgeAgent(PublicAgent[DecisionRecord]):
     def __call__(
         self,
         topic: str,
@@ -61,37 +35,35 @@ class JudgeAgent:
         summaries: list[SummaryRecord],
         statements: list[Published],
     ) -> DecisionRecord:
-        rid = record_id(round_, None, "decision", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        result = self.ctx.ask(
-            "judge",
-            "judge",
-            self.messages(topic, framework, round_, summaries, statements),
-            JudgeOutput,
-            round_=round_,
-            team=None,
-            iteration=0,
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries so far:\n{recap(summaries)}\n"
+            f"Statements of round {round_}:\n{render(statements, limit)}\n"
+            "Decide whether the panel has produced enough to write its synthesis (SYNTHESIZE) or should "
+            "debate another round (CONTINUE).\n"
+            "Write JSON with:\n"
+            '- decision: "SYNTHESIZE" or "CONTINUE"\n'
+            "- reason: one sentence\n"
+            "- tension: the main tension still unresolved, in one sentence"
         )
-        if result.value is not None:
-            out = result.value
-            fields = {"decision": out.decision, "reason": out.reason, "tension": out.tension}
-            usage, fallback = result.usage, False
-        else:
-            previous = self.log.last()
-            fields = {
-                "decision": "CONTINUE",
-                "reason": "judge reply failed validation",
-                "tension": previous.tension if previous else "",
-            }
-            usage, fallback = Usage(), True
-        record = DecisionRecord(
-            id=rid,
-            round=round_,
-            role="judge",
-            model=self.ctx.spec("judge"),
-            usage=usage,
-            fallback=fallback,
-            **fields,  # type: ignore[arg-type]
+        call = Call("judge", "judge", round_, kind="decision")
+        messages = chat(f"You are the panel's independent judge. {JSON_ONLY}", user)
+        return ask_once(self.ctx, self.log, call, messages, JudgeOutput, partial(self.record, call))
+
+    def record(self, call: Call, result: StructuredResult[JudgeOutput]) -> DecisionRecord:
+        """The decision; a reply that failed validation goes on, keeping the last tension."""
+        if (out := result.value) is not None:
+            return DecisionRecord(
+                **call.envelope(self.ctx, result.usage),
+                decision=out.decision,
+                reason=out.reason,
+                tension=out.tension,
+            )
+        previous = self.log.last()
+        return DecisionRecord(
+            **call.envelope(self.ctx, Usage()),
+            decision="CONTINUE",
+            reason="judge reply failed validation",
+            tension=previous.tension if previous else "",
+            fallback=True,
         )
-        return self.log.append(record)

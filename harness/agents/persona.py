@@ -6,16 +6,16 @@ On a schema failure the previous persona is kept (decision ``fallback``).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
-from harness.agents.transcript import render, window
-from harness.engine.context import AgentContext
+from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
+from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
-from harness.store.memory import SeatMemory
-from harness.store.records import PersonaRecord, Usage, record_id
+from harness.store.records import PersonaRecord, Usage
 
 Decision = Literal["keep", "evolve", "initial", "fallback"]
 DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
@@ -28,20 +28,14 @@ class PersonaOutput(BaseModel):
     rationale: str = Field(min_length=10, max_length=300, description="why keep or evolve it now")
 
 
-class PersonaAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class PersonaAgent(SeatAgent):
     def messages(self, topic: str, round_: int, feedback: str | None) -> list[dict[str, str]]:
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
-        mem = self.ctx.cfg.memory
-        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
         user = (
             f"Motion: {topic}\nYour team argues {self.view.seat.stance}. Round {round_}.\n"
             f"Current persona: {persona}\n"
-            f"Recent debate:\n{transcript}\n"
+            f"Recent debate:\n{self.debate(round_)}\n"
             + (f"The critic rejected your last draft: {feedback}\n" if feedback else "")
             + "Decide whether to keep the current persona or evolve it into a new one.\n"
             "Write JSON with:\n"
@@ -51,22 +45,17 @@ class PersonaAgent:
         )
         alias, carried = self.view.seat.alias, rules(self.ctx.cfg)  # the probes' rules, if any
         system = f"You shape the identity of the {alias} debate team.{carried} {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, topic: str, round_: int, iteration: int, feedback: str | None) -> PersonaRecord:
-        team = self.view.name
-        rid = record_id(round_, team, "persona", iteration)
-        if (landed := self.view.persona.get(rid)) is not None:
-            return landed  # replay after resume: the record already landed, reuse it
-        result = self.ctx.ask(
-            self.view.seat.role,
-            "persona",
-            self.messages(topic, round_, feedback),
-            PersonaOutput,
-            round_=round_,
-            team=team,
-            iteration=iteration,
+        call = Call(self.view.seat.role, "persona", round_, self.view.name, iteration)
+        messages = self.messages(topic, round_, feedback)
+        return ask_once(
+            self.ctx, self.view.persona, call, messages, PersonaOutput, partial(self.record, call)
         )
+
+    def record(self, call: Call, result: StructuredResult[PersonaOutput]) -> PersonaRecord:
+        """The persona the reply decided on; a failed reply keeps the previous one."""
         previous = self.view.persona.last()
         version = previous.version if previous else 0
         if result.value is None:
@@ -78,17 +67,10 @@ class PersonaAgent:
             decision = result.value.decision
             if decision == "evolve" or previous is None:
                 version += 1
-        record = PersonaRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role="persona",
-            iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(self.view.seat.role),
-            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
+        return PersonaRecord(
+            **call.envelope(self.ctx, result.usage if result.ok else Usage()),  # a failure's is on its event
             decision=decision,
             persona=persona,
             rationale=rationale,
             version=max(version, 1),
         )
-        return self.view.persona.append(record)

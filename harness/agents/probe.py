@@ -12,72 +12,67 @@ so a resumed run never asks twice.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pydantic import BaseModel, Field
 
+from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import chat
 from harness.agents.persona import DEFAULT_PERSONA
 from harness.agents.thinking import debater_system
-from harness.agents.transcript import render, window
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
 from harness.probes.checkers import Asker
 from harness.store.memory import SeatMemory
-from harness.store.records import ProbeRecord, Usage
+from harness.store.records import PersonaRecord, ProbeRecord, Usage
 
 
 class ProbeOutput(BaseModel):
     reply: str = Field(min_length=1, max_length=1000, description="your answer to the question")
 
 
-class ProbeAgent:
+class ProbeAgent(SeatAgent):
     def __init__(self, ctx: AgentContext, view: SeatMemory, probes: tuple[Probe, ...]) -> None:
-        self.ctx = ctx
-        self.view = view
+        super().__init__(ctx, view)
         self.probes = probes
         self.log = view.logs[PROBE_LOG]
         self.asker = Asker(team=view.name, alias=view.seat.alias)
 
     def messages(self, topic: str, round_: int, persona: str, probe: Probe) -> list[dict[str, str]]:
-        mem = self.ctx.cfg.memory
-        transcript = render(window(self.view.shared, round_, mem.window_rounds), mem.max_chars_per_item)
         user = (
             f"Motion: {topic}\nYou argue {self.view.seat.stance}. Round {round_}.\n"
-            f"Debate so far:\n{transcript}\n"
+            f"Debate so far:\n{self.debate(round_)}\n"
             f"Question: {probe.question}\n"
             "Write JSON with:\n"
             "- reply: your answer to the question, as your team would give it"
         )
         # the thinking agent's system prompt: the team as its debater knows it
         system = debater_system(self.view.seat.alias, persona, self.ctx.cfg)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(self, topic: str, round_: int) -> list[ProbeRecord]:
         return [self.ask(topic, round_, i, probe) for i, probe in enumerate(self.probes)]
 
     def ask(self, topic: str, round_: int, index: int, probe: Probe) -> ProbeRecord:
         team = self.view.name
-        rid = probe_id(round_, team, index, probe.name)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume: asked already, never twice
+        call = Call(
+            self.view.seat.role, PROBE_ROLE, round_, team, index, id=probe_id(round_, team, index, probe.name)
+        )
         current = self.view.persona.last()
         persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
-        result = self.ctx.ask(
-            self.view.seat.role,
-            PROBE_ROLE,
-            self.messages(topic, round_, persona, probe),
-            ProbeOutput,
-            round_=round_,
-            team=team,
-            iteration=index,
+        messages = self.messages(topic, round_, persona, probe)
+        # asked once: a replayed turn reuses the record that landed
+        return ask_once(
+            self.ctx, self.log, call, messages, ProbeOutput, partial(self.record, call, probe, current)
         )
+
+    def record(
+        self, call: Call, probe: Probe, current: PersonaRecord | None, result: StructuredResult[ProbeOutput]
+    ) -> ProbeRecord:
         reply = result.value.reply if result.value is not None else None
-        record = ProbeRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role=PROBE_ROLE,
-            iteration=index,
-            model=self.ctx.spec(self.view.seat.role),
-            usage=result.usage if result.ok else Usage(),  # a failure's usage is on its event
+        return ProbeRecord(
+            **call.envelope(self.ctx, result.usage if result.ok else Usage()),  # a failure's is on its event
             probe=probe.name,
             instruction=probe.instruction,
             question=probe.question,
@@ -87,4 +82,3 @@ class ProbeAgent:
             passed=probe.check(reply, self.asker) if reply is not None else None,
             persona_id=current.id if current else None,
         )
-        return self.log.append(record)

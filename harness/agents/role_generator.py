@@ -14,7 +14,8 @@ from functools import cache
 
 from pydantic import BaseModel, Field, create_model, model_validator
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call
+from harness.agents.common import JSON_ONLY, chat
 from harness.engine.context import AgentContext
 from harness.store.memory import JsonlLog
 from harness.store.records import RoleCardRecord, Usage, record_id
@@ -82,7 +83,7 @@ class RoleGeneratorAgent:
             "- expertise: one sentence on what the expert knows\n"
             "- mandate: one sentence on what the expert must push the panel on"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self, topic: str, framework: str, seats: list[str], disruptor: str | None
@@ -93,14 +94,9 @@ class RoleGeneratorAgent:
         if all(landed):
             return [card for card in landed if card is not None]  # replay after resume
         generated = [s for s in seats if s != disruptor]
-        result = self.ctx.ask(
-            "role_generator",
-            "role_generator",
-            self.messages(topic, framework, len(generated)),
-            roles_schema(len(generated)),
-            round_=0,
-            team=None,
-            iteration=0,
+        call = Call("role_generator", "role_generator", 0)
+        result = call.ask(
+            self.ctx, self.messages(topic, framework, len(generated)), roles_schema(len(generated))
         )
         cards = list(getattr(result.value, "roles", []))
         spec = self.ctx.spec("role_generator")

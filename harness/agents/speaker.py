@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip, render
 from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import DraftRecord, FactCheckRecord, Published, record_id
+from harness.store.records import DraftRecord, FactCheckRecord, Published
 
 # What each stage asks of its speaker.
 STAGE_TASKS = {
@@ -35,10 +37,9 @@ class SpeechOutput(BaseModel):
     speech: str = Field(min_length=40, max_length=600, description="the speech, three to five sentences")
 
 
-class SpeakerAgent:
+class SpeakerAgent(SeatAgent):
     def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
+        super().__init__(ctx, view)
         self.drafts: JsonlLog[DraftRecord] = view.logs["drafts"]
 
     def messages(
@@ -71,7 +72,7 @@ class SpeakerAgent:
             "- notes: your private preparation, which no one else sees\n"
             "- speech: your speech, three to five sentences"
         )
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self,
@@ -83,32 +84,13 @@ class SpeakerAgent:
         failed: tuple[DraftRecord, FactCheckRecord] | None,
     ) -> DraftRecord | None:
         """The draft of attempt ``attempt``; None when no reply validated."""
-        rid = record_id(round_, self.view.name, "draft", attempt)
-        if (landed := self.drafts.get(rid)) is not None:
-            return landed  # replay after resume
-        role = self.view.seat.role
-        result = self.ctx.ask(
-            role,
-            "speaker",
-            self.messages(motion, stage, round_, recent, failed),
-            SpeechOutput,
-            round_=round_,
-            team=self.view.name,
-            iteration=attempt,
-        )
-        if result.value is None:
-            return None  # the schema_failure event says why
-        # role: the model role that answered (pro, con), so usage adds up per role
-        record = DraftRecord(
-            id=rid,
-            round=round_,
-            team=self.view.name,
-            role=role,
-            iteration=attempt,
-            model=self.ctx.spec(role),
-            usage=result.usage,
-            stage=stage,
-            notes=result.value.notes,
-            text=result.value.speech,
-        )
-        return self.drafts.append(record)
+        call = Call(self.view.seat.role, "speaker", round_, self.view.name, attempt, kind="draft")
+        messages = self.messages(motion, stage, round_, recent, failed)
+
+        def record(result: StructuredResult[SpeechOutput]) -> DraftRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why
+            head = call.envelope(self.ctx, result.usage, role=call.role)
+            return DraftRecord(**head, stage=stage, notes=out.notes, text=out.speech)
+
+        return ask_once(self.ctx, self.drafts, call, messages, SpeechOutput, record)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, M, PublicAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat, recap
 from harness.agents.transcript import render
 from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import Published, SummaryRecord, SynthesisRecord, Usage, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import Published, SummaryRecord, SynthesisRecord, Usage
 
 
 class SynthesisOutput(BaseModel):
@@ -24,33 +25,24 @@ class SynthesisOutput(BaseModel):
     recommendation: str = Field(min_length=40, max_length=500, description="one actionable recommendation")
 
 
-class SynthesizerAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[SynthesisRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
+FAILED_SYNTHESIS = "No synthesis: the synthesiser's reply failed validation."
 
-    def messages(
-        self,
-        topic: str,
-        framework: str,
-        summaries: list[SummaryRecord],
-        statements: list[Published],
-        tension: str | None,
-    ) -> list[dict[str, str]]:
-        limit = self.ctx.cfg.memory.max_chars_per_item
-        recap = "\n".join(f"[round {s.round}] {s.text}" for s in summaries) or "(none)"
-        user = (
-            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries:\n{recap}\n"
-            f"Final statements:\n{render(statements, limit)}\n"
-            + (f"The judge's main tension: {tension}\n" if tension else "")
-            + "Write the panel's executive synthesis as JSON with:\n"
-            "- convergences: a paragraph on where the analysts agree\n"
-            "- tensions: a paragraph on what remains unresolved\n"
-            "- recommendation: a paragraph with one actionable recommendation"
-        )
-        system = f"You write the executive synthesis of an expert panel. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
+def synthesis(
+    ctx: AgentContext, call: Call, result: StructuredResult[M], text: str, close_reason: str
+) -> SynthesisRecord:
+    """A synthesis record of ``text``; a reply that failed validation costs nothing here
+    (its usage is on its schema_failure event) and is marked ``fallback``."""
+    failed = result.value is None
+    return SynthesisRecord(
+        **call.envelope(ctx, Usage() if failed else result.usage),
+        text=text,
+        close_reason=close_reason,
+        fallback=failed,
+    )
+
+
+class SynthesizerAgent(PublicAgent[SynthesisRecord]):
     def __call__(
         self,
         topic: str,
@@ -61,39 +53,24 @@ class SynthesizerAgent:
         statements: list[Published],
         tension: str | None,
     ) -> SynthesisRecord:
-        rid = record_id(round_, None, "synthesis", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
-        result = self.ctx.ask(
-            "synthesizer",
-            "synthesizer",
-            self.messages(topic, framework, summaries, statements, tension),
-            SynthesisOutput,
-            round_=round_,
-            team=None,
-            iteration=0,
+        limit = self.ctx.cfg.memory.max_chars_per_item
+        user = (
+            f"Topic: {topic}\nAnalysis framework: {framework}\nRound summaries:\n{recap(summaries)}\n"
+            f"Final statements:\n{render(statements, limit)}\n"
+            + (f"The judge's main tension: {tension}\n" if tension else "")
+            + "Write the panel's executive synthesis as JSON with:\n"
+            "- convergences: a paragraph on where the analysts agree\n"
+            "- tensions: a paragraph on what remains unresolved\n"
+            "- recommendation: a paragraph with one actionable recommendation"
         )
-        if result.value is not None:
-            out = result.value
-            text, fallback, usage = (
-                f"{out.convergences}\n\n{out.tensions}\n\n{out.recommendation}",
-                False,
-                result.usage,
-            )
-        else:
-            text = (
-                "\n\n".join(s.text for s in summaries)
-                or "No synthesis: the synthesiser's reply failed validation."
-            )
-            fallback, usage = True, Usage()
-        record = SynthesisRecord(
-            id=rid,
-            round=round_,
-            role="synthesizer",
-            model=self.ctx.spec("synthesizer"),
-            usage=usage,
-            text=text,
-            close_reason=close_reason,
-            fallback=fallback,
-        )
-        return self.log.append(record)
+        call = Call("synthesizer", "synthesizer", round_, kind="synthesis")
+        messages = chat(f"You write the executive synthesis of an expert panel. {JSON_ONLY}", user)
+
+        def record(result: StructuredResult[SynthesisOutput]) -> SynthesisRecord:
+            if (out := result.value) is not None:
+                text = f"{out.convergences}\n\n{out.tensions}\n\n{out.recommendation}"
+            else:  # the round summaries stand in for it
+                text = "\n\n".join(s.text for s in summaries) or FAILED_SYNTHESIS
+            return synthesis(self.ctx, call, result, text, close_reason)
+
+        return ask_once(self.ctx, self.log, call, messages, SynthesisOutput, record)

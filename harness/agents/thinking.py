@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip, opponent_last, render, window
-from harness.engine.context import AgentContext
+from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
-from harness.store.memory import SeatMemory
-from harness.store.records import PersonaRecord, ThinkingRecord, record_id
+from harness.store.records import PersonaRecord, ThinkingRecord
 
 if TYPE_CHECKING:
     from harness.schema import Config
@@ -36,11 +36,7 @@ class ThinkingOutput(BaseModel):
     argument: str = Field(min_length=40, max_length=500, description="the argument to publish")
 
 
-class ThinkingAgent:
-    def __init__(self, ctx: AgentContext, view: SeatMemory) -> None:
-        self.ctx = ctx
-        self.view = view
-
+class ThinkingAgent(SeatAgent):
     def messages(
         self, topic: str, round_: int, persona: PersonaRecord | None, feedback: str | None
     ) -> list[dict[str, str]]:
@@ -58,36 +54,22 @@ class ThinkingAgent:
             "- argument: the argument to publish, two to four sentences with a concrete reason"
         )
         system = debater_system(self.view.seat.alias, persona.persona if persona else None, self.ctx.cfg)
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self, topic: str, round_: int, iteration: int, persona: PersonaRecord | None, feedback: str | None
     ) -> ThinkingRecord | None:
-        team = self.view.name
-        rid = record_id(round_, team, "thinking", iteration)
-        if (landed := self.view.thinking.get(rid)) is not None:
-            return landed  # replay after resume: the record already landed, reuse it
-        result = self.ctx.ask(
-            self.view.seat.role,
-            "thinking",
-            self.messages(topic, round_, persona, feedback),
-            ThinkingOutput,
-            round_=round_,
-            team=team,
-            iteration=iteration,
-        )
-        if result.value is None:
-            return None
-        record = ThinkingRecord(
-            id=rid,
-            round=round_,
-            team=team,
-            role="thinking",
-            iteration=iteration,  # type: ignore[arg-type]
-            model=self.ctx.spec(self.view.seat.role),
-            usage=result.usage,
-            scratchpad=result.value.scratchpad,
-            draft=result.value.argument,
-            persona_id=persona.id if persona else None,
-        )
-        return self.view.thinking.append(record)
+        call = Call(self.view.seat.role, "thinking", round_, self.view.name, iteration)
+        messages = self.messages(topic, round_, persona, feedback)
+
+        def record(result: StructuredResult[ThinkingOutput]) -> ThinkingRecord | None:
+            if (out := result.value) is None:
+                return None  # the schema_failure event says why; nothing is published
+            return ThinkingRecord(
+                **call.envelope(self.ctx, result.usage),
+                scratchpad=out.scratchpad,
+                draft=out.argument,
+                persona_id=persona.id if persona else None,
+            )
+
+        return ask_once(self.ctx, self.view.thinking, call, messages, ThinkingOutput, record)

@@ -15,11 +15,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from harness.agents.common import JSON_ONLY
+from harness.agents.asking import Call, PublicAgent, ask_once
+from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
-from harness.store.memory import JsonlLog
-from harness.store.records import FactCheckRecord, Published, Usage, VerdictRecord, record_id
+from harness.models.structured import StructuredResult
+from harness.store.records import FactCheckRecord, Published, Usage, VerdictRecord
 
 # What the judge is told each criterion means; format.criteria picks among them.
 CRITERIA = {
@@ -48,11 +48,7 @@ def verdict_schema(sides: tuple[str, ...], criteria: tuple[str, ...]) -> type[Ba
     )
 
 
-class VerdictAgent:
-    def __init__(self, ctx: AgentContext, log: JsonlLog[VerdictRecord]) -> None:
-        self.ctx = ctx
-        self.log = log
-
+class VerdictAgent(PublicAgent[VerdictRecord]):
     def messages(
         self,
         motion: str,
@@ -78,7 +74,7 @@ class VerdictAgent:
             "- scores: for each side, a score per criterion\n- justification: two or three sentences"
         )
         system = f"You are the debate's impartial judge. {JSON_ONLY}"
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return chat(system, user)
 
     def __call__(
         self,
@@ -89,30 +85,19 @@ class VerdictAgent:
         strikes: dict[str, int],
         aliases: dict[str, str],
     ) -> VerdictRecord:
-        rid = record_id(round_, None, "verdict", 0)
-        if (landed := self.log.get(rid)) is not None:
-            return landed  # replay after resume
+        call = Call("judge", "judge", round_, kind="verdict")
         schema = verdict_schema(tuple(aliases), tuple(self.ctx.cfg.format.criteria))
-        result = self.ctx.ask(
-            "judge",
-            "judge",
-            self.messages(motion, speeches, checks, strikes, aliases),
-            schema,
-            round_=round_,
-            team=None,
-            iteration=0,
-        )
-        out: Any = result.value
-        record = VerdictRecord(
-            id=rid,
-            round=round_,
-            role="judge",
-            model=self.ctx.spec("judge"),
-            by="judge",
-            usage=result.usage if out is not None else Usage(),
-            winner=out.winner if out is not None else None,
-            scores=out.scores.model_dump() if out is not None else {},
-            justification=out.justification if out is not None else "the judge's reply failed validation",
-            fallback=out is None,
-        )
-        return self.log.append(record)
+        messages = self.messages(motion, speeches, checks, strikes, aliases)
+
+        def record(result: StructuredResult[Any]) -> VerdictRecord:
+            out = result.value
+            return VerdictRecord(
+                **call.envelope(self.ctx, result.usage if out is not None else Usage()),
+                by="judge",
+                winner=out.winner if out is not None else None,
+                scores=out.scores.model_dump() if out is not None else {},
+                justification=out.justification if out is not None else "the judge's reply failed validation",
+                fallback=out is None,
+            )
+
+        return ask_once(self.ctx, self.log, call, messages, schema, record)

@@ -246,6 +246,16 @@ class JsonlLog(Generic[R]):
         return iter(self._records)
 
 
+class SeatLog(Generic[R]):
+    """A seat's log by name, typed: ``view.persona`` is ``view.logs["persona"]``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, view: SeatMemory, owner: type | None = None) -> JsonlLog[R]:
+        return cast("JsonlLog[R]", view.logs[self.name])
+
+
 class SeatMemory:
     """What one seat's agents can reach: the shared transcript and the seat's
     own logs. The typed properties name the logs a seat of the drift kind
@@ -257,21 +267,10 @@ class SeatMemory:
         self.shared = shared
         self.logs = logs
 
-    @property
-    def persona(self) -> JsonlLog[PersonaRecord]:
-        return self.logs["persona"]
-
-    @property
-    def thinking(self) -> JsonlLog[ThinkingRecord]:
-        return self.logs["thinking"]
-
-    @property
-    def critique(self) -> JsonlLog[CritiqueRecord]:
-        return self.logs["critique"]
-
-    @property
-    def prompts(self) -> JsonlLog[PromptRecord]:
-        return self.logs["prompts"]
+    persona = SeatLog[PersonaRecord]("persona")
+    thinking = SeatLog[ThinkingRecord]("thinking")
+    critique = SeatLog[CritiqueRecord]("critique")
+    prompts = SeatLog[PromptRecord]("prompts")
 
 
 class RunMemory:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,26 +55,38 @@ class RunRow:
         ]
 
 
+class Scan:
+    """A walk of the viewer's root, reused while it is younger than ``SCAN_TTL_S``."""
+
+    def __init__(self, walk: Callable[[], dict[str, Path]]) -> None:
+        self._walk = walk
+        self._last: tuple[float, dict[str, Path]] | None = None
+
+    def __call__(self) -> dict[str, Path]:
+        last = self._last
+        if last is None or time.monotonic() - last[0] > SCAN_TTL_S:
+            last = self._last = (time.monotonic(), self._walk())
+        return last[1]
+
+
+def key_of(root: Path, folder: Path) -> str:
+    """A folder's key: its path from the root, "." for the root itself."""
+    return folder.relative_to(root).as_posix() if folder != root else "."
+
+
 class Catalog:
     """Run folders under ``root`` by key; see the module docstring."""
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self._scan: tuple[float, dict[str, Path]] | None = None
-
-    def runs(self) -> dict[str, Path]:
-        """Run folders by key: the last scan if it is fresh, else a new one."""
-        scan = self._scan
-        if scan is None or time.monotonic() - scan[0] > SCAN_TTL_S:
-            scan = self._scan = (time.monotonic(), self._walk())
-        return scan[1]
+        self.runs = Scan(self._walk)  # run folders by key: the last scan if it is fresh, else a new one
 
     def _walk(self) -> dict[str, Path]:
         found = {}
         for run_dir in find_runs(self.root):
             real = run_dir.resolve()
             if real == self.root or real.is_relative_to(self.root):  # a symlinked run outside is not ours
-                found[run_dir.relative_to(self.root).as_posix() if run_dir != self.root else "."] = run_dir
+                found[key_of(self.root, run_dir)] = run_dir
         return found
 
     def path(self, key: str) -> Path | None:

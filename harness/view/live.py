@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from urllib.parse import quote
 
 from harness.models.prices import format_usd
 from harness.store.snapshot import list_snapshots, read_snapshot
+from harness.view.catalog import Scan, key_of
 from harness.view.pages import _ENV as ENV
 from harness.view.pages import Links
 
@@ -37,7 +37,6 @@ CELL_LOG = "cells.jsonl"
 LIMITS_LOG = "limits.jsonl"
 REFRESH_S = 2  # the page's reload period while the sweep runs
 RECENT_429 = 5  # the latest 429 cuts shown per limiter
-SCAN_TTL_S = 2.0
 OPEN = ("pending", "running")  # a cell in either keeps the page reloading
 
 
@@ -200,15 +199,9 @@ class Sweeps:
 
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
-        self._scan: tuple[float, dict[str, Path]] | None = None
+        self.found = Scan(self._walk)
         self._followers: dict[Path, Follower] = {}
         self._lock = threading.Lock()
-
-    def found(self) -> dict[str, Path]:
-        scan = self._scan
-        if scan is None or time.monotonic() - scan[0] > SCAN_TTL_S:
-            scan = self._scan = (time.monotonic(), self._walk())
-        return scan[1]
 
     def _walk(self) -> dict[str, Path]:
         """Folders holding ``sweep.json``; neither a sweep's nor a run's insides are walked."""
@@ -216,7 +209,7 @@ class Sweeps:
         for folder, subfolders, files in os.walk(self.root):
             here = Path(folder)
             if SWEEP_INDEX in files and here.resolve().is_relative_to(self.root):
-                found[here.relative_to(self.root).as_posix() if here != self.root else "."] = here
+                found[key_of(self.root, here)] = here
             if SWEEP_INDEX in files or "manifest.json" in files:
                 subfolders[:] = []
             subfolders[:] = [d for d in subfolders if not d.startswith((".", "_"))]
