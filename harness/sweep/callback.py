@@ -30,6 +30,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog
+from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
     COMPACTIONS,
     INDEX_COST,
@@ -43,7 +44,6 @@ from harness.sweep.index import (
     status_table,
     write_index,
 )
-from harness.sweep.plan import plan_cells
 
 _PROGRESS: dict[str, Any] = {}
 
