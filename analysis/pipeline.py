@@ -71,11 +71,21 @@ def analyze(
         raise FileNotFoundError(f"{path}: no run folders (no manifest.json found)")
     heatmap = dict(heatmap or {})
     plots.heatmap_keys(tables.runs, **heatmap)  # a key that names nothing fails before the signals
+    result = compute(tables, embedder=embedder, progress=progress)
+    out.mkdir(parents=True, exist_ok=True)
+    result.files = write_tables(result, out)
+    if figures:
+        result.files += write_figures(result, out / "figures", heatmap)
+    return result
+
+
+def compute(tables: Tables, *, embedder: str, progress: bool) -> Analysis:
+    """Every signal, score and summary of the loaded runs."""
     signals = compute_signals(tables, embedder=embedder, progress=progress)
     scores = score(signals.turns)
     grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
     probes = probe_table(tables)  # empty unless some run was probed
-    result = Analysis(
+    return Analysis(
         tables=tables,
         signals=signals,
         scores=scores,
@@ -92,7 +102,11 @@ def analyze(
         probe_stability=instruction_stability(probes),
         baseline=baseline_table(tables, embedder=embedder, progress=progress),
     )
-    out.mkdir(parents=True, exist_ok=True)
+
+
+def write_tables(result: Analysis, out: Path) -> list[Path]:
+    """Every table as ``out/<name>.parquet``; the optional ones only when some run has them."""
+    tables, signals = result.tables, result.signals
     named = {
         "runs": tables.runs,
         "turns": tables.turns,
@@ -102,37 +116,26 @@ def analyze(
         "public": tables.public,
         "turn_signals": signals.turns,
         "draft_signals": signals.drafts,
-        "scores": scores,
+        "scores": result.scores,
         "change_points": result.change_points,
         "trajectory": result.trajectory,
         "early_late": result.early_late,
         "trends": result.trends,
         "cells": cells_table(tables.runs),  # per cell: its label and the keys that vary
     }
-    result.files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
-    result.files += write_grounding(result, out)
-    result.files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})
-    result.files += write_optional(out, {"baseline_similarity": result.baseline})  # outside the drift index
-    if figures:
-        result.files += write_figures(result, out / "figures", heatmap)
-    return result
-
-
-def write_grounding(result: Analysis, out: Path) -> list[Path]:
-    """The grounding tables, when some run is a grounded debate. Otherwise
-    none, and any left from an earlier analysis of this folder are removed,
-    so the folder never holds grounding of runs no longer there."""
-    named = {"grounding_turns": result.grounding_turns, "grounding_summary": result.grounding_summary}
-    if result.grounding_turns.empty:
-        for name in named:
-            (out / f"{name}.parquet").unlink(missing_ok=True)
-        return []
-    return [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
+    files = [write_parquet(df, out / f"{name}.parquet") for name, df in named.items()]
+    files += write_optional(
+        out, {"grounding_turns": result.grounding_turns, "grounding_summary": result.grounding_summary}
+    )
+    files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})
+    files += write_optional(out, {"baseline_similarity": result.baseline})  # outside the drift index
+    return files
 
 
 def write_optional(out: Path, named: dict[str, pd.DataFrame]) -> list[Path]:
-    """Tables only some runs have (probes): written when the first is not empty,
-    else removed, so the folder never holds rows of runs no longer there."""
+    """Tables only some runs have (grounding, probes): written when the first
+    is not empty, else removed, so the folder never holds rows of runs no
+    longer there."""
     if next(iter(named.values())).empty:
         for name in named:
             (out / f"{name}.parquet").unlink(missing_ok=True)

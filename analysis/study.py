@@ -187,7 +187,35 @@ def sweep_walls(root: Path) -> dict[str, float]:
 
 
 def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
-    default = Plan()
+    p = parser(Plan())
+    args = p.parse_args(argv)
+    if args.long is not None and not args.long.is_dir():
+        p.error(f"--long: no folder {args.long}")
+    if args.report_only and args.runs_only:
+        p.error("--report-only and --runs-only: give one of them")
+    conditions = tuple(args.conditions.split(","))
+    unknown = [c for c in conditions if c not in CONDITIONS]
+    if unknown:
+        p.error(f"--conditions: unknown {unknown}; choose from {list(CONDITIONS)}")
+    if args.replicates < 2 or args.rounds < 3:
+        p.error("--replicates must be >= 2 and --rounds >= 3: fewer cannot show a trajectory or a spread")
+    plan = Plan(
+        root=args.root,
+        models=tuple(args.models.split(",")),
+        conditions=conditions,
+        temperatures=tuple(float(t) for t in args.temperatures.split(",")),
+        replicates=args.replicates,
+        rounds=args.rounds,
+        max_tokens=args.max_tokens,
+        workers=args.workers,
+        seed=args.seed,
+        extra=tuple(args.set),
+    )
+    return plan, args
+
+
+def parser(default: Plan) -> argparse.ArgumentParser:
+    """The study command's options, each defaulting to ``default``'s value."""
     p = argparse.ArgumentParser(prog="python -m analysis study", description=__doc__.split("\n\n")[0])
     p.add_argument("--root", type=Path, default=default.root)
     p.add_argument("--models", default=",".join(default.models), help="model group names, comma-separated")
@@ -223,27 +251,4 @@ def parse(argv: list[str]) -> tuple[Plan, argparse.Namespace]:
         default=None,
         help="a root of long runs (one per format) for the report's Long trajectories section",
     )
-    args = p.parse_args(argv)
-    if args.long is not None and not args.long.is_dir():
-        p.error(f"--long: no folder {args.long}")
-    if args.report_only and args.runs_only:
-        p.error("--report-only and --runs-only: give one of them")
-    conditions = tuple(args.conditions.split(","))
-    unknown = [c for c in conditions if c not in CONDITIONS]
-    if unknown:
-        p.error(f"--conditions: unknown {unknown}; choose from {list(CONDITIONS)}")
-    if args.replicates < 2 or args.rounds < 3:
-        p.error("--replicates must be >= 2 and --rounds >= 3: fewer cannot show a trajectory or a spread")
-    plan = Plan(
-        root=args.root,
-        models=tuple(args.models.split(",")),
-        conditions=conditions,
-        temperatures=tuple(float(t) for t in args.temperatures.split(",")),
-        replicates=args.replicates,
-        rounds=args.rounds,
-        max_tokens=args.max_tokens,
-        workers=args.workers,
-        seed=args.seed,
-        extra=tuple(args.set),
-    )
-    return plan, args
+    return p

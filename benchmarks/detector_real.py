@@ -52,16 +52,7 @@ def real_validity(
     library = LIBRARY | {"penalty": dv.DEFAULT_PENALTY}
     started = time.perf_counter()
     tune_src, held_src = splice.split(sources)
-    grid = [(c, p) for c in dv.PELT_COLUMNS for p in dv.PENALTIES]
-    tune_rows = splice.measure(
-        splice.plan(tune_src, n_tune, dv.TUNE_SEED0, **plan), embedder, grid, dv.TREND_COLUMNS
-    )
-    missing = set(KINDS) - {r["kind"] for r in tune_rows}
-    if missing:
-        raise SystemExit(
-            f"--real: the tuning sources make no {', '.join(sorted(missing))} splice "
-            "(stable needs two runs of one cell and seat)"
-        )
+    tune_rows = measure_tuning(tune_src, n_tune, embedder, **plan)
     params, grids = dv.tune(tune_rows)
     settings_of = {
         "real-tuned": params,
@@ -72,26 +63,10 @@ def real_validity(
     held_rows = splice.measure(
         splice.plan(held_src, n_held, dv.HELD_SEED0, **plan), embedder, pelt, dv.TREND_COLUMNS
     )
-    tables: dict[str, dict[str, Any]] = {}
-    for model in sorted({r["model"] for r in tune_rows + held_rows}):
-        mine = [r for r in held_rows if r["model"] == model]
-        tables[model] = {
-            "tuning": dv.report([r for r in tune_rows if r["model"] == model], params, params["penalty"])
-        }
-        tables[model] |= {
-            f"held-out {name}": dv.report(mine, p, p["penalty"]) for name, p in settings_of.items()
-        }
+    tables = model_tables(tune_rows, held_rows, params, settings_of)
     held_tables = {f"HELD-OUT {m}": t["held-out real-tuned"] for m, t in tables.items()}
     column = params["pelt_column"]
-    # the planted change's size in the tuned column, in SDs: a clean step is 2 or more (a scripted
-    # switch at round 20 of 40 measured 1.9 in affect)
-    shift = {
-        m: {
-            k: median_abs([r["shift"][column] for r in held_rows if r["model"] == m and r["kind"] == k])
-            for k in KINDS
-        }
-        for m in tables
-    }
+    shift = {m: planted_shift([r for r in held_rows if r["model"] == m], column) for m in tables}
     return {
         "embedder": embedder,
         "models": sorted(tables),
@@ -115,6 +90,52 @@ def real_validity(
         "timing": {"total_s": time.perf_counter() - started, "splices": len(tune_rows) + len(held_rows)},
         "rows": {"tuning": tune_rows, "held_out": held_rows},  # per splice: its truth and detections
     }
+
+
+def measure_tuning(tune_src: list[Any], n_tune: int, embedder: str, **plan: Any) -> list[dict[str, Any]]:
+    """The detections on the tuning splices, at every setting of the tuning grid."""
+    from analysis import splice
+
+    dv = _bench()
+    grid = [(c, p) for c in dv.PELT_COLUMNS for p in dv.PENALTIES]
+    rows = splice.measure(
+        splice.plan(tune_src, n_tune, dv.TUNE_SEED0, **plan), embedder, grid, dv.TREND_COLUMNS
+    )
+    missing = set(KINDS) - {r["kind"] for r in rows}
+    if missing:
+        raise SystemExit(
+            f"--real: the tuning sources make no {', '.join(sorted(missing))} splice "
+            "(stable needs two runs of one cell and seat)"
+        )
+    return rows
+
+
+def model_tables(
+    tune_rows: list[dict[str, Any]],
+    held_rows: list[dict[str, Any]],
+    params: dict[str, Any],
+    settings_of: dict[str, dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Per model: its rate table on the tuning splices, then on the held-out
+    splices at each of ``settings_of``."""
+    dv = _bench()
+    tables: dict[str, dict[str, Any]] = {}
+    for model in sorted({r["model"] for r in tune_rows + held_rows}):
+        mine = [r for r in held_rows if r["model"] == model]
+        tables[model] = {
+            "tuning": dv.report([r for r in tune_rows if r["model"] == model], params, params["penalty"])
+        }
+        tables[model] |= {
+            f"held-out {name}": dv.report(mine, p, p["penalty"]) for name, p in settings_of.items()
+        }
+    return tables
+
+
+def planted_shift(rows: list[dict[str, Any]], column: str) -> dict[str, float | None]:
+    """Per splice kind, the planted change's median size in ``column``, in SDs:
+    a clean step is 2 or more (a scripted switch at round 20 of 40 measured 1.9
+    in affect)."""
+    return {k: median_abs([r["shift"][column] for r in rows if r["kind"] == k]) for k in KINDS}
 
 
 METRICS = ("pelt_hit", "pelt_false", "trend_power", "trend_false", "pelt_any")

@@ -454,6 +454,65 @@ def timing(rows: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def tune_phase(
+    args: argparse.Namespace, all_cells: list[Cell], seeds: range
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """Run the tuning seeds, tune the detectors on them and print the grids:
+    the rows, the tuned settings and the grids they were picked from."""
+    grid = tuple((c, p) for c in PELT_COLUMNS for p in PENALTIES)
+    rows = run_jobs(
+        jobs_for(
+            all_cells, seeds, lambda c, i: (args.embedder,), lambda c: () if c.kind == "drift" else grid
+        ),
+        args.workers,
+    )
+    params, grids = tune(rows)
+    print_grid("PELT", grids["pelt"], "pen")
+    print_grid("trend", grids["trend"], "alpha")
+    if args.json:  # the tuning alone, in case the held-out phase never finishes
+        write_json(args.json, {"partial": "tuning only", "params": params, "tuning_grids": grids})
+    return rows, params, grids
+
+
+def held_out_phase(
+    args: argparse.Namespace, all_cells: list[Cell], seeds: range, params: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Run the held-out seeds, detecting at the tuned settings and the library's;
+    the first ``--minilm-seeds`` of the T=0.7 cells also on MiniLM."""
+    settings = {
+        (params["pelt_column"], params["penalty"]),
+        (params["pelt_column"], DEFAULT_PENALTY),
+        ("drift_index", DEFAULT_PENALTY),
+    }
+
+    def embedders(cell: Cell, i: int) -> tuple[str, ...]:
+        side_by_side = i < args.minilm_seeds and cell.temperature == 0.7
+        return (args.embedder, MINILM) if side_by_side else (args.embedder,)
+
+    return run_jobs(jobs_for(all_cells, seeds, embedders, lambda c: tuple(sorted(settings))), args.workers)
+
+
+def print_rates(columns: dict[str, Any], emb: str) -> None:
+    """The rate table per cell, then the goals met on the held-out seeds."""
+    print_table(
+        "rates per cell (hit: a change point at k±1; false: any change point / any trend on a "
+        "stable run; power: a trend on a drifting run; pelt_any: PELT fires on a drifting run)",
+        columns,
+    )
+    print(f"\ngoals on the held-out seeds ({emb}, tuned settings):")
+    print("\n".join(verdict(columns[f"HELD-OUT {emb}"])))
+
+
+def phase_times(
+    tune_rows: list[dict[str, Any]], held_rows: list[dict[str, Any]], workers: int
+) -> dict[str, float]:
+    """CPU seconds of the tuning, the held-out phase's ``timing``, and what both
+    would take on otherwise idle cores: CPU seconds over workers."""
+    times = {"tuning_cpu_s": sum(r["cpu_s"] for r in tune_rows), **timing(held_rows)}
+    times["idle_wall_s_estimate"] = (times["tuning_cpu_s"] + times["cpu_s"]) / workers
+    return times
+
+
 def main() -> None:
     args = parse()
     if args.real:
@@ -476,51 +535,18 @@ def main() -> None:
         f"tuning seeds {tune_seeds.start}-{tune_seeds.stop - 1} ({len(tune_seeds)} per cell), held-out seeds "
         f"{held_seeds.start}-{held_seeds.stop - 1} ({len(held_seeds)} per cell), {len(all_cells)} cells"
     )
-    grid = tuple((c, p) for c in PELT_COLUMNS for p in PENALTIES)
-    tune_jobs = jobs_for(
-        all_cells, tune_seeds, lambda c, i: (emb,), lambda c: () if c.kind == "drift" else grid
-    )
-    tune_rows = run_jobs(tune_jobs, args.workers)
+    tune_rows, params, grids = tune_phase(args, all_cells, tune_seeds)
     tuned_s = time.perf_counter() - started
-    params, grids = tune(tune_rows)
-    print_grid("PELT", grids["pelt"], "pen")
-    print_grid("trend", grids["trend"], "alpha")
-    if args.json:  # the tuning alone, in case the held-out phase never finishes
-        write_json(args.json, {"partial": "tuning only", "params": params, "tuning_grids": grids})
     print(
         f"tuned on the tuning seeds ({tuned_s:.0f} s): PELT column {params['pelt_column']}, penalty "
         f"{params['penalty']:g} (library default {DEFAULT_PENALTY:g}); trend column {params['trend_column']}, "
         f"alpha {params['alpha']:g}"
     )
-    settings = {
-        (params["pelt_column"], params["penalty"]),
-        (params["pelt_column"], DEFAULT_PENALTY),
-        ("drift_index", DEFAULT_PENALTY),
-    }
-
-    def embedders(cell: Cell, i: int) -> tuple[str, ...]:
-        side_by_side = i < args.minilm_seeds and cell.temperature == 0.7
-        return (emb, MINILM) if side_by_side else (emb,)
-
-    held_rows = run_jobs(
-        jobs_for(all_cells, held_seeds, embedders, lambda c: tuple(sorted(settings))), args.workers
-    )
+    held_rows = held_out_phase(args, all_cells, held_seeds, params)
     columns = tables_of(tune_rows, held_rows, params, emb)
-    print_table(
-        "rates per cell (hit: a change point at k±1; false: any change point / any trend on a "
-        "stable run; power: a trend on a drifting run; pelt_any: PELT fires on a drifting run)",
-        columns,
-    )
-    print(f"\ngoals on the held-out seeds ({emb}, tuned settings):")
-    print("\n".join(verdict(columns[f"HELD-OUT {emb}"])))
-    times = {
-        "total_s": time.perf_counter() - started,
-        "tuning_s": tuned_s,
-        "tuning_cpu_s": sum(r["cpu_s"] for r in tune_rows),
-        **timing(held_rows),
-    }
-    # what the same work takes on otherwise idle cores: CPU seconds over workers
-    times["idle_wall_s_estimate"] = (times["tuning_cpu_s"] + times["cpu_s"]) / args.workers
+    print_rates(columns, emb)
+    times = {"total_s": time.perf_counter() - started, "tuning_s": tuned_s}
+    times |= phase_times(tune_rows, held_rows, args.workers)
     print("timing: " + ", ".join(f"{k} {v:.2f}" for k, v in times.items()))
     if args.json:
         seeds = {

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 import harness.models.local as local
 from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput, TopicOutput
-from harness.config import resolve
+from harness.config import Config, Resolved, resolve
 from harness.engine import run_debate
 from harness.engine.context import call_seed
 from harness.store.records import PromptRecord, parse_record
@@ -57,6 +57,45 @@ def logged_prompts(run_dir: Path) -> list[PromptRecord]:
     return sorted(prompts, key=lambda p: p.ts)
 
 
+def replay(llama: Any, prompts: list[PromptRecord], cfg: Config) -> tuple[int, int, float]:
+    """Each logged prompt decoded again on ``llama`` as the harness decoded it:
+    output tokens, input tokens and wall seconds."""
+    raw_tokens = raw_in = 0
+    started = time.perf_counter()
+    for p in prompts:
+        role = "critic" if p.role == "critique" else (p.team or "topic")
+        _, temperature, max_tokens = cfg.role_model(role)
+        llama.reset()  # as the harness does: each prompt evaluated from scratch
+        out = llama.create_chat_completion(
+            messages=p.messages,
+            response_format={"type": "json_object", "schema": SCHEMAS[p.role].model_json_schema()},
+            temperature=temperature,
+            max_tokens=max_tokens,
+            seed=call_seed(cfg.seed, p.round, p.team, p.role, p.iteration),
+        )
+        raw_tokens += out["usage"]["completion_tokens"]
+        raw_in += out["usage"]["prompt_tokens"]
+    return raw_tokens, raw_in, time.perf_counter() - started
+
+
+def compose_run(args: argparse.Namespace, runs_root: str) -> tuple[Resolved, Any]:
+    """The validated config and its raw form for the run, its folder under ``runs_root``."""
+    # full grammar, no prefix cache: the replay decodes that way, so the two compare like for like
+    overrides = [
+        "model=smollm2",
+        "model.grammar_mode=full",
+        "model.prefix_cache=false",
+        f"rounds={args.rounds}",
+        f"runs_root={runs_root}",
+        "progress=false",
+    ]
+    if args.n_threads:
+        overrides.append(f"model.n_threads={args.n_threads}")
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        composed = compose("config", overrides=[*overrides, *args.overrides])
+    return resolve(composed), OmegaConf.to_container(composed, resolve=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -66,23 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. llm.max_tokens=128")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="smollm2-bench-") as tmp:
-        # full grammar, no prefix cache: the replay below decodes that way, so the two compare like for like
-        overrides = [
-            "model=smollm2",
-            "model.grammar_mode=full",
-            "model.prefix_cache=false",
-            f"rounds={args.rounds}",
-            f"runs_root={tmp}",
-            "progress=false",
-        ]
-        if args.n_threads:
-            overrides.append(f"model.n_threads={args.n_threads}")
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            composed = compose("config", overrides=[*overrides, *args.overrides])
-        run = resolve(composed)
+        run, raw_cfg = compose_run(args, tmp)
         cfg = run.cfg
-        raw_cfg: Any = OmegaConf.to_container(composed, resolve=True)
-
         load_before = os.getloadavg()[0]
         started = time.perf_counter()
         result = run_debate(run, raw_cfg)
@@ -94,22 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         # the very Llama object the run used (loaded once per process)
         (llama,) = local._LOADED.values()
         prompts = logged_prompts(result.run_dir)
-        raw_tokens = raw_in = 0
-        raw_started = time.perf_counter()
-        for p in prompts:
-            role = "critic" if p.role == "critique" else (p.team or "topic")
-            _, temperature, max_tokens = cfg.role_model(role)
-            llama.reset()  # as the harness does: each prompt evaluated from scratch
-            out = llama.create_chat_completion(
-                messages=p.messages,
-                response_format={"type": "json_object", "schema": SCHEMAS[p.role].model_json_schema()},
-                temperature=temperature,
-                max_tokens=max_tokens,
-                seed=call_seed(cfg.seed, p.round, p.team, p.role, p.iteration),
-            )
-            raw_tokens += out["usage"]["completion_tokens"]
-            raw_in += out["usage"]["prompt_tokens"]
-        raw_wall = time.perf_counter() - raw_started
+        raw_tokens, raw_in, raw_wall = replay(llama, prompts, cfg)
         load_after = os.getloadavg()[0]
 
     threads = next(iter(local._LOADED))[2]

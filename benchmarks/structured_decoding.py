@@ -181,7 +181,7 @@ def first_run(model: str, seeds: list[int], rounds: int | None, n_threads: int |
     )
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="3 rounds (the default experiment) and 3 reps")
     parser.add_argument(
@@ -201,7 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--seeds", default="0", help="--first-run: one pair of runs per seed, comma separated"
     )
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
     if args.first_run:
         print(f"{args.model}, load average {loads()} on {os.cpu_count()} cores")
         first_run(args.model, [int(s) for s in args.seeds.split(",")], args.rounds, args.n_threads)

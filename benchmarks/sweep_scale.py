@@ -102,7 +102,7 @@ def sweep_command(runs_root: Path, cells: int, launcher: str, extra: list[str] |
 
 def planning_s(cells: int) -> float:
     """In-process: Hydra's expansion of ``replicate=0,...,N-1`` into jobs, named and checked."""
-    from harness.sweep.plan import plan_cells
+    from harness.sweep.grid import plan_cells
 
     started = time.perf_counter()
     plan_cells(["model=scripted", "rounds=2", "replicate=" + ",".join(map(str, range(cells)))])
@@ -116,8 +116,8 @@ def index_tick(cells: int, tmp: Path) -> str:
     sweep.json only every ``cells / COMPACTIONS`` events (its cost shared among them)."""
     from harness.sweep.callback import IndexKeeper
     from harness.sweep.cell_status import EVENTS_JSONL, CellRecord, write_cell_record
+    from harness.sweep.grid import plan_cells
     from harness.sweep.index import INDEX_COST, SweepIndex, refresh_index, write_index
-    from harness.sweep.plan import plan_cells
 
     sweep_dir = tmp / "index-tick"
     sweep_dir.mkdir()

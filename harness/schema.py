@@ -165,6 +165,19 @@ class RoleOverride:
     reasoning_effort: str | None = None
     thinking_budget: int | None = None
 
+    def check(self, key: str) -> None:
+        if self.spec is not None:
+            _require(":" in self.spec, f"{key}.spec", "expected 'provider:name'")
+        if self.temperature is not None:
+            _require(0 <= self.temperature <= 2, f"{key}.temperature", "in [0, 2]")
+        if self.max_tokens is not None:
+            _require(self.max_tokens >= 16, f"{key}.max_tokens", "must be >= 16")
+        _require(
+            self.reasoning_effort in (None, *REASONING_EFFORTS),
+            f"{key}.reasoning_effort",
+            f"must be null or one of {REASONING_EFFORTS}, got {self.reasoning_effort!r}",
+        )
+
 
 @dataclass
 class LLMConfig:
@@ -289,21 +302,7 @@ class Config:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
         _require(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
         _require(self.replicates >= 1, "replicates", f"must be >= 1, got {self.replicates}")
-        _require(
-            self.control in (None, *CONTROLS),
-            "control",
-            f"must be null or one of {CONTROLS}, got {self.control!r}",
-        )
-        _require(
-            self.control != "no_critic" or self.critic.approve_all,
-            "control",
-            "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
-        )
-        _require(  # format is the drift format's options by now (harness.formats.validate)
-            self.control != "no_persona" or getattr(self.format, "persona", True) is False,
-            "control",
-            "no_persona needs format.persona=false (use experiment=control_no_persona)",
-        )
+        self.check_control()
         _require(
             0 <= self.replicate < self.replicates,
             "replicate",
@@ -327,17 +326,7 @@ class Config:
         )
         self.model.check()
         for role, override in self.roles.items():
-            if override.spec is not None:
-                _require(":" in override.spec, f"roles.{role}.spec", "expected 'provider:name'")
-            if override.temperature is not None:
-                _require(0 <= override.temperature <= 2, f"roles.{role}.temperature", "in [0, 2]")
-            if override.max_tokens is not None:
-                _require(override.max_tokens >= 16, f"roles.{role}.max_tokens", "must be >= 16")
-            _require(
-                override.reasoning_effort in (None, *REASONING_EFFORTS),
-                f"roles.{role}.reasoning_effort",
-                f"must be null or one of {REASONING_EFFORTS}, got {override.reasoning_effort!r}",
-            )
+            override.check(f"roles.{role}")
         for part in (
             self.llm,
             self.critic,
@@ -349,6 +338,24 @@ class Config:
         ):
             part.check()
         self.probes.check()
+
+    def check_control(self) -> None:
+        """A control condition needs the settings its preset makes."""
+        _require(
+            self.control in (None, *CONTROLS),
+            "control",
+            f"must be null or one of {CONTROLS}, got {self.control!r}",
+        )
+        _require(
+            self.control != "no_critic" or self.critic.approve_all,
+            "control",
+            "no_critic needs critic.approve_all=true (use experiment=control_no_critic)",
+        )
+        _require(  # format is the drift format's options by now (harness.formats.validate)
+            self.control != "no_persona" or getattr(self.format, "persona", True) is False,
+            "control",
+            "no_persona needs format.persona=false (use experiment=control_no_persona)",
+        )
 
     def check_roles(self, known: tuple[str, ...]) -> None:
         """Every role given a value must be one the format has."""

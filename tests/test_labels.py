@@ -23,8 +23,8 @@ from analysis.labels import cells_table, label_cells
 from analysis.tables import cell_of
 from harness.config import resolve
 from harness.engine import run_debate
+from harness.sweep.grid import plan_cells
 from harness.sweep.index import INDEX_JSON, SweepIndex
-from harness.sweep.plan import plan_cells
 
 GRID = ["model.persona_drift_rate=0,0.05", "memory.window_rounds=1,2", "replicate=0,1"]
 DRIFT, WINDOW = "cfg.model.persona_drift_rate", "cfg.memory.window_rounds"

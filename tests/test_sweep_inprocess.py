@@ -208,9 +208,9 @@ def test_the_sweeper_composes_one_job_up_front_not_every_one() -> None:
 
 def test_a_cell_whose_config_does_not_compose_fails_alone(tmp_path: Path) -> None:
     from harness.sweep.cell import SweepJob
+    from harness.sweep.grid import plan_cells
     from harness.sweep.index import SweepIndex, read_index, write_index
     from harness.sweep.launcher import fail_cell
-    from harness.sweep.plan import plan_cells
 
     cells = plan_cells(["llm.temperature=0.2,0.9"])
     write_index(

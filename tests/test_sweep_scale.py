@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness.sweep.callback import IndexKeeper
 from harness.sweep.cell_status import EVENTS_JSONL, CellRecord, write_cell_record
+from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
     COMPACTIONS,
     INDEX_COST,
@@ -23,7 +24,6 @@ from harness.sweep.index import (
     refresh_index,
     write_index,
 )
-from harness.sweep.plan import plan_cells
 
 
 def planned_sweep(sweep_dir: Path, cells: int) -> SweepIndex:

@@ -30,8 +30,8 @@ from harness.paths import conf_dir
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
+from harness.sweep.grid import plan_cells
 from harness.sweep.launcher import CellConfigs, launcher_overrides
-from harness.sweep.plan import plan_cells
 
 
 class PlanError(ValueError):

@@ -262,87 +262,14 @@ def delete_run(con: sqlite3.Connection, run_id: str) -> None:
 
 def insert_run(con: sqlite3.Connection, run_id: str, run: RunFolder, logs: list[str], stamp: str) -> None:
     """Write every row of one read run."""
-    insert(con, "runs", [run_row(run_id, run, logs, stamp)])
-    specs = run.manifest.model_specs
-    insert(
-        con,
-        "seats",
-        [
-            (run_id, s.name, s.alias, s.role, s.stance, specs.get(s.role), json.dumps(s.logs))
-            for s in run.layout.seats
-        ],
-    )
     rows = list(all_records(run))
-    insert(
-        con,
-        "records",
-        [(run_id, file, *envelope(r), r.ts.isoformat(), r.model_dump_json()) for file, r in rows],
-    )
     aliases = {s.name: s.alias for s in run.layout.seats}  # a drift argument names no alias of its own
-    insert(
-        con,
-        "statements",
-        [
-            (
-                run_id,
-                r.seq,
-                r.id,
-                r.round,
-                r.team,
-                r.alias or aliases.get(r.team or ""),
-                r.kind,
-                r.phase,
-                r.role,
-                r.iteration,
-                r.text,
-                r.model,
-                r.ts.isoformat(),
-            )
-            for r in run.of("shared_memory.jsonl")
-            if isinstance(r, Published)
-        ],
-    )
-    insert(
-        con,
-        "events",
-        [
-            (
-                run_id,
-                file,
-                r.seq,
-                r.id,
-                r.round,
-                r.team,
-                r.role,
-                r.iteration,
-                r.event,
-                r.detail,
-                *error_cols(r),
-                json.dumps(r.data, default=str),
-                r.ts.isoformat(),
-            )
-            for file, r in rows
-            if isinstance(r, EventRecord)
-        ],
-    )
-    insert(
-        con,
-        "usage",
-        [
-            (
-                run_id,
-                file,
-                *envelope(r),
-                r.usage.input_tokens,
-                r.usage.output_tokens,
-                r.usage.latency_s,
-                r.usage.calls,
-                r.usage.cost_usd,
-            )
-            for file, r in rows
-            if r.usage.calls > 0
-        ],
-    )
+    insert(con, "runs", [run_row(run_id, run, logs, stamp)])
+    insert(con, "seats", seat_rows(run_id, run))
+    insert(con, "records", record_rows(run_id, rows))
+    insert(con, "statements", statement_rows(run_id, run, aliases))
+    insert(con, "events", event_rows(run_id, rows))
+    insert(con, "usage", usage_rows(run_id, rows))
     insert(con, "passages", list(passage_rows(run_id, rows, aliases)))
 
 
@@ -383,6 +310,82 @@ def run_row(run_id: str, run: RunFolder, logs: list[str], stamp: str) -> tuple[A
         stamp,
         now_iso(),
     )
+
+
+def seat_rows(run_id: str, run: RunFolder) -> list[tuple[Any, ...]]:
+    specs = run.manifest.model_specs
+    return [
+        (run_id, s.name, s.alias, s.role, s.stance, specs.get(s.role), json.dumps(s.logs))
+        for s in run.layout.seats
+    ]
+
+
+def record_rows(run_id: str, rows: list[tuple[str, Record]]) -> list[tuple[Any, ...]]:
+    """Every record: the generic columns, then its full JSON."""
+    return [(run_id, file, *envelope(r), r.ts.isoformat(), r.model_dump_json()) for file, r in rows]
+
+
+def statement_rows(run_id: str, run: RunFolder, aliases: dict[str, str]) -> list[tuple[Any, ...]]:
+    """One row per statement published to the shared transcript."""
+    return [
+        (
+            run_id,
+            r.seq,
+            r.id,
+            r.round,
+            r.team,
+            r.alias or aliases.get(r.team or ""),
+            r.kind,
+            r.phase,
+            r.role,
+            r.iteration,
+            r.text,
+            r.model,
+            r.ts.isoformat(),
+        )
+        for r in run.of("shared_memory.jsonl")
+        if isinstance(r, Published)
+    ]
+
+
+def event_rows(run_id: str, rows: list[tuple[str, Record]]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            run_id,
+            file,
+            r.seq,
+            r.id,
+            r.round,
+            r.team,
+            r.role,
+            r.iteration,
+            r.event,
+            r.detail,
+            *error_cols(r),
+            json.dumps(r.data, default=str),
+            r.ts.isoformat(),
+        )
+        for file, r in rows
+        if isinstance(r, EventRecord)
+    ]
+
+
+def usage_rows(run_id: str, rows: list[tuple[str, Record]]) -> list[tuple[Any, ...]]:
+    """One row per record that made at least one model call."""
+    return [
+        (
+            run_id,
+            file,
+            *envelope(r),
+            r.usage.input_tokens,
+            r.usage.output_tokens,
+            r.usage.latency_s,
+            r.usage.calls,
+            r.usage.cost_usd,
+        )
+        for file, r in rows
+        if r.usage.calls > 0
+    ]
 
 
 def all_records(run: RunFolder) -> Iterator[tuple[str, Record]]:

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.cli.errors import BAD_INPUT, FAILED
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog
+from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
     COMPACTIONS,
     INDEX_COST,
@@ -44,7 +45,6 @@ from harness.sweep.index import (
     status_table,
     write_index,
 )
-from harness.sweep.plan import plan_cells
 
 _PROGRESS: dict[str, Any] = {}
 

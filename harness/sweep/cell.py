@@ -38,8 +38,8 @@ from harness.store.reader import ledger
 from harness.store.records import utcnow
 from harness.streams import RoutedStream
 from harness.sweep.cell_status import CELLS_DIR, CellRecord, write_cell_record
+from harness.sweep.grid import Cell, replicate_seed
 from harness.sweep.index import CELL_LOG, INDEX_JSON, _manifest, read_index
-from harness.sweep.plan import Cell, replicate_seed
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
 # a budget stopped the run (harness.cli.report), resumable; the sweep goes on

@@ -8,7 +8,7 @@ A sweep folder holds one run folder per cell, named after what varies, plus
 ``sweep.json`` / ``sweep.parquet`` (one row per cell) and ``cells/`` (one
 small status file per cell, written by whichever process ran the cell:
 ``harness.sweep.cell_status``). The driver plans every cell before any runs
-(``harness.sweep.plan``), so a resume knows the cells that never started.
+(``harness.sweep.grid``), so a resume knows the cells that never started.
 
 Each status write is also appended, as one line, to ``cells.jsonl``: the cell
 log. While a sweep runs, the driver reads only the log's new lines and
@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from harness.cli.errors import BAD_INPUT, FAILED, exit_code
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
-from harness.sweep.plan import Cell, override_key
+from harness.sweep.grid import Cell, override_key
 
 if TYPE_CHECKING:
     from harness.store.records import RunManifest

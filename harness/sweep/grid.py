@@ -1,4 +1,4 @@
-"""A sweep's cells, planned before any runs: every job Hydra's basic sweeper
+"""A sweep's grid: its cells, planned before any runs: every job Hydra's basic sweeper
 launches for a multirun's overrides, each named after what varies
 (``temp-0.2_model-smollm2_rep-1``, also its run folder's name), and each
 replicate's seed. The driver plans every cell first (``plan_cells``), so a
