@@ -56,10 +56,11 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import ModelConfig, resolve
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.schema import ModelConfig
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 ENGINE: Any = importlib.import_module("harness.engine.execute")  # the module; the package exports a function

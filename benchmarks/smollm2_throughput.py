@@ -32,9 +32,10 @@ from pydantic import BaseModel
 
 import harness.models.local as local
 from harness.agents import CritiqueOutput, PersonaOutput, ThinkingOutput, TopicOutput
-from harness.config import Config, Resolved, resolve
+from harness.config import Resolved, resolve
 from harness.engine import run_debate
-from harness.engine.context import call_seed
+from harness.runtime.context import call_seed
+from harness.schema import Config
 from harness.store.records import PromptRecord, parse_record
 
 CONF = Path(__file__).resolve().parents[1] / "conf"

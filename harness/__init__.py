@@ -10,13 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Config": "harness.config",
-    "ConfigError": "harness.config",
-    "validate": "harness.config",
+    "Config": "harness.schema",
+    "ConfigError": "harness.schema",
+    "validate": "harness.formats",
     "Resolved": "harness.config",
     "resolve": "harness.config",  # what run_debate is given
-    "ModelCallError": "harness.engine.context",
-    "RunContext": "harness.engine.context",
+    "ModelCallError": "harness.runtime.context",
+    "RunContext": "harness.runtime.context",
     "RunResult": "harness.engine",
     "run_debate": "harness.engine",
     "JsonlLog": "harness.store.memory",
@@ -33,11 +33,13 @@ _EXPORTS = {
 }
 
 if TYPE_CHECKING:
-    from harness.config import Config, ConfigError, Resolved, resolve, validate
+    from harness.config import Resolved, resolve
     from harness.engine import RunResult, resume_run, run_debate
-    from harness.engine.context import ModelCallError, RunContext
+    from harness.formats import validate
     from harness.formats.checks import verify
     from harness.models import ChatModel, ModelRequest, build_model
+    from harness.runtime.context import ModelCallError, RunContext
+    from harness.schema import Config, ConfigError
     from harness.store.memory import JsonlLog, RunMemory, SeatMemory
     from harness.store.records import SCHEMA_VERSION, RunManifest, parse_record
 

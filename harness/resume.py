@@ -15,10 +15,10 @@ from pathlib import Path
 from harness.cli.console import guarded, say
 from harness.cli.errors import exit_code
 from harness.cli.report import report
-from harness.config import ConfigError
-from harness.engine.context import ModelCallError
 from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ModelConfigError
+from harness.runtime.context import ModelCallError
+from harness.schema import ConfigError
 from harness.store.rundir import DiskFullError, RunInUseError
 
 # What a resume may end in that the command says, with its exit status (``exit_code``).

@@ -27,13 +27,14 @@ from harness.cli.errors import (
     quote_text_values,
     release_stderr,
 )
-from harness.config import ConfigError, read_topics, resolve
+from harness.config import resolve
 from harness.engine import run_debate
-from harness.engine.context import ModelCallError
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
 from harness.resume import main as resume_main
 from harness.resume import report
+from harness.runtime.context import ModelCallError
+from harness.schema import ConfigError, read_topics
 from harness.store.rundir import DiskFullError
 from harness.sweep.cell import is_sweep_job, run_cell
 from harness.sweep.launcher import launcher_overrides

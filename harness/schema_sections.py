@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.probes.checkers import param_problem
-
 # a probe's name, a version, a run folder: one safe path component
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -84,12 +82,7 @@ class ProbesConfig:
             require(bool(SAFE_NAME.match(name)), key, "a name of letters, digits, '.', '_' or '-'")
             require(bool(spec.instruction.strip()), f"{key}.instruction", "must not be empty")
             require(bool(spec.question.strip()), f"{key}.question", "must not be empty")
-            if (problem := param_problem(spec.checker, spec.params)) is not None:
-                raise ConfigError(f"{key}.{problem[0]}: {problem[1]}")
-            try:
-                spec.instruction.format(**spec.params)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ConfigError(f"{key}.instruction: cannot fill {exc} from its params") from None
+            # its checker and params are the probes' to check (harness.probes.catalog.check_specs)
         active = self.active()
         unknown = [n for n in active if n not in self.catalog]
         require(not unknown, "probes.use", f"no probe {unknown} in set {self.name!r}: {list(self.catalog)}")
@@ -161,7 +154,7 @@ class PricesConfig:
 
 @dataclass
 class TracingConfig:
-    """OpenTelemetry traces of a run (harness.engine.otel; docs/models.md, "Tracing")."""
+    """OpenTelemetry traces of a run (harness.runtime.otel; docs/models.md, "Tracing")."""
 
     otel: bool = False  # send GenAI-convention spans to OTEL_EXPORTER_OTLP_ENDPOINT
     otel_content: bool = False  # add prompts and replies to the chat spans, as events

@@ -13,10 +13,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from harness.config import Config, Resolved, resolve, validate
+from harness.config import Resolved, resolve
 from harness.engine import RunResult, run_debate
 from harness.engine.execute import ModelFactory
+from harness.formats import validate
 from harness.models import build_model
+from harness.schema import Config
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 REPO = CONF_DIR.parent

@@ -29,10 +29,10 @@ from pydantic import BaseModel, Field
 from harness.agents import TopicAgent
 from harness.agents.common import system_prompt
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext, RunContext
 from harness.formats import register_format
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.models.script import Derived, FieldRule, ReplyField, deriver, register_rules
+from harness.runtime.context import AgentContext, RunContext
 from harness.schema import Config, ConfigError
 from harness.store.memory import SeatMemory
 from harness.store.records import TurnRecord, record_id

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.config import validate
-from harness.formats import get_format
+from harness.formats import get_format, validate
 from harness.store.memory import RunMemory
 from harness.store.records import (
     FOLDER_VERSION,

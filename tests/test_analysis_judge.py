@@ -12,7 +12,7 @@ import pytest
 from analysis import RUBRIC, judge_turns, load_runs
 from analysis.__main__ import main
 from analysis.judge import JudgeWarning
-from harness.config import ModelConfig
+from harness.schema import ModelConfig
 
 
 def test_scores_are_validated_integers(run):

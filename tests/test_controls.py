@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.agents.critique import APPROVED_UNREAD
-from harness.config import ConfigError
 from harness.formats.checks import verify
+from harness.schema import ConfigError
 
 
 def texts(records, path):

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from conftest import compose_cfg
 
-from harness.config import ConfigError, resolve
-from harness.engine.budget import Budget, BudgetExhausted, Budgets
+from harness.config import resolve
 from harness.engine.resuming import resume_run
 from harness.models.base import Completion
 from harness.models.prices import PriceError, format_usd, load_prices
+from harness.runtime.budget import Budget, BudgetExhausted, Budgets
+from harness.schema import ConfigError
 from harness.store.reader import ledger
 from harness.store.records import RunCounts, Usage
 

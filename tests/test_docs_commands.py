@@ -55,7 +55,7 @@ MODULES = {
     "harness.run": "harness.run:cli",
     "harness.resume": "harness.resume:main",
     "harness.verify": "harness.verify:main",
-    "harness.export": "harness.export:main",
+    "harness.export": "harness.export.__main__:main",
     "harness.store": "harness.store.__main__:main",
     "harness.sweep": "harness.sweep.index:main",
     "harness.view": "harness.view.__main__:main",
@@ -294,7 +294,7 @@ def sweep_variants(overrides: list[str]) -> list[list[str]]:
 
 def checked_configs(module: str, args: list[str]) -> list[Any]:
     """Compose and validate the config(s) a ``harness.run`` / ``harness.chat`` command runs."""
-    from harness.config import validate
+    from harness.formats import validate
 
     overrides, sweep = hydra_overrides(module, args)
     if any(o.startswith("resume=") for o in overrides) or OTHER_CONFIGS & set(args):

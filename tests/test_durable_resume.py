@@ -29,7 +29,7 @@ def events(run_dir: Path, kind: str) -> list[dict]:
 
 def failing_run(run, runs_root: Path) -> Path:
     """A run that fails part-way: transient errors with no retries left."""
-    from harness.engine.context import ModelCallError
+    from harness.runtime.context import ModelCallError
 
     with pytest.raises(ModelCallError):
         run("rounds=6", "model.error_rate=0.05", "model.seed=3", *FAIL_FAST)

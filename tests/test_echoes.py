@@ -20,11 +20,11 @@ import pytest
 from analysis.echoes import echo_rates, echo_section
 from analysis.load import Tables
 from harness.agents import CritiqueAgent, ThinkingAgent, ThinkingOutput
-from harness.config import ConfigError
-from harness.engine.context import AgentContext, EventLog, RoleModel, Seat, StepHook
 from harness.models.base import Completion, ModelRequest
 from harness.models.echo import config_texts
 from harness.models.structured import generate_structured
+from harness.runtime.context import AgentContext, EventLog, RoleModel, Seat, StepHook
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import ArgumentRecord, EventRecord, PromptRecord, ReplyRecord, ThinkingRecord
 

@@ -7,8 +7,9 @@ import importlib
 import pytest
 
 from harness.cli.errors import EXIT_CODES, exit_code
-from harness.config import ConfigError
-from harness.engine import ModelCallError, ResumeError
+from harness.engine import ResumeError
+from harness.runtime.context import ModelCallError
+from harness.schema import ConfigError
 from harness.store.records import ErrorInfo
 from harness.store.rundir import DiskFullError, RunInUseError
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli.export_styles import export_run
 from harness.engine import RunResult
+from harness.export.styles import export_run
 from harness.store.reader import read_run
 from harness.store.records import DecisionRecord, Published, SummaryRecord, SynthesisRecord
 

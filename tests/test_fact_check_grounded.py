@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from test_durable_faults import Outcome, run_in_process
 
-from harness.config import ConfigError
 from harness.engine import resume_run
 from harness.formats.checks import verify
 from harness.models import ModelRequest, build_model
 from harness.models.base import Completion
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import EventRecord, FactCheckRecord, SearchRecord
 
@@ -233,7 +233,7 @@ def test_kill_inside_a_grounded_check_and_of_its_search_server_then_resume(run, 
 
 @pytest.mark.slow
 def test_one_moderated_exchange_of_smollm2_with_grounded_checks_over_the_kjv(run, records, tmp_path):
-    from harness.cli.export_styles import export_run
+    from harness.export.styles import export_run
 
     result = run(
         "format=moderated",

@@ -25,14 +25,15 @@ from conftest import compose_cfg
 from omegaconf import OmegaConf
 from test_durable_faults import Outcome, assert_same_outcome
 
-from harness.config import ConfigError, ModelConfig, resolve
+from harness.config import resolve
 from harness.engine import resume_run, run_debate
-from harness.engine.context import ModelCallError
-from harness.engine.fanout import fans_out
 from harness.formats import validate
 from harness.formats.checks import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest, ProviderError
+from harness.runtime.context import ModelCallError
+from harness.runtime.fanout import fans_out
+from harness.schema import ConfigError, ModelConfig
 from harness.store.records import EventRecord, parse_record
 from harness.store.rundir import read_manifest
 

@@ -19,13 +19,13 @@ import yaml
 from formats_example import INTERVIEW, FollowUpRecord, InterviewOptions
 
 from analysis import load_runs
-from harness.cli.export_styles import export_run
-from harness.config import Config, ConfigError
 from harness.engine import RunResult, resume_run
+from harness.export.styles import export_run
 from harness.formats import DRIFT, get_format, register_format
 from harness.formats.checks import verify
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.schema import Config, ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.reader import read_run
 from harness.store.records import EventRecord, PromptRecord, TurnRecord

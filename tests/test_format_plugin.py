@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ConfigError
 from harness.formats import FORMATS, get_format
+from harness.schema import ConfigError
 
 TESTS = Path(__file__).parent
 

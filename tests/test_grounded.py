@@ -15,11 +15,11 @@ import pytest
 from test_durable_faults import Case, Outcome, assert_same_outcome, crash_at, run_in_process
 
 from harness.agents.arguer import write_budget
-from harness.config import ConfigError
 from harness.engine import resume_run
 from harness.formats.checks import verify
 from harness.models import ModelRequest, build_model
 from harness.models.base import Completion
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import CitedTurnRecord, DraftRecord, SearchRecord
 
@@ -329,7 +329,7 @@ def test_a_crashing_search_server_is_restarted_and_every_fault_is_an_event(
 
 def test_a_dead_search_server_fails_the_run_resumably_without_hanging(run, grounded, monkeypatch, tmp_path):
     monkeypatch.setenv("DRIFT_SEARCH_FAULT", "hang@1")
-    from harness.engine.tools import ToolCallError
+    from harness.runtime.tools import ToolCallError
 
     with pytest.raises(ToolCallError, match=r"role=search .*collection=kjv"):
         run(

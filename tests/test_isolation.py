@@ -11,9 +11,9 @@ import pytest
 
 from harness.config import resolve
 from harness.engine import build_roles, preflight
-from harness.engine.context import RunContext
 from harness.formats import DRIFT
 from harness.formats.drift import DriftNodes
+from harness.runtime.context import RunContext
 from harness.store.memory import JsonlLog, RunMemory
 
 CANARY = re.compile(r"\[canary:(pros|cons):(\w+):[\d.]+\]")

@@ -14,13 +14,13 @@ import pytest
 import yaml
 from test_durable_faults import Outcome, assert_same_outcome, crashed_copy, landed, run_in_process, said
 
-from harness.cli.export_styles import export_run
-from harness.config import ConfigError
 from harness.engine import RunResult, resume_run
+from harness.export.styles import export_run
 from harness.formats.checks import verify
 from harness.formats.judge_refine import DEFAULT_PROMPTS, briefing
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import (
     EvaluationRecord,

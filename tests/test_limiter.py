@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from provider_sim import ProviderSim
 
-from harness.config import RetryConfig
 from harness.models import remote
 from harness.models.base import ModelRequest
 from harness.models.limiter import (
@@ -35,6 +34,7 @@ from harness.models.limiter import (
 )
 from harness.models.remote import LangChainModel
 from harness.models.retry import call_with_retry
+from harness.schema import RetryConfig
 
 
 class Clock:
@@ -344,9 +344,9 @@ def test_a_shared_limiter_cuts_the_429s_of_many_threads(monkeypatch):
 def test_limiter_keys_are_validated_and_free_to_change_on_resume(settings, resolved, monkeypatch) -> None:
     """``model.concurrency`` and friends: one-line errors naming the key, and a
     resume may change them (how fast calls go, not what they ask)."""
-    from harness.config import ConfigError
     from harness.engine.execute import build_roles, preflight
     from harness.engine.fingerprint import components
+    from harness.schema import ConfigError
     from harness.store.fingerprint import differences
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import ModelConfig
 from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ChatModel
 from harness.models.scripted import ScriptedModel
+from harness.schema import ModelConfig
 
 NEW = ("lazy", True)
 

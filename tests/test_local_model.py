@@ -257,7 +257,7 @@ def test_lazy_mode_hands_its_grammar_to_the_sampler_hook(fake_llama, monkeypatch
 
 
 def test_grammar_mode_is_validated(settings):
-    from harness.config import ConfigError
+    from harness.schema import ConfigError
 
     assert settings("model=smollm2", "model.grammar_mode=lazy").model.grammar_mode == "lazy"
     with pytest.raises(ConfigError, match=r"^model.grammar_mode: must be one of"):

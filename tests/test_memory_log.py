@@ -11,10 +11,10 @@ from datetime import datetime
 
 import pytest
 
-from harness.config import ModelConfig
 from harness.engine import resume_run
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.schema import ModelConfig
 from harness.store.memory import CorruptLogError, JsonlLog, RunMemory, line_hash
 from harness.store.records import EventRecord, PersonaRecord, parse_record
 from harness.store.rundir import read_manifest

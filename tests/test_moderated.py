@@ -22,11 +22,11 @@ from test_durable_faults import (
     run_in_process,
 )
 
-from harness.config import ConfigError
 from harness.engine import resume_run
 from harness.formats.checks import verify
 from harness.models import ModelRequest, build_model
 from harness.models.base import Completion
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import FactCheckRecord, PromptRecord, SpeechRecord
 

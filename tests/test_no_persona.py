@@ -19,9 +19,9 @@ from analysis.compare import control_pairs
 from analysis.load import load_runs
 from analysis.pipeline import analyze
 from analysis.scoring import score
-from harness.config import ConfigError
 from harness.engine.resuming import resume_run
 from harness.formats.checks import verify
+from harness.schema import ConfigError
 
 TEAMS = ("pros", "cons")
 OTHER = "Cities should ban cars."

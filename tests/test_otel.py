@@ -1,4 +1,4 @@
-"""OpenTelemetry GenAI traces (``tracing.otel=true``, harness.engine.otel):
+"""OpenTelemetry GenAI traces (``tracing.otel=true``, harness.runtime.otel):
 the span tree and its attributes through the SDK's in-memory exporter, and
 the real OTLP/HTTP path against a collector this test runs on 127.0.0.1 —
 no secret and no prompt in what is sent, and a collector that refuses the
@@ -21,8 +21,9 @@ pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from harness.engine import RunResult, otel_provider  # noqa: E402
+from harness.engine import RunResult  # noqa: E402
 from harness.engine.resuming import resume_run  # noqa: E402
+from harness.runtime import otel_provider  # noqa: E402
 
 SECRET = "sk-otel-secret-that-must-never-travel-4242"
 TRACED = ("tracing.otel=true", f"+model.kwargs.api_key={SECRET}")

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from harness.config import ConfigError
 from harness.formats.checks import verify
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord
 

@@ -13,9 +13,9 @@ import pytest
 from test_replay import Calls, Crash
 
 from analysis.probes import instruction_stability, probe_table
-from harness.config import ConfigError
 from harness.engine import resume_run
 from harness.probes.catalog import active_probes
+from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import ArgumentRecord, ProbeRecord, PromptRecord, parse_record
 from harness.store.rundir import read_manifest

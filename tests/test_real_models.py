@@ -89,7 +89,7 @@ def test_one_round_of_gemma_publishes_or_says_why(run, records):
 
 @pytest.mark.slow
 def test_two_round_panel_on_smollm2(run, records):
-    from harness.cli.export_styles import export_run
+    from harness.export.styles import export_run
     from harness.formats.checks import verify
 
     result = run("format=panel", "model=smollm2", "format.analysts=2", "rounds=2", *SMALL)
@@ -116,7 +116,7 @@ def test_two_round_panel_on_smollm2(run, records):
 
 @pytest.mark.slow
 def test_moderated_debate_on_smollm2(run, records):
-    from harness.cli.export_styles import export_run
+    from harness.export.styles import export_run
     from harness.formats.checks import verify
 
     result = run(
@@ -144,7 +144,7 @@ def test_moderated_debate_on_smollm2(run, records):
 def test_one_grounded_round_of_smollm2_searches_the_kjv(run, records, tmp_path):
     """The real path end to end: SmolLM2 asks for searches, the MCP server
     answers from the KJV, the checker marks whatever it cites, the report shows it."""
-    from harness.cli.export_styles import export_run
+    from harness.export.styles import export_run
     from harness.formats.checks import verify
 
     result = run(

@@ -13,11 +13,11 @@ import pytest
 from conftest import serving
 
 from harness.agents import CritiqueOutput
-from harness.config import RetryConfig
 from harness.models.base import ModelRequest
 from harness.models.remote import LangChainModel, check_remote, pick_mode
 from harness.models.retry import call_with_retry, classify
 from harness.models.structured import generate_structured
+from harness.schema import RetryConfig
 
 
 @pytest.fixture

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 import pytest
 from test_durable_faults import Outcome, assert_same_outcome
 
-from harness.config import ModelConfig
 from harness.engine import resume_run
-from harness.engine.context import ModelCallError
 from harness.models import build_model
 from harness.models.base import ChatModel, Completion, ModelRequest, ProviderError
+from harness.runtime.context import ModelCallError
+from harness.schema import ModelConfig
 from harness.store.records import EventRecord, ReplyRecord
 from harness.store.rundir import read_manifest
 

@@ -24,9 +24,9 @@ from test_durable_faults import Outcome, assert_same_outcome
 from test_replay import Calls, Crash, events, position, replies
 
 from harness.engine import resume_run
-from harness.engine.context import ModelCallError
 from harness.formats.checks import verify
 from harness.models.base import ModelRequest, ProviderError
+from harness.runtime.context import ModelCallError
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord, ReplyRecord, parse_record
 from harness.store.rundir import read_manifest

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from harness.config import RetryConfig
-from harness.engine.context import ModelCallError
 from harness.models.base import Completion, ModelRequest, ProviderError
 from harness.models.retry import call_with_retry, classify
 from harness.models.scripted import ScriptedModel
+from harness.runtime.context import ModelCallError
+from harness.schema import RetryConfig
 
 FAST = ("retry.initial_s=0", "retry.jitter_s=0")
 

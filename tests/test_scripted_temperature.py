@@ -12,11 +12,11 @@ import yaml
 
 from harness.agents.persona import PersonaOutput
 from harness.agents.thinking import ThinkingOutput
-from harness.config import ConfigError
 from harness.models.base import ModelRequest
 from harness.models.scripted import ScriptedModel, drift_share
 from harness.models.scripted_style import STRAY, SWITCHED, WORDS
 from harness.resume import resume_run
+from harness.schema import ConfigError
 
 SCHEMAS = {"persona": PersonaOutput.model_json_schema(), "thinking": ThinkingOutput.model_json_schema()}
 # sha256 of replies() at 0.7 from the model before temperature mattered (commit bbcf416)

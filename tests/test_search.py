@@ -21,8 +21,8 @@ import pytest
 
 import harness.search.collections as collections_mod
 import harness.search.index as index_mod
-from harness.config import RetryConfig
 from harness.models.retry import call_with_retry, classify
+from harness.schema import RetryConfig
 from harness.search import (
     CollectionError,
     LocalSearch,

@@ -102,8 +102,7 @@ def test_a_seat_with_no_side_is_not_judged(run):
 def test_seat_sides_are_the_recorded_ones_the_format_gives(run, grounded, fmt):
     """Read from the manifest, each seat's side is what the format's seats of
     the run's validated config say (the way sides were found before)."""
-    from harness.config import validate
-    from harness.formats import get_format
+    from harness.formats import get_format, validate
     from harness.store.reader import read_config
 
     result = run(*(grounded if fmt == "grounded" else (f"format={fmt}",)), "rounds=1")

@@ -321,7 +321,7 @@ def test_no_cut_goes_below_a_minimum_and_the_minimum_budget_is_named():
 
 
 def test_a_budget_below_the_formats_least_reply_is_refused_before_any_folder(run, runs_root):
-    from harness.config import ConfigError
+    from harness.schema import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         run("llm.max_tokens=40")

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import pytest
 from omegaconf import OmegaConf
 
-from harness.config import ConfigError
 from harness.formats.checks import verify
+from harness.schema import ConfigError
 from harness.store.rundir import read_manifest
 from harness.sweep.index import read_index
 from harness.sweep.launcher import check_concurrency, launcher_overrides, uses_local_model

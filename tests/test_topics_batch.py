@@ -14,10 +14,10 @@ import yaml
 from test_durable_faults import Outcome, cut_at, landed
 from test_sweep import REPO, environment, sweep_dir_of
 
-from harness.cli.export_styles import export_sweep, sweep_cells
-from harness.config import ConfigError
 from harness.engine import RunResult
+from harness.export.styles import export_sweep, sweep_cells
 from harness.run import topic_range
+from harness.schema import ConfigError
 from harness.store.reader import read_run
 from harness.store.records import EvaluationRecord
 from harness.sweep.cell_status import CELLS_DIR

@@ -19,8 +19,8 @@ from pydantic import BaseModel, Field
 from harness.agents.asking import Call, ask_once
 from harness.agents.common import system_prompt
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.memory import SeatMemory
 from harness.store.records import TurnRecord, record_id
 

@@ -26,9 +26,9 @@ from harness.agents.asking import Call, ask_once
 from harness.agents.common import JSON_ONLY, chat
 from harness.agents.passages import render_hits, topic_words
 from harness.agents.transcript import clip, render
-from harness.engine.context import AgentContext
 from harness.models.base import Message
 from harness.models.structured import CHARS_PER_TOKEN, StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import Citation, DraftRecord, Published, SearchRecord, Usage
 

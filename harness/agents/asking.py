@@ -18,9 +18,9 @@ from typing import Any, Generic, TypeVar, cast
 from pydantic import BaseModel
 
 from harness.agents.transcript import render, window
-from harness.engine.context import AgentContext
 from harness.models.base import Message
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import Envelope, Usage, record_id
 

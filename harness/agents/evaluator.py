@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from harness.agents.asking import Call, PublicAgent, ask_once
 from harness.agents.common import chat, system_prompt
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog
 from harness.store.records import EvaluationRecord, Published, Usage
 

@@ -31,9 +31,9 @@ from harness.agents.common import JSON_ONLY, chat
 from harness.agents.fact_checker import check_call
 from harness.agents.passages import PASSAGE_CHARS, render_hits, topic_words
 from harness.agents.transcript import clip
-from harness.engine.context import AgentContext
-from harness.engine.tools import SearchTool
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
+from harness.runtime.tools import SearchTool
 from harness.search.citations import reasons
 from harness.store.memory import JsonlLog
 from harness.store.records import (

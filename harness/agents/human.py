@@ -30,7 +30,7 @@ from typing import Any
 from harness.agents.arguer import cited_turn, render_hits
 from harness.agents.asking import once
 from harness.agents.transcript import render
-from harness.engine.interrupt import RunStopped
+from harness.runtime.interrupt import RunStopped
 from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import (
     Citation,

@@ -20,10 +20,10 @@ from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import chat
 from harness.agents.persona import DEFAULT_PERSONA
 from harness.agents.thinking import debater_system
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
 from harness.probes.checkers import Asker
+from harness.runtime.context import AgentContext
 from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, ProbeRecord, Usage
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, create_model, model_validator
 
 from harness.agents.asking import Call
 from harness.agents.common import JSON_ONLY, chat
-from harness.engine.context import AgentContext
+from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog
 from harness.store.records import RoleCardRecord, Usage, record_id
 

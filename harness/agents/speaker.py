@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import JSON_ONLY, chat
 from harness.agents.transcript import clip, render
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog, SeatMemory
 from harness.store.records import DraftRecord, FactCheckRecord, Published
 

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from harness.agents.asking import Call, M, PublicAgent, ask_once
 from harness.agents.common import JSON_ONLY, chat, recap
 from harness.agents.transcript import render
-from harness.engine.context import AgentContext
 from harness.models.structured import StructuredResult
+from harness.runtime.context import AgentContext
 from harness.store.records import Published, SummaryRecord, SynthesisRecord, Usage
 
 

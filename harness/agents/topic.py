@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from harness.agents.common import JSON_ONLY
-from harness.engine.context import AgentContext
+from harness.runtime.context import AgentContext
 from harness.store.records import record_id
 
 

@@ -30,7 +30,7 @@ BUDGET_STOPPED = 75
 # specific first, so no command imports the engine just to name its errors.
 EXIT_CODES: dict[str, int] = {
     "builtins.KeyboardInterrupt": INTERRUPTED,
-    "harness.engine.context.ModelCallError": FAILED,
+    "harness.runtime.context.ModelCallError": FAILED,
     "harness.store.rundir.DiskFullError": FAILED,
     "harness.engine.resuming.ResumeError": BAD_INPUT,
     "harness.store.rundir.RunInUseError": BAD_INPUT,

@@ -17,19 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.config import Config, ConfigError, ModelConfig, Resolved
-from harness.engine.budget import Budget, Budgets, sweep_budget
-from harness.engine.calls import RoleModel
-from harness.engine.context import ModelCallError, RunContext
+from harness.config import Resolved
 from harness.engine.fingerprint import components
-from harness.engine.interrupt import RunStopped, StopOnSignal
-from harness.engine.otel import traced_run
 from harness.engine.progress import Progress
 from harness.formats import Format, max_tokens_key
 from harness.models.base import ChatModel
 from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model, check_model
 from harness.models.retry import error_info
+from harness.runtime.budget import Budget, Budgets, sweep_budget
+from harness.runtime.calls import RoleModel
+from harness.runtime.context import ModelCallError, RunContext
+from harness.runtime.interrupt import RunStopped, StopOnSignal
+from harness.runtime.otel import traced_run
+from harness.schema import Config, ConfigError, ModelConfig
 from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.reader import ledger

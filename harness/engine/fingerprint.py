@@ -8,10 +8,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from harness.engine.calls import RoleModel
 from harness.formats.base import Format
 from harness.probes.catalog import PROBE_MODULES
 from harness.redact import redact
+from harness.runtime.calls import RoleModel
 from harness.schema import Config
 from harness.store.fingerprint import (
     FORMAT_TRANSPORT_KEYS,

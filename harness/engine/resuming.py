@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from omegaconf import OmegaConf
 
-from harness.config import REDACTED, Resolved, resolve
+from harness.config import Resolved, resolve
 from harness.engine.execute import (
     ModelFactory,
     Resumption,
@@ -29,6 +29,7 @@ from harness.engine.fingerprint import components
 from harness.models.base import ModelConfigError
 from harness.models.prices import PriceTable
 from harness.models.registry import build_model
+from harness.schema import REDACTED
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
 from harness.store.records import HistoryEntry
 from harness.store.rundir import RunLock, read_manifest

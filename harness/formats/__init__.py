@@ -18,6 +18,7 @@ from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
 from harness.plugins import format_entry_points
+from harness.probes.catalog import check_specs
 from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
@@ -80,6 +81,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj.format.check()
     obj.topic.load_files()
     obj.check()
+    check_specs(obj.probes)
     obj.check_roles(fmt.model_roles(obj))
     check_chat(obj, fmt)
     _require(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 # Seat lives with the run context, which holds a run's seats; it is re-exported here
-from harness.engine.context import Seat
+from harness.runtime.context import Seat
 
 # RunLogs and Check are the store's (verify reads the logs and runs the checks it is given)
 from harness.store.integrity import Check
@@ -26,7 +26,7 @@ from harness.store.integrity import RunLogs as RunLogs
 from harness.store.records import RunLayout, SeatInfo
 
 if TYPE_CHECKING:
-    from harness.engine.context import EventLog, RunContext
+    from harness.runtime.context import EventLog, RunContext
     from harness.schema import Config
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.

@@ -19,10 +19,10 @@ from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgen
 from harness.agents.human import HumanDebater, is_human
 from harness.agents.probe import ProbeAgent
 from harness.agents.transcript import window
-from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.probes.catalog import active_probes
 from harness.probes.isolation import check_probes
+from harness.runtime.context import RunContext
 from harness.schema import Config, ConfigError
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
 

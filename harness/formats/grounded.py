@@ -35,11 +35,11 @@ from harness.agents.arguer import ArguerAgent, write_budget
 from harness.agents.debate_synthesizer import DebateSynthesizerAgent
 from harness.agents.evidence_judge import EvidenceJudgeAgent
 from harness.agents.human import HumanArguer, is_human
-from harness.engine.context import RunContext
-from harness.engine.tools import SearchTool
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.grounded_checks import SIDES, check_citation_marks, check_turn_order, check_turn_sources
 from harness.formats.searching import check_collection, open_search
+from harness.runtime.context import RunContext
+from harness.runtime.tools import SearchTool
 from harness.schema import Config, ConfigError
 from harness.search.citations import bad_citations, reasons
 from harness.store.records import (

@@ -39,8 +39,8 @@ from typing import Literal, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from harness.agents import AdvocateAgent, EvaluatorAgent, TopicAgent
-from harness.engine.context import RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.runtime.context import RunContext
 from harness.schema import Config, ConfigError, read_text
 from harness.store.memory import JsonlLog
 from harness.store.records import (

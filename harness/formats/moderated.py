@@ -34,7 +34,6 @@ from langgraph.graph import END, START, StateGraph
 from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
 from harness.agents.grounded_checker import MAX_CLAIMS, GroundedFactCheckerAgent
 from harness.agents.verdict import CRITERIA
-from harness.engine.context import EventLog, RunContext
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.fact_checks import check_fact_check_marks, check_grounded_strikes, check_strikes
 from harness.formats.moderated_checks import (
@@ -43,6 +42,7 @@ from harness.formats.moderated_checks import (
     check_stage_order,
 )
 from harness.formats.searching import check_collection, open_search
+from harness.runtime.context import EventLog, RunContext
 from harness.schema import Config, ConfigError
 from harness.store.records import (
     DraftRecord,

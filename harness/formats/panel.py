@@ -14,7 +14,7 @@ the shared transcript, everything else in ``public/``.
 
 A round's analysts read only the round before, so their calls are
 independent: with ``format.fan_out`` (on by default) they go out together
-(``harness.engine.fanout``), and the statements are published after, in
+(``harness.runtime.fanout``), and the statements are published after, in
 seat order, so the run folder is the one a sequential run writes.
 """
 
@@ -36,9 +36,9 @@ from harness.agents import (
     SynthesizerAgent,
     TopicAgent,
 )
-from harness.engine.context import RunContext
-from harness.engine.fanout import fans_out, together
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.runtime.context import RunContext
+from harness.runtime.fanout import fans_out, together
 from harness.schema import Config, ConfigError
 from harness.store.records import (
     DecisionRecord,

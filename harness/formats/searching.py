@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from harness.engine.context import EventLog
-from harness.engine.tools import SearchTool
 from harness.models.retry import call_with_retry
+from harness.runtime.context import EventLog
+from harness.runtime.tools import SearchTool
 from harness.schema import Config, ConfigError
 
 

@@ -23,10 +23,11 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
 from harness.cli.errors import check_group_choices, one_line, quote_text_values
-from harness.config import Config, ConfigError, validate
+from harness.formats import validate
 from harness.models.base import ModelConfigError
 from harness.models.prices import load_prices
 from harness.paths import conf_dir
+from harness.schema import Config, ConfigError
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 
 from harness.cli.console import guarded, say
 from harness.cli.errors import exit_code, fail
-from harness.config import ConfigError
 from harness.models.base import ModelConfigError
 from harness.models.prices import format_usd
 from harness.plan.cells import PlanError, compose_cells
 from harness.plan.dry import Passes, scripted
 from harness.plan.estimate import Tally, estimate_cell, total
 from harness.plan.totals import Dollars, Plan, make_plan
+from harness.schema import ConfigError
 
 DEFAULT_CALL_S = 2.0
 

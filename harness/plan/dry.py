@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from harness.config import Config, resolve
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.formats import get_format
 from harness.formats.base import Format
@@ -49,7 +49,7 @@ from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.models.registry import build_model
 from harness.models.scripted import REFERENCE_TEMPERATURE
 from harness.models.structured import CHARS_PER_TOKEN, min_tokens
-from harness.schema import ModelConfig
+from harness.schema import Config, ModelConfig
 
 Kind = Literal["point", "low", "short", "high"]
 PLAN_ROLE = "plan_role"  # a model kwarg naming the role, so each role gets a recorder of its own

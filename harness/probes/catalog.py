@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.probes.checkers import Asker, run_checker
+from harness.probes.checkers import Asker, param_problem, run_checker
+from harness.schema_sections import ConfigError, ProbesConfig
 from harness.store.records import record_id
 
 if TYPE_CHECKING:
-    from harness.schema import Config, ProbesConfig
+    from harness.schema import Config
 
 PROBE_ROLE = "probe"  # the role of every record a probe writes
 PROBE_LOG = "probes"  # each probed seat's private log: <seat>/probes.jsonl
@@ -64,3 +65,17 @@ def probe_id(round_: int, team: str, index: int, name: str) -> str:
     is the probe's place in the run's probe list, so its prompt, reply and seed
     differ from every other probe's of the same turn."""
     return record_id(round_, team, PROBE_ROLE, index, name)
+
+
+def check_specs(probes: ProbesConfig) -> None:
+    """Each probe's checker takes its params, and they fill its instruction;
+    raise a one-line ``ConfigError`` naming the key at fault. (The schema checks
+    the rest of a probe; the checkers are the probes' own.)"""
+    for name, spec in probes.catalog.items():
+        key = f"probes.catalog.{name}"
+        if (problem := param_problem(spec.checker, spec.params)) is not None:
+            raise ConfigError(f"{key}.{problem[0]}: {problem[1]}")
+        try:
+            spec.instruction.format(**spec.params)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"{key}.instruction: cannot fill {exc} from its params") from None

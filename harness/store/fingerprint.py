@@ -70,7 +70,7 @@ OPTIONAL_SECTIONS = ("search",)
 SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 # How fast calls reach a provider, not what they ask: free to change on resume.
 MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
-# Format keys on how calls go out, not what they ask (``harness.engine.fanout``).
+# Format keys on how calls go out, not what they ask (``harness.runtime.fanout``).
 FORMAT_TRANSPORT_KEYS = ("fan_out",)
 
 

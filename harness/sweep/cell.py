@@ -33,7 +33,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from harness.cli.errors import BUDGET_STOPPED, FAILED, INTERRUPTED, exit_code
-from harness.engine.budget import in_sweep_budget
+from harness.runtime.budget import in_sweep_budget
 from harness.store.reader import ledger
 from harness.store.records import utcnow
 from harness.streams import RoutedStream

@@ -47,8 +47,8 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from harness.cli.errors import INTERRUPTED, release_stderr
-from harness.engine.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.models.limiter import JsonlSink, set_sink
+from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
@@ -61,7 +61,7 @@ _LOCAL_MODEL = threading.Lock()
 def check_concurrency(value: object) -> int:
     """``sweep.concurrency``'s value (a number, or its text on the command line),
     or a one-line error naming the key."""
-    from harness.config import ConfigError
+    from harness.schema import ConfigError
 
     n = int(value) if isinstance(value, str) and value.strip().isdigit() else value
     if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CONCURRENCY:
@@ -291,7 +291,7 @@ def launcher_overrides(argv: list[str]) -> list[str]:
             out.append(arg)
             continue
         if "-m" not in argv and "--multirun" not in argv:
-            from harness.config import ConfigError
+            from harness.schema import ConfigError
 
             raise ConfigError("sweep.concurrency: sets how many cells of a sweep run at once; add -m")
         out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
@@ -307,7 +307,7 @@ def check_sweep_budget(argv: list[str]) -> None:
         a.lstrip("+").startswith(("sweep.concurrency=", "hydra/launcher=inprocess")) for a in argv
     )
     if given and not in_process:
-        from harness.config import ConfigError
+        from harness.schema import ConfigError
 
         raise ConfigError(
             f"{given[0]}: a sweep budget is shared by the cells of one process; "

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 
-from harness.cli.export_report import Header, Report, RoundEntry
+from harness.export.shape import Header, Report, RoundEntry
 
 WIDTH = 78
 

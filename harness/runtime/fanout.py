@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from harness.engine.events import EventLog
+from harness.runtime.events import EventLog
 from harness.schema import Config
 
 T = TypeVar("T")

@@ -1,5 +1,5 @@
-"""The shape of a run's report: plain dataclasses that ``export_build``
-fills from a run folder and ``export_render`` writes out. ``--as json`` is
+"""The shape of a run's report: plain dataclasses that ``build``
+fills from a run folder and ``render`` writes out. ``--as json`` is
 ``asdict(report)``, so a change here changes the json: bump
 ``EXPORT_VERSION`` with it."""
 

@@ -1,14 +1,14 @@
 """A run, as a report a person (md, txt) or a script (json) reads, or as
 a transcript view; and a sweep's final syntheses. The entry point of
-``python -m harness.export`` (``harness/export.py``, which parses the
+``python -m harness.export`` (``harness/export/__main__.py``, which parses the
 command line and writes the file).
 
 One module per role:
 
-- ``export_report``: the report's shape (the dataclasses ``--as json`` dumps);
-- ``export_build``: a run folder as a report (``build_report``, ``ROUND_HOOKS``);
-- ``export_render``: a report as md, txt or json (``RENDERERS``);
-- ``export_views``: the transcript views (``VIEWS``, ``MESSAGE_HOOKS``,
+- ``shape``: the report's shape (the dataclasses ``--as json`` dumps);
+- ``build``: a run folder as a report (``build_report``, ``ROUND_HOOKS``);
+- ``render``: a report as md, txt or json (``RENDERERS``);
+- ``views``: the transcript views (``VIEWS``, ``MESSAGE_HOOKS``,
   ``FINAL_HOOKS``);
 - here: ``export_run`` picks one by ``--as`` style; ``export_sweep`` prints
   every cell's final synthesis of a sweep folder, in input order
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.cli.export_build import ROUND_HOOKS, build_report
-from harness.cli.export_render import RENDERERS
-from harness.cli.export_report import EXPORT_VERSION, Report
-from harness.cli.export_views import FINAL_HOOKS, MESSAGE_HOOKS, VIEWS, NoFinal, final_synthesis, messages
+from harness.export.build import ROUND_HOOKS, build_report
+from harness.export.render import RENDERERS
+from harness.export.shape import EXPORT_VERSION, Report
+from harness.export.views import FINAL_HOOKS, MESSAGE_HOOKS, VIEWS, NoFinal, final_synthesis, messages
 from harness.store.reader import find_runs, read_config, read_run
 
 __all__ = [

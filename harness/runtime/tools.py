@@ -17,9 +17,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.engine.context import ModelCallError
-from harness.engine.events import EventLog
 from harness.models.retry import call_with_retry, error_info
+from harness.runtime.context import ModelCallError
+from harness.runtime.events import EventLog
 from harness.schema import Config
 from harness.search.citations import check_citations
 from harness.store.memory import JsonlLog

@@ -30,7 +30,7 @@ class EventLog:
 
     def __init__(self, log: JsonlLog[EventRecord]) -> None:
         self._log = log
-        # set while one step's calls run together (harness.engine.fanout): it
+        # set while one step's calls run together (harness.runtime.fanout): it
         # writes each call's events in seat order, whichever call is quicker
         self.gate: Callable[[Callable[[], object]], None] | None = None
 

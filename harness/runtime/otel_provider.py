@@ -1,4 +1,4 @@
-"""The process's OpenTelemetry tracer provider, for ``harness.engine.otel``.
+"""The process's OpenTelemetry tracer provider, for ``harness.runtime.otel``.
 
 One provider per process, made when a run first asks for tracing: the SDK's
 OTLP/HTTP exporter behind a batch processor (spans leave on its thread, off

@@ -1,4 +1,4 @@
-"""A run folder, as a ``Report`` (``harness.cli.export_report``).
+"""A run folder, as a ``Report`` (``harness.export.shape``).
 
 ``build_report`` turns a ``RunFolder`` into a plain ``Report``: a header
 (topic, framework, run id, date, status, why it closed, the model of each
@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from harness.cli.export_report import (
+from harness.export.shape import (
     Decision,
     Header,
     Note,

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from harness.engine.interrupt import RunStopped
+from harness.runtime.interrupt import RunStopped
 
 
 class BudgetExhausted(RunStopped):

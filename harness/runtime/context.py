@@ -12,8 +12,8 @@ validates and repairs the reply, and records retries and schema failures as
 events. A fatal error becomes one ``ModelCallError`` line naming role, round
 and model.
 
-The event log is ``harness.engine.events``; the bound role model, the call's
-seed and request hash are ``harness.engine.calls``. Both are re-exported here.
+The event log is ``harness.runtime.events``; the bound role model, the call's
+seed and request hash are ``harness.runtime.calls``. Both are re-exported here.
 """
 
 from __future__ import annotations
@@ -26,22 +26,22 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harness.engine.budget import BudgetExhausted, Budgets
-
-# The event log and what one call is made with have their own modules; their
-# names are re-exported from here, where the formats and agents import them.
-from harness.engine.calls import RoleModel as RoleModel
-from harness.engine.calls import StepHook as StepHook
-from harness.engine.calls import call_seed as call_seed
-from harness.engine.calls import request_sha as request_sha
-from harness.engine.events import ATTEMPT_EVENTS as ATTEMPT_EVENTS
-from harness.engine.events import EventLog as EventLog
-from harness.engine.events import redo_id as redo_id
-from harness.engine.otel import traced_agent, traced_call
 from harness.models.base import Completion, Message, ModelRequest
 from harness.models.echo import config_texts
 from harness.models.retry import call_with_retry, error_info
 from harness.models.structured import StructuredResult, generate_structured, usage_of
+from harness.runtime.budget import BudgetExhausted, Budgets
+
+# The event log and what one call is made with have their own modules; their
+# names are re-exported from here, where the formats and agents import them.
+from harness.runtime.calls import RoleModel as RoleModel
+from harness.runtime.calls import StepHook as StepHook
+from harness.runtime.calls import call_seed as call_seed
+from harness.runtime.calls import request_sha as request_sha
+from harness.runtime.events import ATTEMPT_EVENTS as ATTEMPT_EVENTS
+from harness.runtime.events import EventLog as EventLog
+from harness.runtime.events import redo_id as redo_id
+from harness.runtime.otel import traced_agent, traced_call
 from harness.schema import Config
 from harness.store.memory import JsonlLog, RunMemory
 from harness.store.records import ErrorInfo, PromptRecord, ReplyRecord, SeatInfo, record_id

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from harness.cli.export_build import SHARED, public_records
+from harness.export.build import SHARED, public_records
 from harness.store.reader import RunFolder
 from harness.store.records import EvaluationRecord, Published
 

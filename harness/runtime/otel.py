@@ -20,7 +20,7 @@ span. No API key or model kwarg other than the server's host and port is
 ever read here. The trace id is derived from the run (its folder name and
 first start), so a resumed run continues the same trace: each segment is a
 root span of it. Spans leave on the SDK's batch thread, off the model-call
-path (``harness.engine.otel_provider``); the run waits at most ``FLUSH_S``
+path (``harness.runtime.otel_provider``); the run waits at most ``FLUSH_S``
 for them at its end, and spans the collector did not take are counted and
 reported in one warning line.
 
@@ -45,8 +45,8 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
-from harness.engine.otel_provider import SCHEMA_URL, configure, report, trace_id_var
 from harness.models.base import ChatModel, Completion, ModelRequest
+from harness.runtime.otel_provider import SCHEMA_URL, configure, report, trace_id_var
 from harness.schema import Config
 from harness.store.records import RunManifest
 
@@ -112,7 +112,7 @@ def traced_run(cfg: Config, manifest: RunManifest, resumed: str | None) -> Itera
         )
         yield
         return
-    tracer = provider.get_tracer("harness.engine.otel", schema_url=SCHEMA_URL)
+    tracer = provider.get_tracer("harness.runtime.otel", schema_url=SCHEMA_URL)
     run = RunTrace(tracer, manifest.run_id, tracing.otel_content)
     attributes = {
         "gen_ai.operation.name": "invoke_workflow",

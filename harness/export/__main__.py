@@ -1,9 +1,9 @@
 """python -m harness.export <run_dir | sweep_dir> [--as STYLE] [--out FILE] — a run's report or transcript.
 
-Prints the report of any format's run (``harness.cli.export_styles``) to stdout, or
+Prints the report of any format's run (``harness.export.styles``) to stdout, or
 writes it to ``--out``. ``--as`` picks the style: a report (``md``, ``txt``,
 ``json``) or a transcript view (``str``, ``str-all-except-first``, ``dict``,
-``list``, ``final``; each is defined in ``harness.cli.export_views``). In short:
+``list``, ``final``; each is defined in ``harness.export.views``). In short:
 ``str`` is the ``Name: message`` transcript, opening with the motion as a
 ``Topic:`` message; ``str-all-except-first`` is ``str`` without that opening
 message; ``list`` is a JSON array of role/content messages; ``dict`` the same
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.errors import BAD_INPUT, FAILED
-from harness.cli.export_styles import STYLES, export_run, export_sweep
+from harness.export.styles import STYLES, export_run, export_sweep
 
 SWEEP_INDEX = "sweep.json"
 
