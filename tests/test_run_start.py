@@ -13,8 +13,9 @@ import pytest
 
 import harness.formats
 from harness.config import resolve
-from harness.engine import ModelCallError, resume_run, run_debate
+from harness.engine import resume_run, run_debate
 from harness.engine.execute import recording
+from harness.runtime.context import ModelCallError
 from harness.schema import Config
 from harness.store.records import ErrorInfo, RunCounts
 from harness.store.rundir import read_manifest

@@ -4,7 +4,8 @@ run's fingerprint parts (``fingerprint``) and its progress bar
 (``progress``). What the format's nodes and agents work in is
 ``harness.runtime``, below the formats."""
 
-from harness.engine.execute import ModelFactory, RunResult, build_roles, execute, preflight, run_debate
+# not ``execute``: the function would hide the module of that name
+from harness.engine.execute import ModelFactory, RunResult, build_roles, preflight, run_debate
 from harness.engine.resuming import ResumeError, resume_run
 
 __all__ = [
@@ -12,7 +13,6 @@ __all__ = [
     "ResumeError",
     "RunResult",
     "build_roles",
-    "execute",
     "preflight",
     "resume_run",
     "run_debate",

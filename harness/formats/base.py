@@ -78,8 +78,8 @@ class Format:
     # checks that read more than the config (a collection on disk), run
     # before a folder is made; raise ``ConfigError``
     preflight: Callable[[Config], None] | None = None
-    # config sections only this format reads; others' fingerprints leave them out,
-    # so a run made before a section existed still resumes
+    # config sections only this format reads; others compute the same whatever
+    # they hold, so their fingerprints leave them out
     sections: tuple[str, ...] = ()
     # a person can play its seats (``chat=<seat>``, a ``human:`` spec)
     human_seats: bool = False

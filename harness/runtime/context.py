@@ -93,7 +93,7 @@ class AgentContext:
     prompts: JsonlLog[PromptRecord] | None
     step: StepHook
     side: str | None = None  # the seat's side, passed to models as a tag
-    replies: JsonlLog[ReplyRecord] | None = None  # None: a run made before replies were kept
+    replies: JsonlLog[ReplyRecord] | None = None  # None: a context that keeps no replies (a unit test's)
     forced: bool = False  # a ``--force`` resume: a kept reply answers only the very request it was for
     budgets: Budgets = field(default_factory=Budgets)  # the run's and its sweep's, passed by every call
 
