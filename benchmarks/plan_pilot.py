@@ -12,8 +12,9 @@ Printed: calls, input and output tokens, dollars and wall time, each plan
 against the actual, their ratio, and whether the actual falls in the
 pilot plan's interval; the load average before and after. Goal: the pilot's
 point within +-25% of the actual in calls, tokens and dollars, +-35% in wall
-time. Nothing is asserted. One process, two llama.cpp threads
-(``DRIFT_WORKERS=1`` on two cores): the CPU is shared, expect noise in wall time.
+time. Nothing is asserted. One process, one llama.cpp thread
+(``--threads``; two spin-wait each other on a loaded CPU, 163 s a call at
+load 12): the CPU is shared, expect noise in wall time.
 
     python benchmarks/plan_pilot.py                      # 2 pilot runs, 4 cells, 2 rounds, 96 tokens a reply
     python benchmarks/plan_pilot.py --cells 2 --rounds 1
@@ -32,6 +33,7 @@ from pathlib import Path
 from plan_accuracy import run_cell  # the same in-process run of a planned cell
 
 from harness.plan import build_plan, parse
+from harness.plan.estimate import total
 from harness.plan.totals import Plan
 from harness.store.reader import ledger
 
@@ -53,14 +55,21 @@ class Actual:
 
 
 def run_cells(plan: Plan, root: Path) -> Actual:
-    """Every planned cell, in-process, one after another, under ``root``."""
+    """Every planned cell, in-process, one after another, under ``root``; each printed
+    against its row of ``plan`` as it ends (a run cut short still says something)."""
     actual = Actual()
     for row in plan.rows:
         run_dir, seconds = run_cell(row.estimate.cell, root)
         paid = ledger(run_dir)
         actual.calls, actual.input = actual.calls + paid.calls, actual.input + paid.input_tokens
         actual.output, actual.wall_s = actual.output + paid.output_tokens, actual.wall_s + seconds
-        print(f"  ran {row.estimate.cell.name}: {paid.calls} calls in {seconds:.1f} s")
+        t = total(row.estimate.point)
+        print(
+            f"  ran {row.estimate.cell.name}: {paid.calls} calls (plan {t.calls:.1f}), "
+            f"{paid.input_tokens} in ({t.input:.0f}), {paid.output_tokens} out ({t.output:.0f}), "
+            f"{seconds:.1f} s ({row.wall_s:.1f}); load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     return actual
 
 
@@ -104,20 +113,25 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument(
+        "--threads", type=int, default=1, help="llama.cpp threads (1: no spinning on a loaded CPU)"
+    )
     args = ap.parse_args()
     os.environ.setdefault("DRIFT_WORKERS", "1")
     common = ["-m", "model=smollm2", f"rounds={args.rounds}", f"llm.max_tokens={args.max_tokens}", PRICES]
+    common.append(f"model.n_threads={args.threads}")
     print(f"load average {os.getloadavg()}; goal: calls, tokens, dollars +-25%, wall +-35%")
     tmp = Path(tempfile.mkdtemp(prefix="plan-pilot-"))
     try:
         pilot_plan, _ = build_plan(parse([*common, f"replicates={args.pilot_runs}", "seed=1000"]))
-        print(f"pilot: {args.pilot_runs} runs")
+        print(f"pilot: {args.pilot_runs} runs", flush=True)
         run_cells(pilot_plan, tmp / "pilot")
         sweep = [*common, f"replicates={args.cells}", "sweep.concurrency=1"]
         dry, _ = build_plan(parse(sweep))
         started = time.perf_counter()
         calibrated, _ = build_plan(parse([*sweep, "--pilot", str(tmp / "pilot")]))
-        print(f"planned from the pilot in {time.perf_counter() - started:.1f} s; sweep: {args.cells} cells")
+        took = time.perf_counter() - started
+        print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
         for line in calibrated.pilot.warnings if calibrated.pilot else []:
             print(f"  {line}")
         report(dry, calibrated, run_cells(calibrated, tmp / "sweep"))

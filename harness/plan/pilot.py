@@ -49,7 +49,7 @@ from harness.store.records import ReplyRecord
 
 Tag = tuple[str, str]  # a call's (team, role) tags: "None" for no team
 
-# two-sided 90% t quantiles for 1..10 degrees of freedom; past 10, 1.645 + 1.6/df is within 0.2%
+# two-sided 90% t quantiles for 1..10 degrees of freedom; past 10, 1.645 + 1.6/df is within 0.4%
 _T90 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
 
 
