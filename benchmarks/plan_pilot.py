@@ -25,17 +25,20 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from plan_accuracy import run_cell  # the same in-process run of a planned cell
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's harness, not an installed one
 
-from harness.plan import build_plan, parse
-from harness.plan.estimate import total
-from harness.plan.totals import Plan
-from harness.store.reader import ledger
+from plan_accuracy import run_cell  # noqa: E402  (the same in-process run of a planned cell)
+
+from harness.plan import build_plan, parse  # noqa: E402
+from harness.plan.estimate import total  # noqa: E402
+from harness.plan.totals import Plan  # noqa: E402
+from harness.store.reader import ledger  # noqa: E402
 
 PRICE_IN, PRICE_OUT = 1.0, 4.0  # dollars per 1M tokens
 PRICES = f"prices.models={{local\\:smollm2:{{input:{PRICE_IN},output:{PRICE_OUT}}}}}"
@@ -110,6 +113,7 @@ def report(dry: Plan, pilot: Plan, actual: Actual) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilot-runs", type=int, default=2)
+    ap.add_argument("--keep", type=Path, help="keep the pilot here, and reuse it if it is there already")
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=96)
@@ -123,13 +127,15 @@ def main() -> None:
     print(f"load average {os.getloadavg()}; goal: calls, tokens, dollars +-25%, wall +-35%")
     tmp = Path(tempfile.mkdtemp(prefix="plan-pilot-"))
     try:
-        pilot_plan, _ = build_plan(parse([*common, f"replicates={args.pilot_runs}", "seed=1000"]))
-        print(f"pilot: {args.pilot_runs} runs", flush=True)
-        run_cells(pilot_plan, tmp / "pilot")
+        pilot = args.keep or tmp / "pilot"
+        if not pilot.is_dir():
+            pilot_plan, _ = build_plan(parse([*common, f"replicates={args.pilot_runs}", "seed=1000"]))
+            print(f"pilot: {args.pilot_runs} runs", flush=True)
+            run_cells(pilot_plan, pilot)
         sweep = [*common, f"replicates={args.cells}", "sweep.concurrency=1"]
         dry, _ = build_plan(parse(sweep))
         started = time.perf_counter()
-        calibrated, _ = build_plan(parse([*sweep, "--pilot", str(tmp / "pilot")]))
+        calibrated, _ = build_plan(parse([*sweep, "--pilot", str(pilot)]))
         took = time.perf_counter() - started
         print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
         for line in calibrated.pilot.warnings if calibrated.pilot else []:
