@@ -20,7 +20,8 @@ pilot's length (the turns it would take with nothing going wrong):
 Those scale the planned cell's dry estimate. Each pilot run gives one
 estimate of the cell: the point is their mean, the interval their mean
 +- t * SD * sqrt(1 + 1/n) (a 90% prediction interval for one cell, n runs),
-summed over cells. One run has no spread: its interval stays the dry passes'.
+kept inside the dry passes' own low and high (what the caps allow), summed
+over cells. One run has no spread: its interval stays the dry passes'.
 
 A pilot of another format is an error of one line (its turns are not the
 plan's); a role run on another model than planned is scaled anyway, with a
@@ -181,7 +182,10 @@ class Calibration:
                 calls[role] = calls.get(role, 0.0) + t.calls
         point, low, high = spread(samples)
         if len(samples) == 1:  # no spread: the dry passes' interval, around the pilot's point
-            low, high = pick(estimate.low, point, larger=False), pick(estimate.high, point, larger=True)
+            low, high = estimate.low, estimate.high
+        # never past what the caps allow: no fewer calls than turns, no more than the ceiling
+        low = pick(pick(low, estimate.low, larger=True), point, larger=False)
+        high = pick(pick(high, estimate.high, larger=False), point, larger=True)
         per_call = {role: seconds[role] / calls[role] for role in seconds if calls[role]}
         return replace(estimate, point=point, low=low, high=high, call_s=per_call)
 
