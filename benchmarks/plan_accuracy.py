@@ -48,6 +48,7 @@ from provider_sim import ProviderSim  # noqa: E402
 from harness.config import resolve  # noqa: E402
 from harness.engine import run_debate  # noqa: E402
 from harness.plan import build_plan, parse  # noqa: E402
+from harness.plan.cells import PlannedCell  # noqa: E402
 from harness.plan.cli import Options  # noqa: E402
 from harness.plan.totals import Plan  # noqa: E402
 from harness.store.reader import ledger  # noqa: E402
@@ -97,6 +98,18 @@ def overrides(sim: ProviderSim, name: str, replicates: int) -> list[str]:
     ]
 
 
+def run_cell(cell: PlannedCell, root: Path) -> tuple[Path, float]:
+    """One planned cell run in-process under ``root``: its run folder, and the seconds it took."""
+    cfg = copy.deepcopy(cell.cfg)
+    with open_dict(cfg):
+        cfg.runs_root, cfg.progress = str(root), False
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(raw, dict)
+    started = time.perf_counter()
+    result = run_debate(resolve(cfg), {str(k): v for k, v in raw.items()})
+    return result.run_dir, time.perf_counter() - started
+
+
 def run_cells(plan: Plan, sim: ProviderSim, key: str) -> Actual:
     """Every planned cell, in-process, in a temporary folder; what the simulator billed ``key``."""
     os.environ["OPENAI_API_KEY"] = key
@@ -104,15 +117,9 @@ def run_cells(plan: Plan, sim: ProviderSim, key: str) -> Actual:
     actual = Actual()
     try:
         for row in plan.rows:
-            cfg = copy.deepcopy(row.estimate.cell.cfg)
-            with open_dict(cfg):
-                cfg.runs_root, cfg.progress = str(tmp), False
-            raw = OmegaConf.to_container(cfg, resolve=True)
-            assert isinstance(raw, dict)
-            started = time.perf_counter()
-            result = run_debate(resolve(cfg), {str(k): v for k, v in raw.items()})
-            actual.wall_s += time.perf_counter() - started
-            paid = ledger(result.run_dir)
+            run_dir, seconds = run_cell(row.estimate.cell, tmp)
+            actual.wall_s += seconds
+            paid = ledger(run_dir)
             actual.ledger_tokens += paid.input_tokens + paid.output_tokens
             actual.cell_calls.append(paid.calls)
     finally:

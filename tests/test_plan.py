@@ -3,14 +3,17 @@ and what the plan prints for a grid and for a model with no price."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from harness.engine import RunResult
-from harness.plan import build_plan, main, parse
+from harness.plan import Plan, build_plan, main, parse
 from harness.plan.estimate import Tally, extrapolate
 from harness.store.reader import ledger
+from harness.view.live import PLAN_JSON, time_left
 
 # The point against the run, on the scripted model: it bills words, which the plan
 # counts exactly, so what is left is extrapolation from the dry passes and the
@@ -83,3 +86,96 @@ def test_a_bad_override_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("error: rounds:") and err.count("\n") == 1
+
+
+# --- calibrating from a pilot ---------------------------------------------------------------
+
+
+@pytest.fixture
+def pilot(run: Callable[..., RunResult]) -> Callable[..., list[str]]:
+    """Scripted pilot runs of 2 rounds, one a seed: ``--pilot`` arguments for each run folder."""
+
+    def make(*overrides: str, seeds: tuple[int, ...] = (1, 2)) -> list[str]:
+        folders = [
+            run("rounds=2", f"seed={seed}", f"run_name=pilot-{seed}", *overrides).run_dir for seed in seeds
+        ]
+        return [arg for folder in folders for arg in ("--pilot", str(folder))]
+
+    return make
+
+
+def test_a_pilot_with_rejections_raises_the_calls_per_turn(
+    pilot: Callable[..., list[str]], run: Callable[..., RunResult]
+) -> None:
+    """Every draft rejected once in the pilot: twice the debaters' and critics' calls a
+    turn, which the dry passes alone never see; the pilot's plan meets a run that does it."""
+    planned = ("model=scripted", "rounds=4")
+    plain, _ = build_plan(parse(list(planned)))
+    calibrated, _ = build_plan(parse([*planned, *pilot("model.reject_first=1")]))
+    actual = ledger(run("rounds=4", "model.reject_first=1").run_dir)
+    assert plain.point().calls < 0.6 * actual.calls
+    assert calibrated.point().calls == pytest.approx(actual.calls, rel=TOLERANCE)
+    assert calibrated.point().input == pytest.approx(actual.input_tokens, rel=0.15)
+    assert calibrated.pilot is not None and len(calibrated.pilot.runs) == 2
+
+
+def test_schema_failures_in_a_pilot_add_their_repairs(pilot: Callable[..., list[str]]) -> None:
+    plain, _ = build_plan(parse(["model=scripted", "rounds=4"]))
+    calibrated, _ = build_plan(parse(["model=scripted", "rounds=4", *pilot("model.malformed_rate=0.5")]))
+    assert calibrated.point().calls > 1.2 * plain.point().calls
+
+
+def width(plan_: Plan) -> float:
+    return plan_.high().calls - plan_.low().calls
+
+
+def test_the_interval_narrows_with_a_consistent_pilot(pilot: Callable[..., list[str]]) -> None:
+    planned = ["model=scripted", "rounds=4"]
+    worst, _ = build_plan(parse(planned))
+    consistent, _ = build_plan(parse([*planned, *pilot("model.reject_first=1", seeds=(1, 2, 3))]))
+    mixed = [*pilot("model.reject_first=0", seeds=(4,)), *pilot("model.reject_first=2", seeds=(5, 6))]
+    inconsistent, _ = build_plan(parse([*planned, *mixed]))
+    assert width(consistent) < width(inconsistent) < width(worst)
+    low, high = consistent.low(), consistent.high()
+    assert low.calls <= consistent.point().calls <= high.calls
+
+
+@pytest.mark.parametrize("where", ["nowhere", "empty"])
+def test_a_bad_pilot_path_is_one_line_naming_it(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / where
+    if where == "empty":
+        folder.mkdir()
+    with pytest.raises(SystemExit) as exc:
+        main(["model=scripted", "rounds=1", "--pilot", str(folder)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(f"error: --pilot {folder}:") and err.count("\n") == 1
+
+
+def test_a_pilot_of_another_format_is_one_line(
+    pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["model=scripted", "format=judge_refine", "rounds=2", *pilot(seeds=(1,))])
+    err = capsys.readouterr().err
+    assert "a pilot must run the planned format" in err and err.count("\n") == 1
+
+
+def test_a_recorded_plan_gives_the_live_page_its_time_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["-m", "model=scripted", "model.latency_s=1", "rounds=2", "llm.temperature=0.2,1.0"]
+    assert main([*argv, "--record", str(tmp_path)]) == 0
+    assert "recorded:" in capsys.readouterr().out
+    cells = json.loads((tmp_path / PLAN_JSON).read_text())["cells"]
+    assert set(cells) == {"temp-0.2", "temp-1.0"} and min(cells.values()) > 0
+    rows = [
+        {"name": "temp-0.2", "status": "running", "rounds": 2, "rounds_done": 1},
+        {"name": "temp-1.0", "status": "pending", "rounds": 2},
+    ]
+    left = time_left(tmp_path, rows)
+    assert left is not None and left.endswith("(plan)")
+    finished = [{**row, "status": "completed", "wall_s": 10.0} for row in rows]
+    assert time_left(tmp_path / "no-plan", [finished[0], rows[1]]) == "time left ≈ 0m10s (rate so far)"
+    assert time_left(tmp_path, finished) is None

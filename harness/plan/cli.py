@@ -3,11 +3,15 @@
     python -m harness.plan model=openai rounds=50
     python -m harness.plan -m model=openai llm.temperature=0.2,0.7,1.0 replicates=3 sweep.concurrency=8
 
-The same overrides as ``harness.run``, ``-m`` included. Two options of its own:
+The same overrides as ``harness.run``, ``-m`` included. Options of its own:
 ``--call-s S``, the seconds one remote call takes (2 unless given: the plan's
 wall time is at the limits the config sets, and a provider's latency is not
 in the config); ``--count words|chars``, how the provider counts tokens (by
-default words for the scripted model, ~4 characters a token for the rest).
+default words for the scripted model, ~4 characters a token for the rest);
+``--pilot PATH`` (repeatable), run folders or a sweep folder of a pilot whose
+real calls calibrate the plan (``pilot``); ``--record DIR``, write the plan's
+seconds per cell to ``DIR/plan.json``, where the sweep's live page reads its
+time left (``harness.view.live``).
 
 Prints a row per cell (calls, input and output tokens, dollars with their
 interval, wall time), then the totals. Exit 0, or 2 with a one-line error.
@@ -15,19 +19,23 @@ interval, wall time), then the totals. Exit 0, or 2 with a one-line error.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.cli.console import guarded, say
-from harness.cli.errors import exit_code, fail
+from harness.cli.errors import BAD_INPUT, exit_code, fail
 from harness.models.base import ModelConfigError
 from harness.models.prices import format_usd
 from harness.plan.cells import PlanError, compose_cells
 from harness.plan.dry import Passes, scripted
 from harness.plan.estimate import Tally, estimate_cell, total
+from harness.plan.pilot import Calibration, read_pilot
 from harness.plan.totals import Dollars, Plan, make_plan
 from harness.schema import ConfigError
+from harness.view.live import PLAN_JSON
 
 DEFAULT_CALL_S = 2.0
 
@@ -37,18 +45,28 @@ class Options:
     call_s: float = DEFAULT_CALL_S
     words: bool | None = None  # None: words for scripted roles only
     overrides: tuple[str, ...] = ()
+    pilot: tuple[str, ...] = ()  # run folders or sweep folders
+    record: str | None = None  # a sweep folder to write plan.json into
 
 
 def parse(argv: list[str]) -> Options:
     """Split the plan's own options from ``harness.run``'s overrides."""
-    call_s, words, rest = DEFAULT_CALL_S, None, []
+    call_s, words, rest, pilot, record = DEFAULT_CALL_S, None, [], [], None
     args = iter(argv)
     for arg in args:
         name, eq, value = arg.partition("=")
-        if name not in ("--call-s", "--count"):
+        if name not in ("--call-s", "--count", "--pilot", "--record"):
             rest.append(arg)
             continue
         value = value if eq else next(args, "")
+        if name in ("--pilot", "--record") and not value:
+            raise PlanError(f"{name}: a folder")
+        if name == "--pilot":
+            pilot.append(value)
+            continue
+        if name == "--record":
+            record = value
+            continue
         if name == "--count":
             if value not in ("words", "chars"):
                 raise PlanError(f"--count: words or chars, got {value!r}")
@@ -60,15 +78,20 @@ def parse(argv: list[str]) -> Options:
             raise PlanError(f"--call-s: seconds a remote call takes, got {value!r}") from None
         if call_s < 0:
             raise PlanError(f"--call-s: must be >= 0, got {value}")
-    return Options(call_s, words, tuple(rest))
+    return Options(call_s, words, tuple(rest), tuple(pilot), record)
 
 
 def build_plan(options: Options) -> tuple[Plan, int]:
     """The plan of ``options.overrides``, and how many dry passes it took."""
     cells = compose_cells(list(options.overrides))
+    pilot = Calibration(read_pilot([Path(p) for p in options.pilot]), []) if options.pilot else None
     passes = Passes()
     estimates = [estimate_cell(cell, passes, options.words) for cell in cells.cells]
-    return make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s()), passes.runs
+    if pilot is not None:
+        estimates = [pilot.apply(e, passes, options.words) for e in estimates]
+    plan = make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s())
+    plan.pilot = pilot
+    return plan, passes.runs
 
 
 def tokens(x: float) -> str:
@@ -98,7 +121,7 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
     width = max([len("total"), *(len(r.estimate.cell.name) for r in plan.rows)])
     lines = [
         f"plan: {len(plan.rows)} cell(s), {plan.in_flight} in flight; tokens counted as {counted}; "
-        f"{runs} scripted dry pass(es) in {took_s:.1f} s",
+        f"{runs} scripted dry pass(es) in {took_s:.1f} s{_calibrated(plan)}",
         f"{'cell':<{width}} {'length':>13} {'calls':>7} {'input':>9} {'output':>9} "
         f"{'dollars':>10} {'dollars low-high':>22} {'wall':>9}",
     ]
@@ -111,10 +134,11 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
     low, high = plan.low(), plan.high()
     lines.append(
         f"interval: calls {tokens(low.calls)}-{tokens(high.calls)}, input {tokens(low.input)}-"
-        f"{tokens(high.input)}, output {tokens(low.output)}-{tokens(high.output)} (high: every reply at "
-        "max_tokens, rejected to the loop-lock cap, repaired structured.max_repairs times)"
+        f"{tokens(high.input)}, output {tokens(low.output)}-{tokens(high.output)} ({_interval_from(plan)})"
     )
     lines.append(f"wall: {duration(plan.wall_s)}, set by {plan.bound}")
+    if plan.pilot is not None:
+        lines += plan.pilot.warnings
     for spec in plan.unpriced:
         key = spec.replace(":", "\\:")
         lines.append(
@@ -124,11 +148,25 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
     return lines
 
 
+def _interval_from(plan: Plan) -> str:
+    worst = "high: every reply at max_tokens, rejected to the loop-lock cap, repaired structured.max_repairs times"
+    n = len(plan.pilot.runs) if plan.pilot is not None else 0
+    if n < 2:
+        return worst + ("; one pilot run has no spread" if n else "")
+    return f"90% per cell from the spread of {n} pilot runs, mean +- t*SD*sqrt(1+1/n), summed over cells"
+
+
 def _row(name: str, width: int, length: str, t: Tally, dollars: Dollars, wall_s: float) -> str:
     return (
         f"{name:<{width}} {length:>13} {tokens(t.calls):>7} {tokens(t.input):>9} {tokens(t.output):>9} "
         f"{format_usd(dollars.point):>10} {usd_range(dollars):>22} {duration(wall_s):>9}"
     )
+
+
+def _calibrated(plan: Plan) -> str:
+    if plan.pilot is None:
+        return ""
+    return f"; calibrated from {len(plan.pilot.runs)} pilot run(s)"
 
 
 def _specs(plan: Plan) -> list[str]:
@@ -152,7 +190,21 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(exc), exit_code(exc))
     for line in render(plan, options.words, runs, time.perf_counter() - started):
         say(line, sys.stdout)
+    if options.record:
+        try:
+            say(f"recorded: {record(plan, Path(options.record))}", sys.stdout)
+        except OSError as exc:
+            fail(f"--record {options.record}: {exc.strerror or exc}", BAD_INPUT)
     return 0
+
+
+def record(plan: Plan, folder: Path) -> Path:
+    """``folder/plan.json``: each cell's seconds and the cells in flight, for the live page."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cells = {row.estimate.cell.name: round(row.wall_s, 3) for row in plan.rows}
+    data = {"in_flight": plan.in_flight, "wall_s": round(plan.wall_s, 3), "cells": cells}
+    (path := folder / PLAN_JSON).write_text(json.dumps(data, indent=1) + "\n")
+    return path
 
 
 def cli() -> None:

@@ -79,6 +79,7 @@ class Call:
     max_tokens: int
     least_chars: int  # the shortest valid reply, in characters (the reply budget's fit)
     structured: bool
+    tag: tuple[str, str] = ("", "")  # the call's (team, role) tags, as a run's replies record them
 
 
 def length_key(cfg: Config) -> tuple[str, int]:
@@ -113,8 +114,9 @@ class Recorder:
         schema = request.schema
         least = math.ceil(min_tokens(schema) * CHARS_PER_TOKEN) if schema is not None else 0
         prompt = tuple(str(m.get("content") or "") for m in request.messages)
+        tag = (str(request.tags.get("team")), str(request.tags.get("role")))
         self.calls.append(
-            Call(self.role, prompt, completion.text, request.max_tokens, least, schema is not None)
+            Call(self.role, prompt, completion.text, request.max_tokens, least, schema is not None, tag)
         )
         return completion
 

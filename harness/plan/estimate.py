@@ -28,7 +28,7 @@ grow, and the growth is added until the window is full.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 from harness.formats import get_format
 from harness.plan.cells import PlannedCell
@@ -145,6 +145,7 @@ class Estimate:
     point: Roles
     low: Roles
     high: Roles
+    call_s: dict[str, float] = field(default_factory=dict)  # role -> seconds a call, as a pilot measured it
 
 
 def schedule(target: int, plateau: int) -> list[int]:

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from harness.models.prices import PriceTable, load_prices
 from harness.plan.estimate import Estimate, Roles, Tally, total
+
+if TYPE_CHECKING:
+    from harness.plan.pilot import Calibration
 
 FREE_TIME = ("human",)  # a person's answers: no time a plan can say
 
@@ -63,6 +67,7 @@ class Plan:
     wall_s: float = 0.0
     bound: str = "latency"  # what sets the wall time
     unpriced: list[str] = field(default_factory=list)
+    pilot: Calibration | None = None  # the pilot that calibrated it, if any
 
     def point(self) -> Tally:
         return sum((total(r.estimate.point) for r in self.rows), Tally())
@@ -97,6 +102,8 @@ def cell_row(estimate: Estimate, call_s: float, engine_s: float) -> CellRow:
 
 
 def role_call_s(estimate: Estimate, role: str, call_s: float) -> float:
+    if role in estimate.call_s:  # a pilot's measure
+        return estimate.call_s[role]
     model = estimate.cell.settings.role_model(role)[0]
     provider = model.spec.split(":", 1)[0]
     if provider == "scripted":
@@ -124,7 +131,8 @@ def endpoint_floors(rows: list[CellRow], call_s: float) -> dict[str, float]:
                 continue
             key = (model.spec, str(model.kwargs.get("base_url") or ""))
             acc = use.setdefault(key, [0.0, 0.0, 0.0])
-            acc[0], acc[1], acc[2] = acc[0] + t.calls, acc[1] + t.charged, acc[2] + t.calls * call_s
+            busy = t.calls * role_call_s(row.estimate, role, call_s)
+            acc[0], acc[1], acc[2] = acc[0] + t.calls, acc[1] + t.charged, acc[2] + busy
             limits[key] = model
     floors = {}
     for key, (calls, charged, busy) in use.items():
@@ -143,7 +151,9 @@ def make_plan(estimates: list[Estimate], in_flight: int, call_s: float, engine_s
     plan.unpriced = sorted({s for r in rows for s in r.unpriced})
     span = makespan([r.alone_s for r in rows], in_flight)
     plan.wall_s = span
-    plan.bound = f"{in_flight} cell(s) in flight, a call {call_s:g} s at the provider + {engine_s:.2f} s in the harness"
+    timed = "each role's calls at the pilot's seconds a call" if any(e.call_s for e in estimates) else ""
+    at = timed or f"a call {call_s:g} s at the provider"
+    plan.bound = f"{in_flight} cell(s) in flight, {at} + {engine_s:.2f} s in the harness"
     for what, seconds in endpoint_floors(rows, call_s).items():
         if seconds > plan.wall_s:
             plan.wall_s, plan.bound = seconds, what

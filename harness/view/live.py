@@ -10,6 +10,11 @@ dollars come from its latest round snapshot, one small file per running
 cell. Nothing here imports the sweep package (it sits above the viewer):
 the files are read as the JSON they are, documented in docs/sweeps.md.
 
+The time left comes from the plan recorded in the sweep folder
+(``plan.json``, written by ``python -m harness.plan … --record <sweep
+folder>``: each cell's seconds and the cells in flight), else from the rate
+so far (the mean wall time of the cells completed).
+
 The page refreshes itself every ``REFRESH_S`` seconds while any cell is
 pending or running: a few lines of script fetch it again and swap its body
 (``templates/_live.html``; no framework, no navigation, the scroll stays).
@@ -35,6 +40,7 @@ from harness.view.pages import Links
 SWEEP_INDEX = "sweep.json"
 CELL_LOG = "cells.jsonl"
 LIMITS_LOG = "limits.jsonl"
+PLAN_JSON = "plan.json"  # harness.plan --record: {"in_flight": n, "cells": {name: seconds}}
 REFRESH_S = 2  # the page's reload period while the sweep runs
 RECENT_429 = 5  # the latest 429 cuts shown per limiter
 OPEN = ("pending", "running")  # a cell in either keeps the page reloading
@@ -174,7 +180,36 @@ def summary(rows: list[dict[str, Any]], follower: Follower) -> dict[str, Any]:
         "open": any(r.get("status") in OPEN for r in rows),
         "limiters": list(follower.limiters.values()),
         "budget": budget_used(follower.index, rows),
+        "time_left": time_left(follower.dir, rows),
     }
+
+
+def time_left(sweep_dir: Path, rows: list[dict[str, Any]]) -> str | None:
+    """``time left ≈ 4m10s (plan)``: the open cells' seconds over the slots; None: nothing to go by."""
+    try:
+        plan = json.loads((sweep_dir / PLAN_JSON).read_text())
+        planned, slots = dict(plan["cells"]), int(plan["in_flight"])
+    except (OSError, ValueError, KeyError, TypeError):
+        planned, slots = {}, 0
+    done = [float(r["wall_s"]) for r in rows if r.get("status") == "completed" and r.get("wall_s")]
+    rate = sum(done) / len(done) if done else None
+    still = [r for r in rows if r.get("status") in OPEN]
+    left = 0.0
+    for row in still:
+        seconds = planned.get(row["name"], rate)
+        if seconds is None:
+            return None
+        share = (row.get("rounds_done") or 0) / row["rounds"] if row.get("rounds") else 0.0
+        left += float(seconds) * (1 - min(1.0, share))
+    if not still:
+        return None
+    slots = slots or sum(r.get("status") == "running" for r in still)
+    return f"time left ≈ {_duration(left / max(1, slots))} ({'plan' if planned else 'rate so far'})"
+
+
+def _duration(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def budget_used(index: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:

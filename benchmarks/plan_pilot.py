@@ -1,0 +1,150 @@
+"""How close ``harness.plan --pilot`` comes to a real model's spend, on SmolLM2.
+
+A pilot of ``--pilot-runs`` SmolLM2 runs (its own seed, so no cell of the
+sweep repeats it) is run in-process; then a sweep of ``--cells`` SmolLM2
+cells (``replicates=N``, one cell at a time) is planned twice, from the
+scripted dry passes alone and calibrated from the pilot, and every cell is
+run in-process, one after another, in the same process (the model is loaded
+once, by the pilot). Priced at $1 / $4 per 1M input / output tokens
+(``prices.models``); tokens as llama.cpp counted them (the runs' ledgers).
+
+Printed: calls, input and output tokens, dollars and wall time, each plan
+against the actual, their ratio, and whether the actual falls in the
+pilot plan's interval; the load average before and after. Goal: the pilot's
+point within +-25% of the actual in calls, tokens and dollars, +-35% in wall
+time. Nothing is asserted. One process, one llama.cpp thread
+(``--threads``; two spin-wait each other on a loaded CPU, 163 s a call at
+load 12): the CPU is shared, expect noise in wall time.
+
+    python benchmarks/plan_pilot.py                      # 2 pilot runs, 4 cells, 2 rounds, 96 tokens a reply
+    python benchmarks/plan_pilot.py --cells 2 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's harness, not an installed one
+
+from plan_accuracy import run_cell  # noqa: E402  (the same in-process run of a planned cell)
+
+from harness.plan import build_plan, parse  # noqa: E402
+from harness.plan.estimate import total  # noqa: E402
+from harness.plan.totals import Plan  # noqa: E402
+from harness.store.reader import ledger  # noqa: E402
+
+PRICE_IN, PRICE_OUT = 1.0, 4.0  # dollars per 1M tokens
+PRICES = f"prices.models={{local\\:smollm2:{{input:{PRICE_IN},output:{PRICE_OUT}}}}}"
+GOAL = {"calls": 0.25, "input": 0.25, "output": 0.25, "dollars": 0.25, "wall s": 0.35}
+
+
+@dataclass
+class Actual:
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def usd(self) -> float:
+        return (self.input * PRICE_IN + self.output * PRICE_OUT) / 1e6
+
+
+def run_cells(plan: Plan, root: Path) -> Actual:
+    """Every planned cell, in-process, one after another, under ``root``; each printed
+    against its row of ``plan`` as it ends (a run cut short still says something)."""
+    actual = Actual()
+    for row in plan.rows:
+        run_dir, seconds = run_cell(row.estimate.cell, root)
+        paid = ledger(run_dir)
+        actual.calls, actual.input = actual.calls + paid.calls, actual.input + paid.input_tokens
+        actual.output, actual.wall_s = actual.output + paid.output_tokens, actual.wall_s + seconds
+        t = total(row.estimate.point)
+        print(
+            f"  ran {row.estimate.cell.name}: {paid.calls} calls (plan {t.calls:.1f}), "
+            f"{paid.input_tokens} in ({t.input:.0f}), {paid.output_tokens} out ({t.output:.0f}), "
+            f"{seconds:.1f} s ({row.wall_s:.1f}); load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    return actual
+
+
+def figures(plan: Plan) -> dict[str, tuple[float, float, float]]:
+    """{measure: (point, low, high)} over the whole plan."""
+    point, low, high = plan.point(), plan.low(), plan.high()
+    usd = plan.dollars()
+    assert usd.point is not None and usd.low is not None and usd.high is not None
+    out = {f: (getattr(point, f), getattr(low, f), getattr(high, f)) for f in ("calls", "input", "output")}
+    out["dollars"] = (usd.point, usd.low, usd.high)
+    out["wall s"] = (plan.wall_s, plan.wall_s, plan.wall_s)
+    return out
+
+
+def report(dry: Plan, pilot: Plan, actual: Actual) -> None:
+    got = {
+        "calls": actual.calls,
+        "input": actual.input,
+        "output": actual.output,
+        "dollars": actual.usd,
+        "wall s": actual.wall_s,
+    }
+    print(
+        f"{'':<8} {'dry plan':>10} {'ratio':>6} {'pilot plan':>11} {'ratio':>6} {'actual':>10}  goal   pilot interval"
+    )
+    plain, calibrated = figures(dry), figures(pilot)
+    for name, value in got.items():
+        (d, _, _), (p, lo, hi) = plain[name], calibrated[name]
+        ok = "met" if abs(p / value - 1) <= GOAL[name] else "MISSED"
+        where = (
+            "" if name == "wall s" else f"[{lo:.5g}, {hi:.5g}] {'inside' if lo <= value <= hi else 'OUTSIDE'}"
+        )
+        print(
+            f"{name:<8} {d:10.5g} {d / value:6.2f} {p:11.5g} {p / value:6.2f} {value:10.5g}  {ok:<6} {where}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pilot-runs", type=int, default=2)
+    ap.add_argument("--keep", type=Path, help="keep the pilot here, and reuse it if it is there already")
+    ap.add_argument("--cells", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument(
+        "--threads", type=int, default=1, help="llama.cpp threads (1: no spinning on a loaded CPU)"
+    )
+    args = ap.parse_args()
+    os.environ.setdefault("DRIFT_WORKERS", "1")
+    common = ["-m", "model=smollm2", f"rounds={args.rounds}", f"llm.max_tokens={args.max_tokens}", PRICES]
+    common.append(f"model.n_threads={args.threads}")
+    print(f"load average {os.getloadavg()}; goal: calls, tokens, dollars +-25%, wall +-35%")
+    tmp = Path(tempfile.mkdtemp(prefix="plan-pilot-"))
+    try:
+        pilot = args.keep or tmp / "pilot"
+        if not pilot.is_dir():
+            pilot_plan, _ = build_plan(parse([*common, f"replicates={args.pilot_runs}", "seed=1000"]))
+            print(f"pilot: {args.pilot_runs} runs", flush=True)
+            run_cells(pilot_plan, pilot)
+        sweep = [*common, f"replicates={args.cells}", "sweep.concurrency=1"]
+        dry, _ = build_plan(parse(sweep))
+        started = time.perf_counter()
+        calibrated, _ = build_plan(parse([*sweep, "--pilot", str(pilot)]))
+        took = time.perf_counter() - started
+        print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
+        for line in calibrated.pilot.warnings if calibrated.pilot else []:
+            print(f"  {line}")
+        report(dry, calibrated, run_cells(calibrated, tmp / "sweep"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"load average {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
