@@ -160,6 +160,7 @@ def test_a_copied_turn_is_a_copy_event_naming_it_and_counted(run):
         ("r0001.cons.argument.i0.copy.0", "r0001.pros.argument.i0", "pros", 1),
         ("r0002.cons.argument.i0.copy.0", "r0002.pros.argument.i0", "pros", 2),
     ]
+    assert [e.data["turn"] for e in copies] == ["r0001.cons.argument.i0", "r0002.cons.argument.i0"]
     assert all(e.data["similarity"] == 1.0 for e in copies)
     assert result.manifest.counts.copies == 2 and result.manifest.counts.by_event["copy"] == 2
     assert "copies 2" in summary_line(result.manifest, 2)

@@ -350,6 +350,7 @@ class RunContext:
             role=turn.role,
             iteration=turn.iteration,
             detail=f"{turn.id} repeats {copy.names()}",
+            turn=turn.id,  # the event's id follows the turn's draft iteration; this is the turn's own
             copies=copy.id,
             seat=copy.seat,
             round=copy.round,
