@@ -24,6 +24,7 @@ import pandas as pd
 from analysis.embed import Embedder
 from analysis.semantic import against, big5_proxy, history_signals
 from analysis.text import text_signals
+from harness.store.copies import similarity
 
 BASELINE_TURNS = 2  # an agent's "opening": its first published turns
 Vec = Callable[[str], np.ndarray]
@@ -113,9 +114,15 @@ class RunTexts:
         return float(self.vec(text) @ self.vec(anchor)) if anchor else math.nan
 
 
+def copied(texts: list[str]) -> list[float]:
+    """Each turn's share of word 5-grams found in the earlier turn it repeats most (any
+    seat's; 0 for the first): the measure the run's ``copy`` events apply a threshold to."""
+    return [max((similarity(t, e) for e in texts[:i]), default=0.0) for i, t in enumerate(texts)]
+
+
 def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[dict[str, float]]:
     turns = ctx.turns
-    rows: list[dict[str, float]] = [{} for _ in range(len(turns))]
+    rows: list[dict[str, float]] = [{"copied": c} for c in copied(list(turns.text))]
     for _, group in turns.groupby("team"):
         hist = history_signals(list(group.text), np.stack([ctx.vec(t) for t in group.text]))
         for j, i in enumerate(group.index):

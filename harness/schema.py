@@ -203,9 +203,18 @@ class CriticConfig:
     use_revision: bool = True
     # control_no_critic: every draft is approved unread, with no model call
     approve_all: bool = False
+    # a published turn whose word 5-grams are this share of one earlier turn's is a copy
+    copy_threshold: float = 0.5
+    # reject a copied draft (false: record copies, as drift to measure, and publish them)
+    reject_copies: bool = False
 
     def check(self) -> None:
         _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
+        _require(
+            0 < self.copy_threshold <= 1,
+            "critic.copy_threshold",
+            f"must be in (0, 1], got {self.copy_threshold}",
+        )
         _require(
             self.on_loop_lock in LOOP_LOCK_POLICIES,
             "critic.on_loop_lock",

@@ -3,7 +3,8 @@ sends it back with feedback, optionally with a revised argument.
 
 Its strictness text comes from the ``critic`` config group, so strictness can
 be swept. With ``critic.approve_all`` (the no-critic control) it approves
-every draft unread and makes no call. A missing draft, or a critic reply that fails validation, becomes a
+every draft unread and makes no call; with ``critic.reject_copies`` it rejects,
+unasked, a draft repeating a published turn (``harness.store.copies``). A missing draft, or a critic reply that fails validation, becomes a
 critique record with ``fallback=True`` under ``critic.on_schema_failure``.
 """
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, once
 from harness.agents.common import JSON_ONLY, chat
+from harness.store.copies import find_copy
 from harness.store.records import CritiqueRecord, ThinkingRecord
 
 APPROVED_UNREAD = "approved unread (critic.approve_all: the no-critic control)"
@@ -44,6 +46,14 @@ class CritiqueAgent(SeatAgent):
         )
         return chat(system, user)
 
+    def copied(self, draft: ThinkingRecord) -> str | None:
+        """With ``critic.reject_copies``, the feedback rejecting a draft that repeats a published turn."""
+        critic = self.ctx.cfg.critic
+        copy = (
+            find_copy(draft.draft, self.view.shared, critic.copy_threshold) if critic.reject_copies else None
+        )
+        return None if copy is None else f"The draft repeats the published turn {copy.names()}; argue anew."
+
     def __call__(
         self, topic: str, round_: int, iteration: int, draft: ThinkingRecord | None
     ) -> CritiqueRecord:
@@ -66,6 +76,8 @@ class CritiqueAgent(SeatAgent):
             )
         if self.ctx.cfg.critic.approve_all:  # the no-critic control: no model reads the draft
             return self._record(call, draft.id, is_approved=True, feedback=APPROVED_UNREAD)
+        if (copied := self.copied(draft)) is not None:  # critic.reject_copies: no model call needed
+            return self._record(call, draft.id, is_approved=False, feedback=copied)
         result = call.ask(self.ctx, self.messages(topic, draft), CritiqueOutput)
         spec = self.ctx.spec("critic")
         if result.value is None:

@@ -12,13 +12,14 @@ __all__ = ["Progress", "summary_line"]
 
 
 def summary_line(manifest: RunManifest, rounds: int) -> str:
-    """``completed: rounds 3/3 | <the format's counts> | tokens ... | wall ...``."""
+    """``completed: rounds 3/3 | <the format's counts> | copies 0 | cuts 0 | tokens ... | wall ...``."""
     from harness.formats import FORMATS
 
     c = manifest.counts
     fmt = FORMATS.get(manifest.format)
     shown = fmt.counts if fmt else ("published", "schema_failures", "retries")
     parts = [f"{name.replace('_', ' ').replace('loop locks', 'loop-locks')} {c.get(name)}" for name in shown]
+    parts += [f"copies {c.copies}", f"cuts {c.cuts}"]  # every format's: repeated turns, capped replies
     return " | ".join(
         [
             f"{manifest.status}: rounds {c.rounds_completed}/{rounds}",

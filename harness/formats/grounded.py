@@ -38,6 +38,7 @@ from harness.agents.human import HumanArguer, is_human
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.grounded_checks import SIDES, check_citation_marks, check_turn_order, check_turn_sources
 from harness.formats.searching import check_collection, open_search
+from harness.models.structured import last_sentence
 from harness.runtime.context import RunContext
 from harness.runtime.tools import SearchTool
 from harness.schema import Config, ConfigError
@@ -131,9 +132,12 @@ def initial_state(cfg: Config) -> GroundedState:
 
 
 def cut(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` within ``limit`` characters, cut at a word where it can be; and whether it was cut."""
+    """``text`` within ``limit`` characters, ended at its last complete sentence there (else
+    at a word where it can be, marked "…"); and whether it was cut."""
     if len(text) <= limit:
         return text, False
+    if kept := last_sentence(text[:limit]):
+        return kept, True
     head = text[: limit - 1]
     space = head.rfind(" ")
     return (head[:space] if space > limit // 2 else head).rstrip() + "…", True
@@ -284,6 +288,17 @@ class GroundedNodes:
         draft: DraftRecord | None = drafts.get(state["draft_id"]) if state["draft_id"] else None
         assert draft is not None, "only a draft is published"
         text, truncated = cut(draft.text, self.options.charlimit)
+        if truncated:  # recorded as data, like a cap's cut inside a reply (harness.models.structured)
+            self.ctx.events.emit(
+                "cut",
+                round_=state["round"],
+                team=seat.name,
+                role="turn",  # beside the turn it cut (its id is <round>.<seat>.turn.i0)
+                detail=f"turn: cut at format.charlimit; {len(draft.text) - len(text)} characters dropped",
+                field="text",
+                dropped_chars=len(draft.text) - len(text),
+                cap="format.charlimit",
+            )
         found = [self.searches_log(seat.name).get(sid) for sid in draft.searches]
         self.shared.append(
             CitedTurnRecord(

@@ -7,7 +7,10 @@ validation error. A reply that validates but fills a field with that field's
 label (its description, or its "- field: label" line in the prompt) fails
 too, and so, with ``echo_words`` set, does one that copies that many words of
 its instructions or schema, or writes field names for text (``harness.models.echo``).
-Only a validated Pydantic object leaves this module.
+A string a length cap cut (it reached the ``maxLength`` it was decoded
+under, or it was left open when ``max_tokens`` ran out) is ended at its last
+complete sentence and the cut kept as a ``Cut``; a cut leaving no sentence
+fails like an invalid reply. Only a validated Pydantic object leaves this module.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A string field a length cap cut: what was dropped after its last sentence."""
+
+    field: str  # its path in the reply ("argument", "citations.0.quote")
+    dropped_chars: int
+    cap: str  # "maxLength" or "max_tokens" (the grounded format adds "grounded.max_chars")
+
+
 @dataclass
 class StructuredResult(Generic[M]):
     value: M | None
@@ -40,6 +52,7 @@ class StructuredResult(Generic[M]):
     attempts: int
     raw: str
     errors: list[str] = field(default_factory=list)
+    cuts: list[Cut] = field(default_factory=list)  # fields a length cap cut, ended at a sentence
 
     @property
     def ok(self) -> bool:
@@ -90,7 +103,10 @@ def extract_json(text: str) -> Any:
 
 def parse_reply(text: str, schema_cls: type[M]) -> M:
     """Parse and validate one reply; raises ValueError with a short reason."""
-    data = extract_json(text)
+    return _validate(extract_json(text), schema_cls)
+
+
+def _validate(data: Any, schema_cls: type[M]) -> M:
     try:
         return schema_cls.model_validate(data)
     except ValidationError as exc:
@@ -261,6 +277,96 @@ def min_tokens(schema: dict[str, Any]) -> int:
     return overhead + math.ceil(least / CHARS_PER_TOKEN)
 
 
+# A sentence's end: . ! or ?, any closing quotes or brackets, then a space or the end.
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
+
+
+def last_sentence(text: str) -> str:
+    """``text`` up to the end of its last complete sentence ("" if it has none)."""
+    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    return text[: ends[-1]] if ends else ""
+
+
+def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """A schema node with its ``$ref`` followed and its Optional's null option left out."""
+    if "$ref" in node:
+        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    option = next((o for o in node.get("anyOf", []) if o.get("type") != "null"), None)
+    return node if option is None else _resolve(option, root)
+
+
+# A string allowed fewer characters is a name, a label or a query, not prose:
+# a cap cuts it where it cuts it, and it need not end a sentence.
+PROSE_CHARS = 80
+
+
+def _limits(node: dict[str, Any], root: dict[str, Any], data: Any, path: str, out: dict[str, int]) -> None:
+    """The ``maxLength`` each prose string of ``data`` was decoded under, by its path."""
+    node = _resolve(node, root)
+    if isinstance(data, str) and node.get("maxLength", 0) >= PROSE_CHARS:
+        out[path] = int(node["maxLength"])
+    elif isinstance(data, dict):
+        props = node.get("properties", {})
+        for key, value in data.items():
+            if key in props:
+                _limits(props[key], root, value, f"{path}.{key}" if path else key, out)
+    elif isinstance(data, list) and "items" in node:
+        for i, value in enumerate(data):
+            _limits(node["items"], root, value, f"{path}.{i}", out)
+
+
+def _truncated(raw: str) -> bool:
+    """Whether the reply's JSON was left open (``max_tokens`` ran out mid-object)."""
+    body = _FENCE.sub("", raw.strip())
+    start = body.find("{")
+    tail = body[start:] if start >= 0 else ""
+    return _close_truncated(tail) != tail
+
+
+def _open_field(texts: list[tuple[str, str]], raw: str) -> str | None:
+    """The string field a truncated reply ends inside: the last whose text ends the reply."""
+    end = raw.rstrip()
+    for path, text in reversed(texts):
+        tail = text.rstrip()[-24:]
+        if tail and (end.endswith(tail) or end.endswith(json.dumps(tail)[1:-1])):
+            return path
+    return None
+
+
+def _set(data: Any, path: str, value: str) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    data[int(last) if isinstance(data, list) else last] = value
+
+
+def end_at_sentences(value: M, schema: dict[str, Any], raw: str) -> tuple[M, list[Cut]]:
+    """``value`` with each string a cap cut ended at its last complete sentence, and the cuts.
+
+    Cut by a cap means: the string reached the ``maxLength`` of ``schema`` (the
+    schema it was decoded under, where grammar-constrained decoding stops it),
+    or the reply's JSON was left open and the string is the one it ends in
+    (``max_tokens``); only prose strings (``PROSE_CHARS``) count. A string that ends a sentence anyway loses nothing and is
+    no cut. Raises ``ValueError`` when a cut leaves no sentence, or too short a text.
+    """
+    data = value.model_dump()
+    texts = _texts(data, "")
+    limits: dict[str, int] = {}
+    _limits(schema, schema, data, "", limits)
+    capped = {path: "maxLength" for path, text in texts if path in limits and len(text) >= limits[path]}
+    if _truncated(raw) and (open_ := _open_field(texts, raw)) in limits:
+        capped[open_] = "max_tokens"
+    cuts: list[Cut] = []
+    for path, text in texts:
+        if path not in capped or len(kept := last_sentence(text)) == len(text.rstrip()):
+            continue
+        if not kept:
+            raise ValueError(f"{path}: cut by {capped[path]} with no complete sentence left; write shorter")
+        _set(data, path, kept)
+        cuts.append(Cut(path, len(text) - len(kept), capped[path]))
+    return (_validate(data, type(value)), cuts) if cuts else (value, cuts)
+
+
 def usage_of(completion: Completion) -> Usage:
     """One call's usage, as records keep it."""
     c = completion
@@ -321,10 +427,12 @@ def generate_structured(
         usage = usage + usage_of(completion)
         raw = completion.text
         try:
-            value = parse_reply(raw, schema_cls)
+            value, cuts = end_at_sentences(
+                parse_reply(raw, schema_cls), request_schema(schema_cls, max_tokens), raw
+            )
             if why := echoed_label(value, labels) or (echo and echoed_run(value, echo)):
                 raise ValueError(why)
-            return StructuredResult(value, usage, attempt + 1, raw, errors)
+            return StructuredResult(value, usage, attempt + 1, raw, errors, cuts)
         except ValueError as exc:
             errors.append(str(exc))
             convo = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -43,8 +43,9 @@ from harness.runtime.events import EventLog as EventLog
 from harness.runtime.events import redo_id as redo_id
 from harness.runtime.otel import traced_agent, traced_call
 from harness.schema import Config
+from harness.store.copies import find_copy
 from harness.store.memory import JsonlLog, RunMemory
-from harness.store.records import ErrorInfo, PromptRecord, ReplyRecord, SeatInfo, record_id
+from harness.store.records import ErrorInfo, PromptRecord, Published, ReplyRecord, SeatInfo, record_id
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -289,6 +290,16 @@ class AgentContext:
                 **({"side": self.side} if self.side else {}),
             },
         )
+        at: dict[str, Any] = {"round_": round_, "team": team, "role": agent, "iteration": iteration}
+        for n, cut in enumerate(result.cuts):  # a field a length cap cut: ended at its last sentence
+            self.events.emit(
+                "cut",
+                **at,
+                n=n,
+                detail=f"{cut.field}: cut by {cut.cap}; {cut.dropped_chars} characters after its last sentence dropped",
+                model=bound.spec,
+                **asdict(cut),
+            )
         if not result.ok:
             # A seat's failed reply may hold private text: it goes to the seat's
             # own folder and the event (readable by all) only points at it. A
@@ -300,10 +311,7 @@ class AgentContext:
             )
             self.events.emit(
                 "schema_failure",
-                round_=round_,
-                team=team,
-                role=agent,
-                iteration=iteration,
+                **at,
                 detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
                 error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
                 usage=result.usage,
@@ -328,6 +336,26 @@ class RunContext:
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
+        self.memory.shared.on_append.append(self._check_copy)  # every format publishes through it
+
+    def _check_copy(self, turn: Published) -> None:
+        """A ``copy`` event when ``turn`` repeats an earlier published turn (those still in memory)."""
+        earlier = (r for r in self.memory.shared if r.id != turn.id)
+        if (copy := find_copy(turn.text, earlier, self.cfg.critic.copy_threshold)) is None:
+            return
+        self.events.emit(
+            "copy",
+            round_=turn.round,
+            team=turn.team,
+            role=turn.role,
+            iteration=turn.iteration,
+            detail=f"{turn.id} repeats {copy.names()}",
+            turn=turn.id,  # the event's id follows the turn's draft iteration; this is the turn's own
+            copies=copy.id,
+            seat=copy.seat,
+            round=copy.round,
+            similarity=copy.similarity,
+        )
 
     def for_seat(self, name: str) -> AgentContext:
         """The context of one seat's agents: its own prompt log, nothing wider."""

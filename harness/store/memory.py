@@ -19,7 +19,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
@@ -88,6 +88,8 @@ class JsonlLog(Generic[R]):
         self._size = self._base.offset
         self._top: int | None = None  # the newest round seen, for eviction
         self.quarantined: list[str] = []
+        # told of each record newly appended (the engine checks a published turn for copies)
+        self.on_append: list[Callable[[R], None]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
             self._disk = OnDisk(path, self._base.offset, self._base.count)
@@ -173,6 +175,8 @@ class JsonlLog(Generic[R]):
         except OSError as exc:  # named, so the one-line error can say which file
             raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
         self._remember(record, line_hash(line), len(line))
+        for hook in self.on_append:
+            hook(record)
         return record
 
     def position(self) -> LogPosition:

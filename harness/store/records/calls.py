@@ -66,7 +66,12 @@ register_event(
     "search_restart",  # the search server was restarted after a fault
     "replay_mismatch",  # a resumed call rebuilt a request other than the one its kept reply answered
     "budget",  # the next call could cross budget.usd / budget.tokens: the run stopped before it
+    "cut",  # a length cap cut a reply's field: it ends at its last sentence ({field, dropped_chars, cap})
+    "copy",  # a published turn repeats an earlier one ({copies, seat, round, similarity})
 )
+
+# The events RunCounts counts in a field of its own (beside ``by_event``).
+_COUNTED = {"cut": "cuts", "copy": "copies"}
 
 
 class PromptRecord(Envelope):
@@ -113,3 +118,6 @@ class EventRecord(Envelope):
     detail: str = ""
     error: ErrorInfo | None = None
     data: dict[str, Any] = Field(default_factory=dict)
+
+    def counted(self) -> dict[str, int]:
+        return {_COUNTED[self.event]: 1} if self.event in _COUNTED else {}

@@ -22,6 +22,8 @@ class RunCounts(BaseModel):
     schema_failures: int = 0
     retries: int = 0
     published: int = 0
+    copies: int = 0  # published turns repeating an earlier one ("copy" events)
+    cuts: int = 0  # reply fields a length cap cut, ended at their last sentence ("cut" events)
     input_tokens: int = 0
     output_tokens: int = 0
     by_kind: dict[str, int] = Field(default_factory=dict)  # records of each kind, prompts aside

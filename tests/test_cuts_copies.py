@@ -1,0 +1,207 @@
+"""Issue 39: a reply a length cap cut ends at its last complete sentence, the
+cut kept as a ``cut`` event; a published turn that repeats an earlier one is
+a ``copy`` event, counted, and rejected by the critic only when asked."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+from test_structured import Replies
+
+from analysis.signals import copied
+from harness.cli.progress import summary_line
+from harness.formats.grounded import cut
+from harness.models import build_model
+from harness.models.base import Completion, ModelRequest
+from harness.models.structured import (
+    PROSE_CHARS,
+    end_at_sentences,
+    generate_structured,
+    last_sentence,
+    request_schema,
+)
+from harness.schema import ModelConfig
+from harness.store.copies import find_copy, similarity
+from harness.store.records import Published, parse_record
+
+LIMIT = 120
+
+
+class Turn(BaseModel):
+    name: str = Field(min_length=1, max_length=20)
+    text: str = Field(min_length=10, max_length=LIMIT)
+
+
+def ask(*replies: str, max_tokens: int = 512):  # type: ignore[no-untyped-def]
+    return generate_structured(
+        Replies(*replies).complete,
+        [{"role": "user", "content": "speak"}],
+        Turn,
+        temperature=0.5,
+        max_tokens=max_tokens,
+        seed=1,
+        max_repairs=1,
+        tags={"round": 1},
+    )
+
+
+def reply(text: str, name: str = "Ann") -> str:
+    return json.dumps({"name": name, "text": text})
+
+
+def test_last_sentence_keeps_closing_quotes_and_brackets():
+    assert last_sentence('He said "go." Then he wa') == 'He said "go."'
+    assert last_sentence("It works (mostly!) and then") == "It works (mostly!)"
+    assert last_sentence("Version 3.5 is out and") == ""
+
+
+def test_a_string_at_its_max_length_ends_at_its_last_sentence():
+    text = ("Cuts happen. The second sentence runs on and on " + "and on " * 20)[:LIMIT]
+    result = ask(reply(text))
+    assert result.value is not None and result.value.text == "Cuts happen."
+    [cut] = result.cuts
+    assert (cut.field, cut.cap, cut.dropped_chars) == ("text", "maxLength", LIMIT - len("Cuts happen."))
+
+
+def test_a_reply_max_tokens_left_open_ends_at_its_last_sentence():
+    result = ask('{"name": "Ann", "text": "One whole sentence here. Then a half')
+    assert result.value is not None and result.value.text == "One whole sentence here."
+    assert [(c.field, c.cap) for c in result.cuts] == [("text", "max_tokens")]
+
+
+def test_a_natural_end_and_a_capped_name_are_not_cuts():
+    whole = ("A sentence that ends. " * 10)[: LIMIT - 1] + "."
+    result = ask(reply(whole[-LIMIT:], name="A" * 20))
+    assert result.value is not None and result.cuts == []
+    assert result.value.name == "A" * 20  # a name is not prose: no sentence asked of it
+
+
+def test_a_cut_leaving_no_sentence_is_a_schema_failure_that_is_re_asked():
+    result = ask(reply(("no sentence ends here " * 10)[:LIMIT]), reply("Short and whole."))
+    assert result.value is not None and result.value.text == "Short and whole."
+    assert result.attempts == 2 and "cut by maxLength" in result.errors[0]
+
+
+def test_the_cap_is_the_schema_the_reply_was_decoded_under():
+    fitted = request_schema(Turn, 66)  # a small budget: text's maxLength is cut to its share
+    cap = fitted["properties"]["text"]["maxLength"]
+    assert PROSE_CHARS <= cap < LIMIT
+    value = Turn(name="Ann", text=("It all fits. " + "x" * LIMIT)[:cap])
+    trimmed, cuts = end_at_sentences(value, fitted, reply(value.text))
+    assert trimmed.text == "It all fits." and cuts[0].cap == "maxLength"
+
+
+def test_similarity_is_the_share_of_a_texts_five_grams_in_the_earlier_one():
+    earlier = "the safety of those employees working in the plant matters most"
+    assert similarity(earlier, earlier) == 1.0
+    assert similarity("nothing at all alike in these words here", earlier) == 0.0
+    assert 0 < similarity(earlier + " and then five new words follow", earlier) < 1
+
+
+def test_find_copy_names_the_turn_most_repeated():
+    turns = [
+        Published(id=f"r0001.{t}.argument.i0", round=1, team=t, role="argument", text=x)
+        for t, x in (("pros", "one two three four five six"), ("cons", "alpha beta gamma delta epsilon"))
+    ]
+    copy = find_copy("alpha beta gamma delta epsilon", turns, 0.5)
+    assert copy is not None and (copy.id, copy.seat, copy.round, copy.similarity) == (
+        turns[1].id,
+        "cons",
+        1,
+        1.0,
+    )
+    assert find_copy("something new entirely written here", turns, 0.5) is None
+
+
+class Rewrite:
+    """The scripted model with each reply's JSON rewritten by ``edit(request, data)``."""
+
+    def __init__(self, inner: Any, edit: Callable[[ModelRequest, dict[str, Any]], None]) -> None:
+        self.inner, self.edit, self.spec = inner, edit, inner.spec
+
+    def complete(self, request: ModelRequest) -> Completion:
+        done = self.inner.complete(request)
+        data = json.loads(done.text)
+        self.edit(request, data)
+        return dataclasses.replace(done, text=json.dumps(data))
+
+    def model_files(self) -> dict[str, str]:
+        return {}
+
+
+def rewriting(edit: Callable[[ModelRequest, dict[str, Any]], None]) -> Callable[[ModelConfig], Rewrite]:
+    return lambda cfg: Rewrite(build_model(cfg), edit)
+
+
+_RIVAL = re.compile(r"^Answer this opposing point: (.+)$", re.MULTILINE)
+
+
+def cons_copies(request: ModelRequest, data: dict[str, Any]) -> None:
+    """CONS's drafts are, word for word, the PROS turn its prompt answers."""
+    rival = _RIVAL.search(request.messages[-1]["content"])
+    if request.tags.get("role") == "thinking" and request.tags.get("team") == "cons" and rival:
+        data["argument"] = rival.group(1)
+
+
+def events(run_dir: Any, name: str) -> list[Any]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [e for e in map(parse_record, lines) if getattr(e, "event", None) == name]
+
+
+def test_a_copied_turn_is_a_copy_event_naming_it_and_counted(run):
+    result = run("rounds=2", build=rewriting(cons_copies))
+    copies = events(result.run_dir, "copy")
+    assert [(e.id, e.data["copies"], e.data["seat"], e.data["round"]) for e in copies] == [
+        ("r0001.cons.argument.i0.copy.0", "r0001.pros.argument.i0", "pros", 1),
+        ("r0002.cons.argument.i0.copy.0", "r0002.pros.argument.i0", "pros", 2),
+    ]
+    assert [e.data["turn"] for e in copies] == ["r0001.cons.argument.i0", "r0002.cons.argument.i0"]
+    assert all(e.data["similarity"] == 1.0 for e in copies)
+    assert result.manifest.counts.copies == 2 and result.manifest.counts.by_event["copy"] == 2
+    assert "copies 2" in summary_line(result.manifest, 2)
+
+
+def test_reject_copies_has_the_critic_reject_a_copy_naming_it(run):
+    result = run(
+        "rounds=1", "critic.reject_copies=true", "critic.on_loop_lock=skip_turn", build=rewriting(cons_copies)
+    )
+    critiques = [
+        parse_record(x) for x in (result.run_dir / "cons" / "critique.jsonl").read_text().splitlines()
+    ]
+    assert critiques and all(not c.is_approved for c in critiques)  # type: ignore[union-attr]
+    assert all("r0001.pros.argument.i0" in c.feedback for c in critiques)  # type: ignore[union-attr]
+    assert result.manifest.counts.rejections == len(critiques) and result.manifest.counts.copies == 0
+
+
+def pros_overflows(request: ModelRequest, data: dict[str, Any]) -> None:
+    """PROS's argument fills its decoding cap, its last sentence left unfinished."""
+    if request.tags.get("role") == "thinking" and request.tags.get("team") == "pros":
+        cap = request.schema["properties"]["argument"]["maxLength"]  # type: ignore[index]
+        data["argument"] = ("Workers deserve a safe place to work. " * 20 + "and the safety of those")[:cap]
+
+
+def test_a_cut_turn_is_published_whole_sentences_and_the_cut_is_an_event(run):
+    result = run("rounds=1", build=rewriting(pros_overflows))
+    turns = [parse_record(x) for x in (result.run_dir / "shared_memory.jsonl").read_text().splitlines()]
+    pros = next(t for t in turns if t.team == "pros")
+    assert pros.text.endswith("to work.")  # type: ignore[union-attr]
+    [cut] = [e for e in events(result.run_dir, "cut") if e.team == "pros" and e.role == "thinking"]
+    assert (
+        cut.data["field"] == "argument" and cut.data["cap"] == "maxLength" and cut.data["dropped_chars"] > 0
+    )
+    assert result.manifest.counts.cuts >= 1
+
+
+def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
+    assert cut("It holds. Then a clause that runs past", 20) == ("It holds.", True)
+    assert cut("no sentence ends in these words at all", 20) == ("no sentence ends…", True)
+
+
+def test_the_analysis_reads_each_turns_copy_share():
+    texts = ["a b c d e f", "x y", "a b c d e f", "a b c d e f and more"]
+    assert copied(texts) == [0.0, 0.0, 1.0, 0.5]  # the last: 2 of its 4 five-grams are earlier
