@@ -62,6 +62,7 @@ def build_model(cfg: ModelConfig) -> ChatModel:
             n_gpu_layers=cfg.n_gpu_layers,
             grammar_mode=cfg.grammar_mode,
             prefix_cache=cfg.prefix_cache,
+            prompt_style=cfg.prompt_style,
         )
     from harness.models.remote import LangChainModel
 
