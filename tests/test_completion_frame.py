@@ -157,3 +157,24 @@ def test_a_completion_model_continues_the_document_under_the_json_grammar(
     assert (completion.text, completion.input_tokens, completion.output_tokens) == ('{"a": 1}', 7, 3)
     with pytest.raises(local.ModelConfigError, match="prompt_style"):
         local.LlamaCppModel(f"local:{gguf}", prompt_style="document")
+
+
+def test_a_reply_copying_the_worked_example_is_an_echo() -> None:
+    from harness.models.echo import echo_check
+    from harness.models.reply_example import example_reply
+    from harness.models.structured import echoed_run, schema_text
+
+    cls = reply_schemas()["drift:ThinkingOutput"]
+    check = echo_check([SYSTEM, USER], (schema_text(cls),), (), 8)
+    copied = cls.model_validate(example_reply(json_schema(cls)))
+    assert "copies" in (echoed_run(copied, check) or "") and "the worked example" in (
+        echoed_run(copied, check) or ""
+    )
+    own = cls.model_validate(
+        {
+            "scratchpad": "Zoos keep animals in small cages far from home.",
+            "argument": "Zoos confine wild animals "
+            "in spaces a fraction of their range, and most species kept never return to the wild.",
+        }
+    )
+    assert echoed_run(own, check) is None

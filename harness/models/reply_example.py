@@ -5,7 +5,8 @@ example far better than from an instruction. The example is derived from the
 request's schema (the fitted one the grammar decodes under): every field, its
 ``Literal`` values, its lengths and item counts. Text comes from a few values
 written per field *name* about one example motion; a field without one gets
-a neutral filler of a valid length, so every schema has an example.
+a neutral filler of a valid length, so every schema has an example. A reply
+that copies the example's text is an echo (``harness.models.echo``), refused.
 """
 
 from __future__ import annotations
@@ -82,9 +83,10 @@ def _object(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
 
 def _value(node: dict[str, Any], name: str, defs: dict[str, Any]) -> Any:
     node = _resolve(node, defs)
-    if "anyOf" in node:  # an optional field: show it filled, as the model should
-        typed = [n for n in node["anyOf"] if _resolve(n, defs).get("type") != "null"]
-        return _value(typed[0], name, defs) if typed else None
+    if "anyOf" in node:  # an optional field: left empty, or a small model fills it with the example's text
+        if any(_resolve(n, defs).get("type") == "null" for n in node["anyOf"]):
+            return None
+        return _value(node["anyOf"][0], name, defs)
     choices = node.get("enum") or ([node["const"]] if "const" in node else None)
     if choices:
         preferred = _CHOICES.get(name)
