@@ -24,7 +24,9 @@ import harness.models.local as local
 
 SMALL = ("llm.max_tokens=128", "model.n_threads=1")
 TEAMS = ("pros", "cons")
-GEMMA_SEED = 0  # a typical seed of benchmarks/gemma_base_prompt.py, not its best
+GEMMA_SEED = (
+    0  # typical in benchmarks/gemma_base_prompt.py: both publish, 5 of 25 calls fail (seed 3 is best)
+)
 
 
 def assert_complete_debate(result, records, rounds: int, spec: str) -> None:  # type: ignore[no-untyped-def]
@@ -79,7 +81,7 @@ def test_one_round_of_gemma_publishes_for_both_teams(run, records):
     refused = ("repeats the field's label", "instead of writing")
     echoes = [e for e in failures if any(r in e.error.message for r in refused)]
     assert (len(failures) - len(echoes)) * 5 < counts.model_calls
-    assert counts.schema_failures * 4 <= counts.model_calls  # seed 0: 5 of 25 (chat style: 11 of 38)
+    assert counts.schema_failures * 4 <= counts.model_calls  # seed 0: 5 of 25; seeds 0-3: 27 of 124
 
 
 @pytest.mark.slow
