@@ -89,10 +89,10 @@ view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 
 bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min measured (prints measured ratios; LONG=0 skips the four longest: 9 min)
 	@# sizes fit 15 min on 2 cores (859 s measured on an AVX2 EPYC); run a script by hand, as its docstring says, for its full size
-	@# LONG=0 skips the four that run SmolLM2 and fault_soak (5 min of the whole, before plan_pilot)
+	@# LONG=0 skips the four that run SmolLM2, the Gemma one and fault_soak
 	@all=$$(date +%s); for f in benchmarks/*.py; do \
 	  case $$(basename $$f) in \
-	    smollm2_throughput.py|structured_decoding.py|llama_threads.py|fault_soak.py|plan_pilot.py) \
+	    smollm2_throughput.py|structured_decoding.py|llama_threads.py|fault_soak.py|plan_pilot.py|gemma_base_prompt.py) \
 	      [ "$(LONG)" = 0 ] && { echo "== $$f skipped (LONG=0)"; continue; };; \
 	  esac; \
 	  case $$(basename $$f) in \
@@ -101,6 +101,7 @@ bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min mea
 	    sweep_launchers.py) args="scripted --rounds 30";; \
 	    smollm2_throughput.py) args="--rounds 1";; \
 	    plan_pilot.py) args="--rounds 1 --cells 2";; \
+	    gemma_base_prompt.py) args="--seeds 0 --styles completion";; \
 	    store_build.py|store_search.py) args="--runs 200";; \
 	    llama_threads.py) args="--repeats 1 --tokens 64";; \
 	    fault_soak.py) args="--format all --cycles 2";; \

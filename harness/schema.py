@@ -50,6 +50,7 @@ SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 CONTROLS = ("monologue", "no_critic", "cooperative", "no_persona")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 GRAMMAR_MODES = ("full", "lazy")
+PROMPT_STYLES = ("chat", "completion")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 
 
@@ -68,6 +69,9 @@ class ModelConfig:
     # prompt + header from a saved KV state. Both were full/false before issue 27
     grammar_mode: str = "lazy"
     prefix_cache: bool = True
+    # local:* only: chat (the model's chat template) or completion (a base model: the
+    # messages as a document with a worked example reply; harness.models.completion_frame)
+    prompt_style: str = "chat"
     # how to ask for JSON: auto picks per provider (see harness.models.registry)
     structured_mode: str = "auto"
     # passed through to LangChain's init_chat_model (base_url, api_key, ...)
@@ -111,6 +115,16 @@ class ModelConfig:
             self.grammar_mode in GRAMMAR_MODES,
             f"{key}.grammar_mode",
             f"must be one of {GRAMMAR_MODES}, got {self.grammar_mode!r}",
+        )
+        _require(
+            self.prompt_style in PROMPT_STYLES,
+            f"{key}.prompt_style",
+            f"must be one of {PROMPT_STYLES}, got {self.prompt_style!r}",
+        )
+        _require(
+            self.prompt_style == "chat" or self.spec.startswith("local:"),
+            f"{key}.prompt_style",
+            f"completion is for local:* models only, got spec {self.spec!r}",
         )
         _require(
             self.structured_mode in STRUCTURED_MODES,

@@ -23,7 +23,7 @@ import harness.models.local as local
 from harness.config import resolve
 from harness.engine import run_debate
 from harness.models.base import ModelConfigError, ModelRequest
-from harness.models.prefix_cache import PrefixCache
+from harness.models.prefix_cache import PrefixCache, header_text
 from harness.models.scripted import ScriptedModel
 from harness.models.structured import fit_schema
 from harness.resume import resume_run
@@ -248,9 +248,10 @@ def test_lazy_mode_hands_its_grammar_to_the_sampler_hook(fake_llama, monkeypatch
     full.complete(request)
     (llama,) = local._LOADED.values()
     assert llama.calls[0]["response_format"] is None
-    assert seen[0].grammar == "GBNF for ['properties', 'type']" and seen[0].messages == request.messages
+    assert seen[0].grammar == "GBNF for ['properties', 'type']"
+    assert seen[0].marks == header_text(request.messages)  # the chat path's prefix: system + header
     assert llama.calls[1]["response_format"] == {"type": "json_object", "schema": schema}
-    assert seen[1].grammar is None and seen[1].messages is None
+    assert seen[1].grammar is None and seen[1].marks is None
     assert llama.plan is None  # no plan outlives its call
     with pytest.raises(ModelConfigError, match="grammar_mode"):
         local.LlamaCppModel("local:smollm2", grammar_mode="eager")

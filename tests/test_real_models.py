@@ -24,6 +24,9 @@ import harness.models.local as local
 
 SMALL = ("llm.max_tokens=128", "model.n_threads=1")
 TEAMS = ("pros", "cons")
+GEMMA_SEED = (
+    0  # typical in benchmarks/gemma_base_prompt.py: both publish, 5 of 25 calls fail (seed 3 is best)
+)
 
 
 def assert_complete_debate(result, records, rounds: int, spec: str) -> None:  # type: ignore[no-untyped-def]
@@ -61,30 +64,24 @@ def test_two_rounds_on_smollm2(run, records):
 
 
 @pytest.mark.slow
-def test_one_round_of_gemma_publishes_or_says_why(run, records):
-    # Gemma 3 270M (a base model) used to spend every token of a 256-token
-    # reply inside the first 300-character field: 0 drafts in a quarter of an
-    # hour. With each string's maxLength fitted to the budget it closes its JSON.
-    # Whether both teams then publish is the model's doing, not the harness's: since
-    # issue 30 a reply that echoes its labels or instructions is refused, and on CI's
-    # seed every one of the cons' nine drafting attempts was such an echo or too short.
-    result = run("model=gemma3_270m", "rounds=1", "model.n_threads=1")
+def test_one_round_of_gemma_publishes_for_both_teams(run, records):
+    # Gemma 3 270M is a base model. Asked as a chat it echoed its labels and
+    # instructions (issue 30 refuses those) and one round published for Pros only,
+    # with 11 schema failures in 38 calls. Prompted as a document with a worked
+    # example reply (model.prompt_style=completion, conf/model/gemma3_270m.yaml)
+    # both teams publish (benchmarks/gemma_base_prompt.py, docs/models.md).
+    result = run("model=gemma3_270m", "rounds=1", "model.n_threads=1", f"seed={GEMMA_SEED}")
     assert_complete_debate(result, records, 1, "local:gemma3-270m")
-    published = {a.team for a in records(result.run_dir / "shared_memory.jsonl")}
-    assert published, "no team published a draft"
+    assert {a.team for a in records(result.run_dir / "shared_memory.jsonl")} == set(TEAMS)
     counts = result.manifest.counts
-    events = records(result.run_dir / "events.jsonl")
-    failures = [e for e in events if e.event == "schema_failure"]
+    failures = [e for e in records(result.run_dir / "events.jsonl") if e.event == "schema_failure"]
     assert len(failures) == counts.schema_failures
-    for team in set(TEAMS) - published:  # a silent team says why: every draft failed, then a loop-lock
-        drafts = {e.iteration for e in failures if e.team == team and e.role == "thinking"}
-        assert drafts and not records(result.run_dir / team / "thinking.jsonl")
-        assert any(e.event == "loop_lock" and e.team == team for e in events)
-    # a reply cut off by the budget is the failure the fit prevents; a reply that
-    # fills a field with its label or copies its instructions is refused on purpose
+    # What still fails is the model's doing: it copies the worked example (or its
+    # labels), which the harness refuses on purpose. Nothing else may fail often.
     refused = ("repeats the field's label", "instead of writing")
     echoes = [e for e in failures if any(r in e.error.message for r in refused)]
-    assert (len(failures) - len(echoes)) * 5 <= counts.model_calls
+    assert (len(failures) - len(echoes)) * 5 < counts.model_calls
+    assert counts.schema_failures * 4 <= counts.model_calls  # seed 0: 5 of 25; seeds 0-4: 36 of 159
 
 
 @pytest.mark.slow

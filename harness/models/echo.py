@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.models.reply_example import example_reply
+
 _WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
 # Where the harness writes its prompts, relative to the package: every agent,
 # every format, the probes' catalog and the citation checker's reasons.
@@ -165,20 +167,27 @@ class EchoCheck:
     names: frozenset[str]
     choices: frozenset[str]
     spelled: frozenset[str] = frozenset()  # field names no prose writes ("is_approved")
+    example: frozenset[str] = frozenset()  # the runs of the schema's worked example (a base model's prompt)
 
     def copied(self, text: str) -> tuple[int, str, str] | None:
         """The first run of ``text`` copied from the instructions or the schema:
         (its length in words, the text as written, where it comes from)."""
         spans = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
         grams = [" ".join(w for w, _, _ in spans[i : i + self.n]) for i in range(len(spans) - self.n + 1)]
-        hits = [g in self.instructions or g in self.schema for g in grams]
+        hits = [g in self.instructions or g in self.schema or g in self.example for g in grams]
         if not any(hits):
             return None
         first = hits.index(True)
         last = first
         while last + 1 < len(hits) and hits[last + 1]:
             last += 1
-        source = "the instructions" if grams[first] in self.instructions else "the reply schema"
+        source = (
+            "the instructions"
+            if grams[first] in self.instructions
+            else "the worked example"
+            if grams[first] in self.example
+            else "the reply schema"
+        )
         return last - first + self.n, text[spans[first][1] : spans[last + self.n - 1][2]], source
 
     def why(self, path: str, text: str) -> str | None:
@@ -234,12 +243,15 @@ def _schema_facts(schemas: tuple[str, ...], n: int) -> tuple[frozenset[str], ...
     name_words = frozenset(w for name in names for w in words(name))
     grams = frozenset(g for text in schemas for g in ngrams(words(text), n))  # the JSON as one text
     spelled = frozenset(name.lower() for name in names if _SPELLED.fullmatch(name))
-    return grams, name_words, frozenset(choices), spelled
+    # a base model is shown a worked example reply (harness.models.completion_frame): its text is not an answer
+    shown = [text for schema in schemas for _, text in strings(example_reply(json.loads(schema)))]
+    example = frozenset(g for text in shown for g in ngrams(words(text), n))
+    return grams, name_words, frozenset(choices), spelled, example
 
 
 def echo_check(
     messages: Iterable[dict[str, Any]], schemas: tuple[str, ...], extra: tuple[str, ...], n: int
 ) -> EchoCheck:
     """The check for a reply to ``messages`` under ``schemas`` (JSON schema texts)."""
-    grams, names, choices, spelled = _schema_facts(schemas, n)
-    return EchoCheck(n, instruction_runs(messages, extra, n), grams, names, choices, spelled)
+    grams, names, choices, spelled, example = _schema_facts(schemas, n)
+    return EchoCheck(n, instruction_runs(messages, extra, n), grams, names, choices, spelled, example)

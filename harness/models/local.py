@@ -13,6 +13,11 @@ of evaluating them again. Both hook into llama-cpp-python's own
 ``create_chat_completion`` (``HookedLlama``), so the chat template, stop
 strings and detokenization stay its own. The config turns both on
 (``ModelConfig``); this class's own defaults are llama-cpp-python's plain path.
+
+A base model (``prompt_style="completion"``) is not sent through the chat
+template: its messages become a document with a worked example reply
+(``harness.models.completion_frame``), continued by ``create_completion``
+under the same grammar, with the document's stable part as its prefix.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.models.base import Completion, ModelConfigError, ModelRequest
+from harness.models.completion_frame import STOP, render
 from harness.models.llama_sampling import Candidates, LazyGrammarSampler, compiled_grammar, grammar_text
-from harness.models.prefix_cache import PrefixCache, prefix_length
-from harness.schema import GRAMMAR_MODES
+from harness.models.prefix_cache import PrefixCache, header_text, marked_length
+from harness.schema import GRAMMAR_MODES, PROMPT_STYLES
 
 _LOADED: dict[tuple[str, int, int, int], Any] = {}
 _LOAD_LOCK = threading.Lock()
@@ -108,7 +114,7 @@ class CallPlan:
     """What one request asks of a ``HookedLlama`` beyond llama-cpp-python's own path."""
 
     grammar: str | None = None  # GBNF to sample lazily under; None: no lazy sampling
-    messages: list[Any] | None = None  # the request's messages, for its prefix; None: no reuse
+    marks: tuple[str, ...] | None = None  # texts the reusable prefix ends with; None: no reuse
 
 
 @cache
@@ -142,10 +148,10 @@ def hooked(base: type) -> type:
 
         def create_completion(self, *args: Any, **kwargs: Any) -> Any:
             prompt = kwargs["prompt"] if "prompt" in kwargs else args[0]
-            if self.plan is not None and self.plan.messages is not None and isinstance(prompt, list):
+            if self.plan is not None and self.plan.marks is not None and isinstance(prompt, list):
                 import llama_cpp.llama_cpp as lib
 
-                n = prefix_length(lib, self._model.vocab, prompt, self.plan.messages)
+                n = marked_length(lib, self._model.vocab, prompt, self.plan.marks)
                 if n:  # Llama.generate sees the prefix in place and evaluates the rest
                     self.prefix_cache.restore(self, lib, prompt[:n])
             return super().create_completion(*args, **kwargs)
@@ -188,9 +194,12 @@ class LlamaCppModel:
         n_gpu_layers: int = 0,
         grammar_mode: str = "full",
         prefix_cache: bool = False,
+        prompt_style: str = "chat",
     ) -> None:
         if grammar_mode not in GRAMMAR_MODES:
             raise ModelConfigError(f"grammar_mode must be one of {GRAMMAR_MODES}, got {grammar_mode!r}")
+        if prompt_style not in PROMPT_STYLES:
+            raise ModelConfigError(f"prompt_style must be one of {PROMPT_STYLES}, got {prompt_style!r}")
         self.spec = spec
         self.path = locate(spec.split(":", 1)[1])
         self.n_ctx = n_ctx
@@ -198,6 +207,7 @@ class LlamaCppModel:
         self.n_gpu_layers = n_gpu_layers
         self.grammar_mode = grammar_mode
         self.prefix_cache = prefix_cache
+        self.prompt_style = prompt_style
 
     @property
     def llama(self) -> Any:
@@ -210,35 +220,63 @@ class LlamaCppModel:
         llama = self.llama
         started = time.perf_counter()
         lazy = self.grammar_mode == "lazy" and request.schema is not None
-        plan = CallPlan(
-            grammar=grammar_text(request.schema) if lazy and request.schema else None,
-            messages=list(request.messages) if self.prefix_cache else None,
-        )
-        # lazy mode brings its own grammar; full mode is llama-cpp-python's path
-        response_format = (
-            {"type": "json_object", "schema": request.schema} if request.schema and not lazy else None
-        )
         with llama.call_lock:
             # Evaluate every prompt from scratch (or from its saved prefix):
             # reusing the KV cache of whatever call came before changes batch
             # splits and so, rarely, the argmax. A resumed run must sample
             # exactly what an uninterrupted one did.
             llama.reset()
-            llama.plan = plan
             try:
-                out = llama.create_chat_completion(
-                    messages=request.messages,
-                    response_format=response_format,
-                    temperature=request.temperature,
-                    max_tokens=request.max_tokens,
-                    seed=request.seed,
-                )
+                if self.prompt_style == "completion":
+                    text, usage = self._continue(llama, request, lazy)
+                else:
+                    text, usage = self._chat(llama, request, lazy)
             finally:
                 llama.plan = None
-        usage = out.get("usage") or {}
         return Completion(
-            text=out["choices"][0]["message"].get("content") or "",
+            text=text,
             input_tokens=int(usage.get("prompt_tokens", 0)),
             output_tokens=int(usage.get("completion_tokens", 0)),
             latency_s=time.perf_counter() - started,
         )
+
+    def _plan(self, request: ModelRequest, lazy: bool, marks: tuple[str, ...] | None) -> CallPlan:
+        return CallPlan(
+            grammar=grammar_text(request.schema) if lazy and request.schema else None,
+            marks=marks if self.prefix_cache else None,
+        )
+
+    def _chat(self, llama: Any, request: ModelRequest, lazy: bool) -> tuple[str, dict[str, Any]]:
+        """The messages through the model's own chat template (an instruction-tuned model)."""
+        llama.plan = self._plan(request, lazy, header_text(request.messages))
+        # lazy mode brings its own grammar; full mode is llama-cpp-python's path
+        response_format = (
+            {"type": "json_object", "schema": request.schema} if request.schema and not lazy else None
+        )
+        out = llama.create_chat_completion(
+            messages=request.messages,
+            response_format=response_format,
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            seed=request.seed,
+        )
+        return out["choices"][0]["message"].get("content") or "", out.get("usage") or {}
+
+    def _continue(self, llama: Any, request: ModelRequest, lazy: bool) -> tuple[str, dict[str, Any]]:
+        """The messages as a document with a worked example, continued (a base model)."""
+        frame = render(request.messages, request.schema)
+        llama.plan = self._plan(request, lazy, (frame.stable,))
+        grammar = None
+        if request.schema and not lazy:  # the grammar create_chat_completion would build
+            from llama_cpp import LlamaGrammar
+
+            grammar = LlamaGrammar.from_string(grammar_text(request.schema), verbose=False)
+        out = llama.create_completion(
+            prompt=llama.tokenize(frame.prompt.encode(), add_bos=True, special=False),
+            grammar=grammar,
+            stop=None if request.schema else list(STOP),
+            temperature=request.temperature,
+            max_tokens=request.max_tokens,
+            seed=request.seed,
+        )
+        return out["choices"][0]["text"] or "", out.get("usage") or {}

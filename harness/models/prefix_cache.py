@@ -1,5 +1,8 @@
 """Prefix KV reuse for llama.cpp: each agent's system prompt and header, evaluated once.
 
+(A base model's completion frame marks its own stable part instead:
+``harness.models.completion_frame``; ``marked_length`` finds either.)
+
 The prefix of a prompt is the token span of its system message and the first
 line of its first user message (the header: ``Motion: ...``), as the chat
 template renders them: a function of the prompt alone, never of what happens
@@ -57,21 +60,23 @@ def prefix_length(
     to be worth saving; never the whole prompt (a suffix must remain to decode from).
     """
     parts = header_text(messages)
-    if parts is None:
-        return 0
-    system, header = (p.encode() for p in parts)
+    return 0 if parts is None else marked_length(llama_cpp, vocab, tokens, parts)
+
+
+def marked_length(llama_cpp: Any, vocab: Any, tokens: Sequence[int], marks: Sequence[str]) -> int:
+    """How many leading ``tokens`` end at or before the end of the last of ``marks``,
+    each found verbatim after the one before it (empty marks are skipped); 0 as above."""
     ends: list[int] = []
     rendered = bytearray()
     for token in tokens:
         rendered += _piece(llama_cpp, vocab, token)
         ends.append(len(rendered))
-    start = rendered.find(system) if system else 0
-    if start < 0:
-        return 0
-    at = rendered.find(header, start + len(system)) if header else start + len(system)
-    if at < 0:
-        return 0
-    end = at + len(header)
+    end = 0
+    for mark in (m.encode() for m in marks if m):
+        at = rendered.find(mark, end)
+        if at < 0:
+            return 0
+        end = at + len(mark)
     n = sum(1 for e in ends if e <= end)
     n = min(n, len(tokens) - 1)
     return n if n >= MIN_PREFIX_TOKENS else 0

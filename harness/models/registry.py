@@ -83,7 +83,7 @@ def check_local(cfg: ModelConfig, key: str, knobs: str | None) -> None:
 def local(cfg: ModelConfig) -> ChatModel:
     from harness.models.local import LlamaCppModel
 
-    knobs = ("n_ctx", "n_threads", "n_gpu_layers", "grammar_mode", "prefix_cache")
+    knobs = ("n_ctx", "n_threads", "n_gpu_layers", "grammar_mode", "prefix_cache", "prompt_style")
     return LlamaCppModel(cfg.spec, **fields(cfg, *knobs))
 
 

@@ -1,0 +1,98 @@
+"""Gemma 3 270M (a base model), one drift round per seed, prompted as a chat and as a document.
+
+For each prompt style (``model.prompt_style``: chat, the model's chat
+template; completion, the messages as a document with a worked example
+reply, harness.models.completion_frame) and each seed, runs
+``model=gemma3_270m rounds=1 seed=S`` in-process and prints which teams
+published, the model calls, and the schema failures; then each style's totals.
+
+    .venv/bin/python benchmarks/gemma_base_prompt.py [--seeds 0 1 ...] [--styles completion] [overrides]
+
+One run at a time (a round takes 30-90 s on a free core). Prints; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from harness.config import validate
+from harness.engine import run_debate
+from harness.store.records import parse_record
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+TEAMS = ("pros", "cons")
+
+
+@dataclass
+class Round:
+    seed: int
+    published: set[str]
+    calls: int
+    failures: int
+    seconds: float
+
+
+def one_round(style: str, seed: int, runs_root: str, extra: list[str]) -> Round:
+    overrides = [
+        "model=gemma3_270m",
+        f"model.prompt_style={style}",
+        "rounds=1",
+        f"seed={seed}",
+        f"runs_root={runs_root}",
+        "progress=false",
+        *extra,
+    ]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        composed = compose("config", overrides=overrides)
+    raw: Any = OmegaConf.to_container(composed, resolve=True)
+    started = time.perf_counter()
+    result = run_debate(validate(composed), raw)
+    seconds = time.perf_counter() - started
+    lines = (result.run_dir / "shared_memory.jsonl").read_text().splitlines()
+    published = {parse_record(line).team for line in lines if line.strip()}
+    counts = result.manifest.counts
+    return Round(seed, published, counts.model_calls, counts.schema_failures, seconds)
+
+
+def report(style: str, rounds: list[Round]) -> None:
+    both = sum(1 for r in rounds if set(TEAMS) <= r.published)
+    calls = sum(r.calls for r in rounds)
+    failures = sum(r.failures for r in rounds)
+    print(
+        f"{style:<10} total: both teams published on {both}/{len(rounds)} seeds, "
+        f"{failures}/{calls} calls failed the schema ({failures / max(calls, 1):.0%}), "
+        f"{sum(r.seconds for r in rounds):.0f} s"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
+    parser.add_argument("--styles", nargs="+", choices=("chat", "completion"), default=["chat", "completion"])
+    parser.add_argument("--runs-root", help="keep the run folders here (default: a temporary folder)")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. model.n_threads=1")
+    args = parser.parse_args(argv)
+    print(f"{'style':<10} {'seed':>4}  {'published':<10} {'calls':>5} {'schema failures':>15} {'s':>5}")
+    results: dict[str, list[Round]] = {}
+    with tempfile.TemporaryDirectory(prefix="gemma-bench-") as tmp:
+        tmp = args.runs_root or tmp
+        for style in args.styles:
+            for seed in args.seeds:
+                r = one_round(style, seed, tmp, args.overrides)
+                results.setdefault(style, []).append(r)
+                teams = ",".join(t for t in TEAMS if t in r.published) or "-"
+                print(f"{style:<10} {seed:>4}  {teams:<10} {r.calls:>5} {r.failures:>15} {r.seconds:>5.0f}")
+    for style, rounds in results.items():
+        report(style, rounds)
+
+
+if __name__ == "__main__":
+    main()
