@@ -23,7 +23,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from harness.config import validate
+from harness.config import resolve
 from harness.engine import run_debate
 from harness.store.records import parse_record
 
@@ -54,7 +54,7 @@ def one_round(style: str, seed: int, runs_root: str, extra: list[str]) -> Round:
         composed = compose("config", overrides=overrides)
     raw: Any = OmegaConf.to_container(composed, resolve=True)
     started = time.perf_counter()
-    result = run_debate(validate(composed), raw)
+    result = run_debate(resolve(composed), raw)
     seconds = time.perf_counter() - started
     lines = (result.run_dir / "shared_memory.jsonl").read_text().splitlines()
     published = {parse_record(line).team for line in lines if line.strip()}

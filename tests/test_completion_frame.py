@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness.runtime.calls import request_sha
 from pydantic import BaseModel
 
 import harness.models.local as local
@@ -17,6 +16,7 @@ from harness.formats import FORMATS
 from harness.models.base import ModelRequest
 from harness.models.completion_frame import REPLY, render
 from harness.models.structured import fit_schema, json_schema
+from harness.runtime.calls import request_sha
 
 CHAT_MARKUP = ("<start_of_turn>", "<end_of_turn>", "<|im_start|>", "<|im_end|>", "[INST]", "<bos>", "<|")
 SYSTEM = {"role": "system", "content": "You are the PROS team's debater. Reply with one JSON object only."}
@@ -95,7 +95,7 @@ def test_the_request_hash_changes_whenever_the_document_does() -> None:
 
 
 def test_prompt_style_is_validated_before_anything_loads(settings) -> None:  # type: ignore[no-untyped-def]
-    from harness.config import ConfigError
+    from harness.schema import ConfigError
 
     assert settings("model=gemma3_270m").model.prompt_style == "completion"
     assert settings("model=smollm2").model.prompt_style == "chat"
