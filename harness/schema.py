@@ -111,25 +111,17 @@ class ModelConfig:
             f"{key}.n_threads",
             f"must be >= 1, got {self.n_threads}",
         )
-        _require(
-            self.grammar_mode in GRAMMAR_MODES,
-            f"{key}.grammar_mode",
-            f"must be one of {GRAMMAR_MODES}, got {self.grammar_mode!r}",
-        )
-        _require(
-            self.prompt_style in PROMPT_STYLES,
-            f"{key}.prompt_style",
-            f"must be one of {PROMPT_STYLES}, got {self.prompt_style!r}",
-        )
+        for name, allowed in (
+            ("grammar_mode", GRAMMAR_MODES),
+            ("prompt_style", PROMPT_STYLES),
+            ("structured_mode", STRUCTURED_MODES),
+        ):
+            value = getattr(self, name)
+            _require(value in allowed, f"{key}.{name}", f"must be one of {allowed}, got {value!r}")
         _require(
             self.prompt_style == "chat" or self.spec.startswith("local:"),
             f"{key}.prompt_style",
             f"completion is for local:* models only, got spec {self.spec!r}",
-        )
-        _require(
-            self.structured_mode in STRUCTURED_MODES,
-            f"{key}.structured_mode",
-            f"must be one of {STRUCTURED_MODES}, got {self.structured_mode!r}",
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")

@@ -15,16 +15,10 @@ from test_structured import Replies
 
 from analysis.signals import copied
 from harness.cli.progress import summary_line
-from harness.formats.grounded import cut
 from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
-from harness.models.structured import (
-    PROSE_CHARS,
-    end_at_sentences,
-    generate_structured,
-    last_sentence,
-    request_schema,
-)
+from harness.models.sentences import PROSE_CHARS, last_sentence, within
+from harness.models.structured import end_at_sentences, generate_structured, request_schema
 from harness.schema import ModelConfig
 from harness.store.copies import find_copy, similarity
 from harness.store.records import Published, parse_record
@@ -81,10 +75,13 @@ def test_a_natural_end_and_a_capped_name_are_not_cuts():
     assert result.value.name == "A" * 20  # a name is not prose: no sentence asked of it
 
 
-def test_a_cut_leaving_no_sentence_is_a_schema_failure_that_is_re_asked():
-    result = ask(reply(("no sentence ends here " * 10)[:LIMIT]), reply("Short and whole."))
-    assert result.value is not None and result.value.text == "Short and whole."
-    assert result.attempts == 2 and "cut by maxLength" in result.errors[0]
+def test_a_cut_leaving_no_sentence_keeps_the_text_and_says_so():
+    cut = ("no sentence ends here " * 10)[:LIMIT]
+    result = ask(reply(cut), reply("Short and whole."))
+    assert result.value is not None and result.value.text == cut and result.attempts == 1
+    assert [(c.field, c.dropped_chars, c.cap, c.sentence) for c in result.cuts] == [
+        ("text", 0, "maxLength", False)
+    ]
 
 
 def test_the_cap_is_the_schema_the_reply_was_decoded_under():
@@ -198,8 +195,8 @@ def test_a_cut_turn_is_published_whole_sentences_and_the_cut_is_an_event(run):
 
 
 def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
-    assert cut("It holds. Then a clause that runs past", 20) == ("It holds.", True)
-    assert cut("no sentence ends in these words at all", 20) == ("no sentence ends…", True)
+    assert within("It holds. Then a clause that runs past", 20) == ("It holds.", True)
+    assert within("no sentence ends in these words at all", 20) == ("no sentence ends…", True)
 
 
 def test_the_analysis_reads_each_turns_copy_share():

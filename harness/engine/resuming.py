@@ -115,6 +115,8 @@ def resume_run(
     build: ModelFactory = build_model,
 ) -> RunResult:
     run_dir = Path(run_dir)
+    if (run_dir / "manifest.json").is_file():
+        read_manifest(run_dir)  # a folder of another version is refused in one line before its config is read
     run = load_config(run_dir, overrides or [])
     cfg, fmt = run.cfg, run.fmt
     prices = checked(run_dir, run, overrides or [])

@@ -38,7 +38,7 @@ from harness.agents.human import HumanArguer, is_human
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.grounded_checks import SIDES, check_citation_marks, check_turn_order, check_turn_sources
 from harness.formats.searching import check_collection, open_search
-from harness.models.structured import last_sentence
+from harness.models.sentences import within
 from harness.runtime.context import RunContext
 from harness.runtime.tools import SearchTool
 from harness.schema import Config, ConfigError
@@ -129,18 +129,6 @@ def initial_state(cfg: Config) -> GroundedState:
         done=False,
         stop_reason=None,
     )
-
-
-def cut(text: str, limit: int) -> tuple[str, bool]:
-    """``text`` within ``limit`` characters, ended at its last complete sentence there (else
-    at a word where it can be, marked "…"); and whether it was cut."""
-    if len(text) <= limit:
-        return text, False
-    if kept := last_sentence(text[:limit]):
-        return kept, True
-    head = text[: limit - 1]
-    space = head.rfind(" ")
-    return (head[:space] if space > limit // 2 else head).rstrip() + "…", True
 
 
 def grounding_line(turns: list[CitedTurnRecord]) -> str:
@@ -287,7 +275,7 @@ class GroundedNodes:
         drafts = self.ctx.memory.seat(seat.name).logs["drafts"]
         draft: DraftRecord | None = drafts.get(state["draft_id"]) if state["draft_id"] else None
         assert draft is not None, "only a draft is published"
-        text, truncated = cut(draft.text, self.options.charlimit)
+        text, truncated = within(draft.text, self.options.charlimit)
         if truncated:  # recorded as data, like a cap's cut inside a reply (harness.models.structured)
             self.ctx.events.emit(
                 "cut",

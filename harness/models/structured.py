@@ -28,21 +28,13 @@ from pydantic import BaseModel, ValidationError
 
 from harness.models.base import Completion, Message, ModelRequest
 from harness.models.echo import EchoCheck, echo_check
+from harness.models.sentences import Cut, sentence_cuts
 from harness.store.records import Usage
 
 M = TypeVar("M", bound=BaseModel)
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
-
-
-@dataclass(frozen=True)
-class Cut:
-    """A string field a length cap cut: what was dropped after its last sentence."""
-
-    field: str  # its path in the reply ("argument", "citations.0.quote")
-    dropped_chars: int
-    cap: str  # "maxLength" or "max_tokens" (the grounded format adds "grounded.max_chars")
 
 
 @dataclass
@@ -278,43 +270,6 @@ def min_tokens(schema: dict[str, Any]) -> int:
 
 
 # A sentence's end: . ! or ?, any closing quotes or brackets, then a space or the end.
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
-
-
-def last_sentence(text: str) -> str:
-    """``text`` up to the end of its last complete sentence ("" if it has none)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
-    return text[: ends[-1]] if ends else ""
-
-
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    """A schema node with its ``$ref`` followed and its Optional's null option left out."""
-    if "$ref" in node:
-        node = root["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-    option = next((o for o in node.get("anyOf", []) if o.get("type") != "null"), None)
-    return node if option is None else _resolve(option, root)
-
-
-# A string allowed fewer characters is a name, a label or a query, not prose:
-# a cap cuts it where it cuts it, and it need not end a sentence.
-PROSE_CHARS = 80
-
-
-def _limits(node: dict[str, Any], root: dict[str, Any], data: Any, path: str, out: dict[str, int]) -> None:
-    """The ``maxLength`` each prose string of ``data`` was decoded under, by its path."""
-    node = _resolve(node, root)
-    if isinstance(data, str) and node.get("maxLength", 0) >= PROSE_CHARS:
-        out[path] = int(node["maxLength"])
-    elif isinstance(data, dict):
-        props = node.get("properties", {})
-        for key, value in data.items():
-            if key in props:
-                _limits(props[key], root, value, f"{path}.{key}" if path else key, out)
-    elif isinstance(data, list) and "items" in node:
-        for i, value in enumerate(data):
-            _limits(node["items"], root, value, f"{path}.{i}", out)
-
-
 def _truncated(raw: str) -> bool:
     """Whether the reply's JSON was left open (``max_tokens`` ran out mid-object)."""
     body = _FENCE.sub("", raw.strip())
@@ -323,48 +278,12 @@ def _truncated(raw: str) -> bool:
     return _close_truncated(tail) != tail
 
 
-def _open_field(texts: list[tuple[str, str]], raw: str) -> str | None:
-    """The string field a truncated reply ends inside: the last whose text ends the reply."""
-    end = raw.rstrip()
-    for path, text in reversed(texts):
-        tail = text.rstrip()[-24:]
-        if tail and (end.endswith(tail) or end.endswith(json.dumps(tail)[1:-1])):
-            return path
-    return None
-
-
-def _set(data: Any, path: str, value: str) -> None:
-    *parents, last = path.split(".")
-    for key in parents:
-        data = data[int(key)] if isinstance(data, list) else data[key]
-    data[int(last) if isinstance(data, list) else last] = value
-
-
 def end_at_sentences(value: M, schema: dict[str, Any], raw: str) -> tuple[M, list[Cut]]:
-    """``value`` with each string a cap cut ended at its last complete sentence, and the cuts.
-
-    Cut by a cap means: the string reached the ``maxLength`` of ``schema`` (the
-    schema it was decoded under, where grammar-constrained decoding stops it),
-    or the reply's JSON was left open and the string is the one it ends in
-    (``max_tokens``); only prose strings (``PROSE_CHARS``) count. A string that ends a sentence anyway loses nothing and is
-    no cut. Raises ``ValueError`` when a cut leaves no sentence, or too short a text.
-    """
+    """``value`` with each string a cap cut ended at its last complete sentence, and the
+    cuts (``harness.models.sentences``); ``schema`` is the one the reply was decoded under."""
     data = value.model_dump()
-    texts = _texts(data, "")
-    limits: dict[str, int] = {}
-    _limits(schema, schema, data, "", limits)
-    capped = {path: "maxLength" for path, text in texts if path in limits and len(text) >= limits[path]}
-    if _truncated(raw) and (open_ := _open_field(texts, raw)) in limits:
-        capped[open_] = "max_tokens"
-    cuts: list[Cut] = []
-    for path, text in texts:
-        if path not in capped or len(kept := last_sentence(text)) == len(text.rstrip()):
-            continue
-        if not kept:
-            raise ValueError(f"{path}: cut by {capped[path]} with no complete sentence left; write shorter")
-        _set(data, path, kept)
-        cuts.append(Cut(path, len(text) - len(kept), capped[path]))
-    return (_validate(data, type(value)), cuts) if cuts else (value, cuts)
+    cuts = sentence_cuts(data, schema, _texts(data, ""), raw, _truncated(raw))
+    return (_validate(data, type(value)), cuts) if any(c.dropped_chars for c in cuts) else (value, cuts)
 
 
 def usage_of(completion: Completion) -> Usage:
@@ -435,13 +354,14 @@ def generate_structured(
             return StructuredResult(value, usage, attempt + 1, raw, errors, cuts)
         except ValueError as exc:
             errors.append(str(exc))
-            convo = [
-                *messages,
-                {"role": "assistant", "content": raw[:2000]},
-                {
-                    "role": "user",
-                    "content": f"That reply was invalid ({exc}). Reply again with only "
-                    "one JSON object that has exactly the required fields.",
-                },
-            ]
+            convo = repair(messages, raw, exc)
     return StructuredResult(None, usage, max_repairs + 1, raw, errors)
+
+
+def repair(messages: list[Message], raw: str, why: ValueError) -> list[Message]:
+    """The conversation that asks again: the request, the invalid reply, and why it was."""
+    again = (
+        f"That reply was invalid ({why}). Reply again with only "
+        "one JSON object that has exactly the required fields."
+    )
+    return [*messages, {"role": "assistant", "content": raw[:2000]}, {"role": "user", "content": again}]

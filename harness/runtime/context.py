@@ -29,6 +29,7 @@ from pydantic import BaseModel
 from harness.models.base import Completion, Message, ModelRequest
 from harness.models.echo import config_texts
 from harness.models.retry import call_with_retry, error_info
+from harness.models.sentences import Cut
 from harness.models.structured import StructuredResult, generate_structured, usage_of
 from harness.runtime.budget import BudgetExhausted, Budgets
 
@@ -291,34 +292,53 @@ class AgentContext:
             },
         )
         at: dict[str, Any] = {"round_": round_, "team": team, "role": agent, "iteration": iteration}
-        for n, cut in enumerate(result.cuts):  # a field a length cap cut: ended at its last sentence
+        self._record_cuts(result.cuts, at, bound.spec)
+        if not result.ok:
+            self._record_failure(result, schema_cls, at, tags, bound.spec)
+        return result
+
+    def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
+        """A ``cut`` event for each field a length cap cut (ended at its last sentence)."""
+        for n, cut in enumerate(cuts):
+            dropped = (
+                f"{cut.dropped_chars} characters after its last sentence dropped"
+                if cut.sentence
+                else "no sentence ended before it: kept as cut"
+            )
             self.events.emit(
                 "cut",
                 **at,
                 n=n,
-                detail=f"{cut.field}: cut by {cut.cap}; {cut.dropped_chars} characters after its last sentence dropped",
-                model=bound.spec,
+                detail=f"{cut.field}: cut by {cut.cap}; {dropped}",
+                model=spec,
                 **asdict(cut),
             )
-        if not result.ok:
-            # A seat's failed reply may hold private text: it goes to the seat's
-            # own folder and the event (readable by all) only points at it. A
-            # call for no seat is public, so its reply may ride along too.
-            raw = result.raw[:2000]
-            reply_id = self._log_prompt(agent, tags, "failed-reply", [{"role": "assistant", "content": raw}])
-            where: dict[str, Any] = (
-                {"reply_id": reply_id} if reply_id else {"raw": raw} if team is None else {}
-            )
-            self.events.emit(
-                "schema_failure",
-                **at,
-                detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
-                error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
-                usage=result.usage,
-                model=bound.spec,
-                **where,
-            )
-        return result
+
+    def _record_failure(
+        self,
+        result: StructuredResult[M],
+        schema_cls: type[M],
+        at: dict[str, Any],
+        tags: dict[str, Any],
+        spec: str,
+    ) -> None:
+        """A ``schema_failure`` event. A seat's failed reply may hold private text: it goes
+        to the seat's own folder and the event (readable by all) only points at it. A
+        call for no seat is public, so its reply may ride along too."""
+        raw = result.raw[:2000]
+        reply_id = self._log_prompt(at["role"], tags, "failed-reply", [{"role": "assistant", "content": raw}])
+        where: dict[str, Any] = (
+            {"reply_id": reply_id} if reply_id else {"raw": raw} if at["team"] is None else {}
+        )
+        self.events.emit(
+            "schema_failure",
+            **at,
+            detail=f"no valid {schema_cls.__name__} after {result.attempts} attempts",
+            error=ErrorInfo(kind="validation", type="SchemaError", message=result.errors[-1]),
+            usage=result.usage,
+            model=spec,
+            **where,
+        )
 
 
 @dataclass
