@@ -44,9 +44,7 @@ from harness.plan.cells import PlanError, PlannedCell
 from harness.plan.dry import Passes, length_key, units_of
 from harness.plan.estimate import Estimate, Roles, Tally, estimate_cell, pick
 from harness.schema import ConfigError
-from harness.store.jsonl import scan
-from harness.store.reader import find_runs
-from harness.store.records import ReplyRecord
+from harness.store.reader import find_runs, replies
 
 Tag = tuple[str, str]  # a call's (team, role) tags: "None" for no team
 
@@ -100,12 +98,10 @@ def read_run(run_dir: Path) -> PilotRun:
         raise PlanError(f"--pilot {run_dir}: {exc}") from None
     tags: dict[Tag, Tally] = {}
     seconds: dict[Tag, float] = {}
-    for path in sorted(run_dir.glob("*/replies.jsonl")):
-        for line in scan(path):
-            if isinstance(reply := line.record, ReplyRecord):
-                u, tag = reply.usage, (str(reply.team), reply.role)
-                tags[tag] = tags.get(tag, Tally()) + Tally(1, u.input_tokens, u.output_tokens)
-                seconds[tag] = seconds.get(tag, 0.0) + u.latency_s
+    for reply in replies(run_dir):
+        u, tag = reply.usage, (str(reply.team), reply.role)
+        tags[tag] = tags.get(tag, Tally()) + Tally(1, u.input_tokens, u.output_tokens)
+        seconds[tag] = seconds.get(tag, 0.0) + u.latency_s
     if not tags:
         raise PlanError(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}

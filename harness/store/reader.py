@@ -91,8 +91,14 @@ def ledger(run_dir: Path) -> Usage:
     and a provider's bill is checked against. Replayed replies are not kept
     twice, so nothing is counted twice."""
     total = Usage()
+    for reply in replies(run_dir):
+        total = total + reply.usage
+    return total
+
+
+def replies(run_dir: Path) -> Iterator[ReplyRecord]:
+    """Every reply a run kept, a folder (``public``, each seat) at a time: one per paid call."""
     for path in sorted(run_dir.glob("*/replies.jsonl")):
         for line in scan(path):
             if isinstance(line.record, ReplyRecord):
-                total = total + line.record.usage
-    return total
+                yield line.record
