@@ -49,6 +49,7 @@ from harness.store.records.panel import DecisionRecord, PositionRecord, RoleCard
 from harness.store.records.run import (
     FOLDER_VERSION,
     HistoryEntry,
+    Lineage,
     LogPosition,
     RunCounts,
     RunLayout,
@@ -84,6 +85,7 @@ __all__ = [
     "EventRecord",
     "FactCheckRecord",
     "HistoryEntry",
+    "Lineage",
     "Hit",
     "LogPosition",
     "MotionRecord",

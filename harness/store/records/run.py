@@ -148,6 +148,20 @@ class RunLayout(BaseModel):
 FOLDER_VERSION = 1
 
 
+class Lineage(BaseModel):
+    """A fork's origin (``python -m harness.fork``): rounds 1..``at_round``
+    are the parent's, copied and never paid again; the fork continues from
+    round ``at_round + 1`` under ``changed``. ``verify`` checks the prefix
+    against the parent while the parent is there."""
+
+    parent: str  # the parent's run folder, absolute
+    parent_run_id: str
+    parent_fingerprint: str  # the digest the parent's snapshot at ``at_round`` names
+    at_round: int
+    changed: dict[str, Any] = Field(default_factory=dict)  # dotted key -> its value in the fork
+    prefix_sha256: str  # each shared log's bytes up to the fork point, hashed in file order
+
+
 class RunManifest(BaseModel):
     """``manifest.json``: the run's status and provenance, rewritten atomically.
 
@@ -176,3 +190,4 @@ class RunManifest(BaseModel):
     counts: RunCounts = Field(default_factory=RunCounts)
     error: ErrorInfo | None = None
     history: list[HistoryEntry] = Field(default_factory=list)
+    lineage: Lineage | None = None  # a fork's parent and fork round; None: not a fork
