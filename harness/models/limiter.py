@@ -181,6 +181,17 @@ class Limiter:
             self._in_flight -= 1
             self._cond.notify_all()  # every waiter re-checks: a block may have ended too
 
+    def set_maximum(self, maximum: float) -> None:
+        """A new ceiling for the adaptive limit, at once (``ctl set model.max_concurrency=N``)."""
+        change = None
+        with self._cond:
+            old = self.limit
+            self.maximum = float(max(1, maximum))
+            self.limit = min(self.limit, self.maximum)
+            change = self._change(old, f"maximum {self.maximum:g}")
+            self._cond.notify_all()
+        self._emit(change)
+
     def on_success(self) -> None:
         """Additive increase, unless a 5xx paused growth; reported when the integer part moves."""
         change = None

@@ -129,6 +129,18 @@ def in_sweep_budget(
         _SWEEP.reset(token)
 
 
+def set_sweep_usd(name: str, usd: float) -> tuple[float | None, float] | None:
+    """Set the dollar limit of sweep ``name``'s budget at once (``ctl set budget.sweep_usd``):
+    (the old limit, spent so far), or None when no cell of it has opened its budget yet."""
+    with _SHARED_LOCK:
+        budget = _SHARED.get(name)
+    if budget is None:
+        return None
+    with budget._lock:  # a reservation in progress sees the old limit or the new, whole
+        old, budget.usd = budget.usd, usd
+        return old, budget.spent_usd
+
+
 def forget_sweep_budgets() -> None:
     with _SHARED_LOCK:
         _SHARED.clear()

@@ -42,6 +42,8 @@ from harness.runtime.calls import request_sha as request_sha
 from harness.runtime.events import ATTEMPT_EVENTS as ATTEMPT_EVENTS
 from harness.runtime.events import EventLog as EventLog
 from harness.runtime.events import redo_id as redo_id
+from harness.runtime.gate import gate
+from harness.runtime.interrupt import RunStopped
 from harness.runtime.otel import traced_agent, traced_call
 from harness.schema import Config
 from harness.store.copies import find_copy
@@ -83,6 +85,12 @@ class ModelCallError(RuntimeError):
         super().__init__(message)
         self.info = info
         self.run_dir: Path | None = None  # the run it failed, once the engine recorded it so
+
+
+def _sent(bound: RoleModel, request: ModelRequest) -> Completion:
+    """One attempt of a call; a paused sweep holds it at the gate first (retries too)."""
+    gate().wait(bound.spec)
+    return traced_call(bound.model, request)
 
 
 @dataclass
@@ -237,9 +245,9 @@ class AgentContext:
                 if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
                     self._log_prompt(agent, tags, "prompt", request.messages)
                 try:
-                    completion = call_with_retry(
-                        lambda: traced_call(bound.model, request), self.cfg.retry, on_retry
-                    )
+                    completion = call_with_retry(lambda: _sent(bound, request), self.cfg.retry, on_retry)
+                except RunStopped:  # stopped while held at the gate: no call was made
+                    raise
                 except Exception as exc:  # classified fatal, or retries exhausted
                     info = error_info(exc)
                     self.events.emit(

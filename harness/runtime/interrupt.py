@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -30,6 +33,35 @@ def clear_stop() -> None:
     _EVERY_RUN.clear()
 
 
+# A stop asked of one run of the process by its key (a sweep cell's name:
+# ``python -m harness.sweep ctl <sweep> cancel <cell>``); the runs of this thread carry it.
+_KEY: ContextVar[str | None] = ContextVar("drift_stop_key", default=None)
+_ONE_RUN: dict[str, str] = {}
+
+
+@contextmanager
+def stoppable_as(key: str) -> Iterator[None]:
+    """The runs made in the enclosed block stop when ``request_stop_of(key)`` asks;
+    leaving the block forgets any such request (the key may run again later)."""
+    token = _KEY.set(key)
+    try:
+        yield
+    finally:
+        _KEY.reset(token)
+        _ONE_RUN.pop(key, None)
+
+
+def request_stop_of(key: str, reason: str) -> None:
+    """Ask the run(s) made under ``stoppable_as(key)`` to stop after their node in flight."""
+    _ONE_RUN.setdefault(key, reason)
+
+
+def stop_reason() -> str | None:
+    """Why the run of this thread should stop now, if any stop was asked of it."""
+    key = _KEY.get()
+    return (_ONE_RUN.get(key) if key is not None else None) or (_EVERY_RUN[0] if _EVERY_RUN else None)
+
+
 class StopOnSignal:
     def __init__(self) -> None:
         self._requested: str | None = None
@@ -38,7 +70,7 @@ class StopOnSignal:
     @property
     def requested(self) -> str | None:
         """Why this run should stop: its own signal, or a stop of every run."""
-        return self._requested or (_EVERY_RUN[0] if _EVERY_RUN else None)
+        return self._requested or stop_reason()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._requested is not None:

@@ -110,19 +110,25 @@ class CellLog:
 
     def read(self) -> list[CellEvent]:
         """The events appended since the last read (a line still being written waits)."""
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        complete = data.rfind(b"\n") + 1
-        self.offset += complete
+        lines, self.offset = lines_after(self.path, self.offset)
         events = []
-        for line in data[:complete].splitlines():
+        for line in lines:
             try:
                 events.append(CellEvent.model_validate_json(line))
             except ValueError:
                 continue  # torn by a shared file system: the cell's status file still has it
         self.latest.update((e.cell, e) for e in events)
         return events
+
+
+def lines_after(path: Path, offset: int) -> tuple[list[bytes], int]:
+    """The whole lines appended to ``path`` after byte ``offset``, and the offset after them
+    (a line still being written waits for the next read; no file: none yet)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    complete = data.rfind(b"\n") + 1
+    return data[:complete].splitlines(), offset + complete

@@ -332,11 +332,18 @@ def status(sweep_dir: Path) -> int:
     return 0 if all(c.status == "completed" for c in index.cells) else FAILED
 
 
-USAGE = "usage: python -m harness.sweep {resume <sweep_dir> [key=value ...], status <sweep_dir>}"
+USAGE = (
+    "usage: python -m harness.sweep {resume <sweep_dir> [key=value ...], status <sweep_dir>, "
+    "ctl <sweep_dir> <command>}"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["ctl"]:  # steering a running in-process sweep: harness.sweep.control
+        from harness.sweep.control import ctl_main
+
+        return ctl_main(args[1:])
     changes = args[2:]
     well_formed = all("=" in c and not c.startswith("hydra") for c in changes)
     if (

@@ -34,10 +34,9 @@ import gc
 import signal
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
@@ -52,7 +51,11 @@ from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
+from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL
+
+if TYPE_CHECKING:
+    from harness.sweep.steer import Steering
 
 MAX_CONCURRENCY = 4096  # threads, not processes; past this a machine runs out of descriptors first
 _LOCAL_MODEL = threading.Lock()
@@ -160,6 +163,7 @@ class InProcessLauncher(Launcher):
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
         self.stopped = threading.Event()
+        self.steering: Steering  # made at each launch: the queue ctl steers
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.task_function = config, task_function
@@ -175,33 +179,33 @@ class InProcessLauncher(Launcher):
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
-            workers = max(1, min(self.concurrency, len(jobs)))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cell") as pool:
-                returns = list(pool.map(lambda job: self._run(sweep_dir, *job), jobs))
+            self.steering = steered(sweep_dir, self.concurrency, self.stopped)
+            with driver_lock(sweep_dir, repr(self)):
+                self.steering.drive(jobs, lambda num, overrides: self._run(sweep_dir, num, overrides))
         if self.stopped.is_set():
             raise SystemExit(INTERRUPTED)  # every cell in flight was left interrupted, resumable
-        return returns
+        # a cell's outcome is in its record; these only tell Hydra each job ran
+        return [JobReturn(overrides=o, status=JobStatus.COMPLETED) for _, o in jobs]
 
-    def _run(self, sweep_dir: Path, num: int, overrides: list[str]) -> JobReturn:
-        """One cell in this thread; never raises (a cell's failure is in its record).
-        The return keeps no config: 1,000 of them would stay alive to the sweep's end."""
-        ret = JobReturn(overrides=overrides, status=JobStatus.COMPLETED)
+    def _run(self, sweep_dir: Path, num: int, overrides: list[str]) -> None:
+        """One cell in this thread; never raises (a cell's failure is in its record)."""
         if self.stopped.is_set():  # stopping: a cell not started stays pending
-            return ret
+            return
         assert self.configs is not None
         try:
             job_cfg = self.configs.compose(overrides)
+            self.steering.configure(job_cfg)  # what ctl set since the sweep started
         except Exception as exc:  # a value Hydra cannot compose: this cell fails, not the sweep
             fail_cell(SweepJob(sweep_dir, num, overrides), exc)
-            return ret
+            return
         with _LOCAL_MODEL if uses_local_model(job_cfg) else nullcontext():
             try:  # the config is this cell's own copy: run_cell sets its values in place
                 run_cell(job_cfg, self._single_run, SweepJob(sweep_dir, num, overrides, owned=True))
             except SystemExit as exc:  # run_cell's way of saying: Ctrl-C, stop the sweep
-                if exc.code == INTERRUPTED:
+                cancelled = self.steering.was_cancelled(find_cell(sweep_dir, num, overrides).name)
+                if exc.code == INTERRUPTED and not cancelled:  # ctl cancel stops one cell only
                     self.stopped.set()
                     request_stop("SIGINT")
-        return ret
 
     def _single_run(self, cfg: DictConfig) -> None:
         assert self.task_function is not None
@@ -209,6 +213,12 @@ class InProcessLauncher(Launcher):
 
     def __repr__(self) -> str:
         return f"InProcessLauncher(concurrency={self.concurrency})"
+
+
+def steered(sweep_dir: Path, concurrency: int, stopped: threading.Event) -> Steering:
+    from harness.sweep.steer import Steering  # it imports this module's limits
+
+    return Steering(sweep_dir, concurrency, stopped)
 
 
 def fail_cell(job: SweepJob, exc: Exception) -> None:

@@ -1,0 +1,223 @@
+"""The control channel of a running in-process sweep, through its folder:
+
+    python -m harness.sweep ctl <sweep> pause [endpoint] | resume
+    python -m harness.sweep ctl <sweep> set sweep.concurrency=N | model.max_concurrency=N | budget.sweep_usd=X
+    python -m harness.sweep ctl <sweep> cancel <cell> | requeue <cell>
+
+- ``control.jsonl``: append-only, one ``ControlEntry`` a line: each command
+  as sent (``kind: command``) and what the driver did with it (``kind:
+  effect``, the same ``id``, with the sweep's state after it). Made by the
+  driver with mode 0600: only the driver's user may append to it.
+- ``driver.lock``: the driver holds an exclusive ``flock`` on it while it
+  runs (released by the kernel however the driver ends, a SIGKILL too), so
+  "driver not running" needs no heartbeat and no pid guess.
+
+A command is checked here before anything is written (a bad value is one
+line, the sweep untouched), appended, and then ``ctl`` waits for its
+effect. The driver's side is ``harness.sweep.steer``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from harness.schema import ConfigError
+from harness.sweep.cell_status import lines_after, utcnow
+from harness.sweep.index import read_index
+
+CONTROL_JSONL = "control.jsonl"
+DRIVER_LOCK = "driver.lock"
+ANSWER_S = 10.0  # how long ctl waits for the driver's effect
+SETTABLE = ("sweep.concurrency", "model.max_concurrency", "budget.sweep_usd")
+VERBS = ("pause", "resume", "set", "cancel", "requeue")
+USAGE = (
+    "usage: python -m harness.sweep ctl <sweep_dir> pause [endpoint] | resume | "
+    "set {sweep.concurrency=N, model.max_concurrency=N, budget.sweep_usd=X} | cancel <cell> | requeue <cell>"
+)
+
+
+class ControlError(ValueError):
+    """A command that cannot be sent, in one line."""
+
+
+class ControlEntry(BaseModel):
+    """One line of ``control.jsonl``: a command, or the driver's effect of one."""
+
+    schema_version: int = 1
+    kind: Literal["command", "effect"]
+    id: str
+    time: datetime = Field(default_factory=utcnow)
+    words: list[str]  # the command as typed after ``ctl <sweep>``
+    pid: int = Field(default_factory=os.getpid)
+    ok: bool | None = None  # effects only
+    detail: str = ""  # effects: what changed, or why nothing did
+    paused: list[str] = Field(default_factory=list)  # effects: the holds after it ("*": every call)
+    concurrency: int | None = None  # effects: cells in flight allowed after it
+
+
+def check_command(words: list[str]) -> tuple[str, str, str]:
+    """(verb, key or cell or endpoint, value) of a well-formed command, or a ``ControlError``."""
+    from harness.sweep.launcher import MAX_CONCURRENCY, check_concurrency
+
+    verb, rest = (words[0], words[1:]) if words else ("", [])
+    if verb not in VERBS or len(rest) > 1 or (verb in ("set", "cancel", "requeue") and not rest):
+        raise ControlError(USAGE)
+    if verb == "resume" and rest:
+        raise ControlError("resume: takes no argument (it lifts every pause)")
+    arg = rest[0] if rest else ""
+    if verb != "set":
+        return verb, arg, ""
+    key, sep, value = arg.partition("=")
+    if key not in SETTABLE or not sep:
+        raise ControlError(f"set: one of {', '.join(k + '=…' for k in SETTABLE)}, got {arg!r}")
+    if key == "sweep.concurrency":
+        check_concurrency(value)
+    elif key == "model.max_concurrency" and not (value.isdigit() and 1 <= int(value) <= MAX_CONCURRENCY):
+        raise ControlError(
+            f"model.max_concurrency: a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}"
+        )
+    elif key == "budget.sweep_usd" and not _positive(value):
+        raise ControlError(f"budget.sweep_usd: a number of dollars above 0, got {value!r}")
+    return verb, key, value
+
+
+def _positive(value: str) -> bool:
+    try:
+        return 0 < float(value) < float("inf")
+    except ValueError:
+        return False
+
+
+def append_entry(sweep_dir: Path, entry: ControlEntry) -> None:
+    """One ``os.write`` on O_APPEND: the client's and the driver's lines never interleave."""
+    fd = os.open(sweep_dir / CONTROL_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (entry.model_dump_json() + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+class ControlLog:
+    """``control.jsonl`` read from where the last read stopped (a half-written line waits)."""
+
+    def __init__(self, sweep_dir: Path, *, from_end: bool = False) -> None:
+        self.path = sweep_dir / CONTROL_JSONL
+        self.offset = self.path.stat().st_size if from_end and self.path.exists() else 0
+
+    def read(self) -> list[ControlEntry]:
+        lines, self.offset = lines_after(self.path, self.offset)
+        out = []
+        for line in lines:
+            try:
+                out.append(ControlEntry.model_validate_json(line))
+            except ValueError:
+                continue  # not ours to act on: an entry is whole or ignored
+        return out
+
+
+@contextmanager
+def driver_lock(sweep_dir: Path, launcher: str) -> Iterator[None]:
+    """Hold ``driver.lock`` while the driver runs, and open the control log to this user alone."""
+    fd = os.open(sweep_dir / DRIVER_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{sweep_dir}: another driver runs this sweep ({DRIVER_LOCK} is held)") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({"pid": os.getpid(), "uid": os.getuid(), "launcher": launcher}).encode())
+        log = os.open(sweep_dir / CONTROL_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(log, 0o600)  # one made by an older driver with a wider umask is narrowed
+        os.close(log)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def driver_running(sweep_dir: Path) -> bool:
+    """Whether a driver holds the sweep's lock now."""
+    try:
+        fd = os.open(sweep_dir / DRIVER_LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we took
+    return False
+
+
+def reachable(sweep_dir: Path) -> None:
+    """A ``ControlError`` saying why commands cannot reach this sweep's driver, if they cannot."""
+    index = read_index(sweep_dir)
+    if not index.launcher.endswith("InProcessLauncher"):
+        launcher = index.launcher.rsplit(".", 1)[-1] or "a process launcher"
+        raise ControlError(
+            f"{sweep_dir}: runs on {launcher}, whose cells are processes ctl cannot reach; "
+            f"stop it with Ctrl-C and continue with: python -m harness.sweep resume {sweep_dir} "
+            "(start a sweep with sweep.concurrency=N to steer it)"
+        )
+    if not driver_running(sweep_dir):
+        raise ControlError(
+            f"{sweep_dir}: driver not running; continue with: python -m harness.sweep resume {sweep_dir}"
+        )
+    owner = (sweep_dir / CONTROL_JSONL).stat().st_uid
+    if owner != os.getuid():
+        raise ControlError(f"{sweep_dir}: only the driver's user (uid {owner}) may steer this sweep")
+
+
+def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> ControlEntry | None:
+    """Check ``words``, append them as a command and wait for the driver's effect (None: no answer)."""
+    verb, arg, _ = check_command(words)
+    reachable(sweep_dir)
+    if verb in ("cancel", "requeue") and arg not in {c.name for c in read_index(sweep_dir).cells}:
+        raise ControlError(f"{verb}: {arg!r} is not a cell of {sweep_dir} (python -m harness.sweep status)")
+    log = ControlLog(sweep_dir, from_end=True)
+    command = ControlEntry(kind="command", id=uuid.uuid4().hex[:12], words=words)
+    append_entry(sweep_dir, command)
+    deadline = time.monotonic() + answer_s
+    while time.monotonic() < deadline:
+        for entry in log.read():
+            if entry.kind == "effect" and entry.id == command.id:
+                return entry
+        time.sleep(0.05)
+    return None
+
+
+def ctl_main(args: list[str]) -> int:
+    """``python -m harness.sweep ctl <sweep_dir> <command …>``: the effect in one line."""
+    from harness.cli.errors import BAD_INPUT, FAILED
+
+    if len(args) < 2:
+        print(USAGE, file=sys.stderr)
+        return BAD_INPUT
+    sweep_dir = Path(args[0])
+    try:
+        effect = send(sweep_dir, args[1:])
+    except (ControlError, ConfigError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return BAD_INPUT
+    if effect is None:
+        print(f"error: {sweep_dir}: the driver did not answer in {ANSWER_S:g} s", file=sys.stderr)
+        return FAILED
+    print(
+        effect.detail if effect.ok else f"error: {effect.detail}",
+        file=sys.stdout if effect.ok else sys.stderr,
+    )
+    return 0 if effect.ok else BAD_INPUT

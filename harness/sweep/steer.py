@@ -1,0 +1,186 @@
+"""The driver's side of ``python -m harness.sweep ctl`` (``harness.sweep.control``):
+the in-process launcher's queue of cells, steered while it runs.
+
+``Steering.drive`` starts cells from a queue as threads, at most
+``concurrency`` at once, and between starts (every ``POLL_S``) reads the
+commands appended to ``control.jsonl``, applies each at once and appends its
+effect:
+
+- ``pause [endpoint]`` closes the process's gate (``harness.runtime.gate``):
+  a call already sent finishes, every later attempt waits; a pause of every
+  call also starts no new cell. ``resume`` opens it.
+- ``set sweep.concurrency=N`` is the queue's own bound; ``set
+  model.max_concurrency=N`` is every live limiter's ceiling, and both
+  ``model.max_concurrency`` and ``budget.sweep_usd`` are set in each cell's
+  config from then on (a cell's config is made when it starts). A raised
+  budget is the shared ``Budget``'s limit at once: every reservation after
+  it is checked against it, so a raise never lets spend pass the new limit.
+- ``cancel <cell>`` stops a running cell after its node in flight (or while
+  it is held at the gate), leaving it interrupted and resumable; a queued
+  one leaves the queue, recorded interrupted. ``requeue <cell>`` puts a
+  failed or interrupted cell back at the end of the queue (it resumes).
+
+A paused driver that is killed leaves what any killed driver leaves:
+``python -m harness.sweep resume`` continues it, unpaused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.cli.errors import INTERRUPTED
+from harness.models.limiter import limiters
+from harness.runtime.budget import set_sweep_usd
+from harness.runtime.gate import EVERY, gate
+from harness.runtime.interrupt import request_stop_of, stoppable_as
+from harness.sweep.cell import find_cell
+from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
+from harness.sweep.control import ControlEntry, ControlLog, append_entry, check_command
+from harness.sweep.index import read_index
+from harness.sweep.launcher import MAX_CONCURRENCY
+
+POLL_S = 0.1  # how often the driver looks for commands and free slots
+CANCELLED = "cancelled (python -m harness.sweep ctl)"
+
+Job = tuple[int, list[str]]  # (job number, overrides), as Hydra hands them
+
+
+class Steering:
+    """The queue of cells and what ``ctl`` changed (see the module doc)."""
+
+    def __init__(self, sweep_dir: Path, concurrency: int, stopped: threading.Event) -> None:
+        self.dir, self.concurrency, self.stopped = sweep_dir, concurrency, stopped
+        self.log = ControlLog(sweep_dir, from_end=True)  # commands sent before this driver are not ours
+        self.cells = {cell.name: (cell.num, cell.overrides) for cell in read_index(sweep_dir).cells}
+        self.queue: deque[Job] = deque()
+        self.running: dict[Future[None], str] = {}
+        self.cancelled: set[str] = set()
+        self.overrides: dict[str, int | float] = {}  # set in every cell's config from now on
+
+    # -- the queue ---------------------------------------------------------------------
+
+    def drive(self, jobs: list[Job], run: Callable[[int, list[str]], None]) -> None:
+        """Run every job (and every requeued one) at most ``concurrency`` at a time."""
+        self.queue.extend(jobs)
+        with ThreadPoolExecutor(max_workers=MAX_CONCURRENCY, thread_name_prefix="cell") as pool:
+            while True:
+                self.poll()
+                while self.queue and self.can_start():
+                    num, overrides = self.queue.popleft()
+                    name = find_cell(self.dir, num, overrides).name
+                    self.running[pool.submit(self._run, run, name, num, overrides)] = name
+                if not self.running and (not self.queue or self.stopped.is_set()):
+                    break
+                done, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    self.running.pop(future)
+                    future.result()  # a cell never raises; a bug in the driver should
+        self.poll()
+
+    def can_start(self) -> bool:
+        paused = EVERY in gate().held
+        return not self.stopped.is_set() and not paused and len(self.running) < self.concurrency
+
+    def _run(self, run: Callable[[int, list[str]], None], name: str, num: int, overrides: list[str]) -> None:
+        with stoppable_as(name):
+            run(num, overrides)
+        self.cancelled.discard(name)
+
+    def was_cancelled(self, name: str) -> bool:
+        return name in self.cancelled
+
+    def configure(self, cfg: DictConfig) -> None:
+        """A starting cell's config, with what ``set`` changed."""
+        for key, value in self.overrides.items():
+            OmegaConf.update(cfg, key, value, merge=False)
+        if (top := self.overrides.get("model.max_concurrency")) is not None and cfg.get("model"):
+            cfg.model.concurrency = min(int(cfg.model.get("concurrency") or top), int(top))
+
+    # -- commands ----------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Apply every command appended since the last look; append each one's effect."""
+        for entry in self.log.read():
+            if entry.kind != "command":
+                continue
+            try:
+                verb, arg, value = check_command(entry.words)
+                ok, detail = getattr(self, f"do_{verb}")(arg, value)
+            except Exception as exc:  # a command never takes the driver down: it says why
+                ok, detail = False, f"{' '.join(entry.words)}: {exc}"
+            effect = ControlEntry(
+                kind="effect",
+                id=entry.id,
+                words=entry.words,
+                ok=ok,
+                detail=detail,
+                paused=gate().held,
+                concurrency=self.concurrency,
+            )
+            append_entry(self.dir, effect)
+
+    def in_flight(self) -> str:
+        return f"{len(self.running)} cell(s) in flight, {len(self.queue)} queued"
+
+    def do_pause(self, endpoint: str, _: str) -> tuple[bool, str]:
+        gate().hold(endpoint or EVERY)
+        what = f"calls to {endpoint}" if endpoint else "every model call and every cell start"
+        return True, (
+            f"paused {what}; calls already sent finish ({self.in_flight()}); "
+            f"go on with: python -m harness.sweep ctl {self.dir} resume"
+        )
+
+    def do_resume(self, _: str, __: str) -> tuple[bool, str]:
+        held = gate().held
+        gate().release()
+        return True, f"resumed ({', '.join(held) or 'nothing was paused'}); {self.in_flight()}"
+
+    def do_set(self, key: str, value: str) -> tuple[bool, str]:
+        if key == "sweep.concurrency":
+            old, self.concurrency = self.concurrency, int(value)
+            return True, f"sweep.concurrency {old} -> {self.concurrency} ({self.in_flight()})"
+        self.overrides[key] = float(value) if key == "budget.sweep_usd" else int(value)
+        if key == "model.max_concurrency":
+            live = limiters().values()
+            for limiter in live:
+                limiter.set_maximum(int(value))
+            return (
+                True,
+                f"model.max_concurrency -> {value} ({len(live)} live limiter(s), and every cell from now)",
+            )
+        was = set_sweep_usd(str(self.dir.resolve()), float(value))
+        if was is None:
+            return True, f"budget.sweep_usd -> ${value} for every cell started from now"
+        limit, spent = was
+        shown = f"${limit:g}" if limit is not None else "none"
+        return True, f"budget.sweep_usd {shown} -> ${value} (spent ${spent:.4f})"
+
+    def do_cancel(self, name: str, _: str) -> tuple[bool, str]:
+        job = self.cells[name]
+        if name in self.running.values():
+            self.cancelled.add(name)
+            request_stop_of(name, CANCELLED)
+            return True, f"cancelling {name}: it stops after its call in flight, interrupted and resumable"
+        if job in self.queue:
+            self.queue.remove(job)
+            record = CellRecord(status="interrupted", exit_code=INTERRUPTED, error=CANCELLED)
+            write_cell_record(self.dir, name, record.with_counts(None))
+            return True, f"cancelled {name} before it started; left interrupted, resumable"
+        return False, f"cancel: {name} is neither running nor queued"
+
+    def do_requeue(self, name: str, _: str) -> tuple[bool, str]:
+        job = self.cells[name]
+        if name in self.running.values() or job in self.queue:
+            return False, f"requeue: {name} is already running or queued"
+        record = read_cell_record(self.dir, name)
+        if record is None or record.status not in ("failed", "interrupted"):
+            status = record.status if record else "pending"
+            return False, f"requeue: {name} is {status}; only a failed or interrupted cell goes back"
+        self.queue.append(job)
+        return True, f"requeued {name} ({record.status}); {self.in_flight()}"

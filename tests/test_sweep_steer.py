@@ -1,0 +1,197 @@
+"""Steering a running in-process sweep (``python -m harness.sweep ctl``, issue 38).
+
+Against the provider simulator with the real client: a sweep started at
+``sweep.concurrency=4`` is raised to 16 cells in flight; paused, the
+simulator gets no call beyond those in flight at the pause; a cell held at
+the pause is cancelled (left interrupted) and requeued; after ``resume``
+every cell completes with the transcripts of a sweep never paused. On the
+priced scripted model, a raised ``budget.sweep_usd`` lets a sweep that was
+about to stop go on, never past the new limit. Bad commands, a driver that
+is not running and a process launcher's sweep are each one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from provider_sim import ProviderSim
+
+from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
+from harness.sweep.control import ControlError, ControlLog, send
+from harness.sweep.index import main as sweep_main
+from harness.sweep.index import read_index
+
+API = ["model=openai", "model.spec=openai:sim-model", "rounds=1", "progress=false"]
+PRICED = [
+    "model=scripted",
+    "model.latency_s=0.15",
+    "rounds=2",
+    "progress=false",
+    r"prices.models={scripted\:default:{input:1000,output:1000}}",
+]
+
+
+def start(sweep_dir: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "harness.run", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
+    return subprocess.Popen(
+        cmd,
+        cwd=sweep_dir.parent,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def until(ready: Callable[[], bool], driver: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert driver.poll() is None, driver.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def ctl(sweep_dir: Path, *words: str) -> str:
+    effect = send(sweep_dir, list(words))
+    assert effect is not None and effect.ok, effect
+    return effect.detail
+
+
+def running(sweep_dir: Path) -> set[str]:
+    cells = [p.stem for p in (sweep_dir / "cells").glob("*.json")] if (sweep_dir / "cells").is_dir() else []
+    return {c for c in cells if (r := read_cell_record(sweep_dir, c)) is not None and r.status == "running"}
+
+
+def transcripts(sweep_dir: Path) -> dict[str, list[tuple[str, str]]]:
+    """Every cell's kept replies, (id, text), in id order."""
+    out = {}
+    for cell in read_index(sweep_dir).cells:
+        lines = [json.loads(x) for p in (sweep_dir / cell.name).rglob("replies.jsonl") for x in p.open()]
+        out[cell.name] = sorted((r["id"], r["text"]) for r in lines)
+    return out
+
+
+def sent(sim: ProviderSim) -> int:
+    """Requests the steered sweep sent (the plain one asks with another key)."""
+    return sum(c.key == "sk-steer" for c in sim.calls)
+
+
+@pytest.mark.network_loopback
+def test_raise_pause_cancel_requeue_and_resume_on_the_simulator(tmp_path: Path) -> None:
+    env = {"OPENAI_API_KEY": "sk-steer"}
+    with ProviderSim(latency_s=0.3) as sim:
+        args = [*API, f"model.kwargs.base_url={sim.base_url}", "replicates=16"]
+        plain = start(tmp_path / "plain", [*args, "sweep.concurrency=16"], {"OPENAI_API_KEY": "sk-plain"})
+        steered_dir = tmp_path / "steered"
+        driver = start(steered_dir, [*args, "sweep.concurrency=4"], env)
+        until(lambda: len(running(steered_dir)) == 4, driver)
+        assert "sweep.concurrency 4 -> 16" in ctl(steered_dir, "set", "sweep.concurrency=16")
+        until(lambda: len(running(steered_dir)) == 16, driver)  # 16 cells in flight at once
+
+        ctl(steered_dir, "pause")
+        sim.settle()
+        time.sleep(0.5)  # a call through the gate before the pause may still be on its way
+        at_pause, held = sent(sim), running(steered_dir)
+        time.sleep(1.5)
+        assert sent(sim) == at_pause  # nothing sent while paused
+
+        victim = sorted(held)[0]
+        ctl(steered_dir, "cancel", victim)  # held at the gate: stopped there, no call made
+        until(lambda: victim not in running(steered_dir), driver)
+        assert read_cell_record(steered_dir, victim).status == "interrupted"  # type: ignore[union-attr]
+        ctl(steered_dir, "requeue", victim)
+        assert plain.wait(timeout=120) == 0, plain.communicate()[1][-2000:]
+        assert sent(sim) == at_pause
+
+        assert "resumed (*)" in ctl(steered_dir, "resume")
+        assert driver.wait(timeout=120) == 0, driver.communicate()[1][-2000:]
+    assert [c.status for c in read_index(steered_dir).cells] == ["completed"] * 16
+    assert transcripts(steered_dir) == transcripts(tmp_path / "plain")
+    effects = [e for e in ControlLog(steered_dir).read() if e.kind == "effect"]
+    assert [e.words[0] for e in effects] == ["set", "pause", "cancel", "requeue", "resume"]
+    assert effects[0].concurrency == 16 and effects[1].paused == ["*"] and effects[-1].paused == []
+    assert oct((steered_dir / "control.jsonl").stat().st_mode & 0o777) == "0o600"
+
+
+def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_never_overspends(tmp_path: Path) -> None:
+    """Each cell costs about $2: $3 stops the second; raised to $7.5 while the
+    second runs, the sweep goes on to the new limit and stops there."""
+    sweep_dir = tmp_path / "sweep"
+    driver = start(sweep_dir, [*PRICED, "replicates=4", "sweep.concurrency=1", "budget.sweep_usd=3"])
+    first = lambda: (r := read_cell_record(sweep_dir, "rep-0")) is not None and r.status != "running"  # noqa: E731
+    until(first, driver)
+    assert "budget.sweep_usd $3 -> $7.5" in ctl(sweep_dir, "set", "budget.sweep_usd=7.5")
+    assert driver.wait(timeout=120) == 1  # a cell left interrupted: not every cell completed
+    cells = read_index(sweep_dir).cells
+    assert sum(c.status == "completed" for c in cells) >= 3  # $3 alone stops the second cell
+    assert any(c.status == "interrupted" for c in cells)  # and $7.5 stops the sweep in its turn
+    assert 3 < sum(c.cost_usd or 0.0 for c in cells) <= 7.5
+
+
+def test_bad_commands_and_unreachable_drivers_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    index = {
+        "name": "s",
+        "launcher": "hydra_plugins.x.JoblibLauncher",
+        "task_overrides": [],
+        "hydra_overrides": [],
+    }
+    (sweep_dir / "sweep.json").write_text(json.dumps({**index, "cells": []}))
+    for words, message in [
+        (["set", "sweep.concurrency=0"], "sweep.concurrency: must be a whole number"),
+        (["set", "budget.sweep_usd=-1"], "budget.sweep_usd: a number of dollars above 0"),
+        (["set", "llm.temperature=1"], "set: one of"),
+        (["fly"], "usage:"),
+        (["pause"], "runs on JoblibLauncher, whose cells are processes ctl cannot reach"),
+    ]:
+        assert sweep_main(["ctl", str(sweep_dir), *words]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (sweep_dir / "control.jsonl").exists()  # nothing was sent
+    index["launcher"] = "harness.sweep.launcher.InProcessLauncher"
+    (sweep_dir / "sweep.json").write_text(json.dumps({**index, "cells": []}))
+    with pytest.raises(
+        ControlError, match="driver not running; continue with: python -m harness.sweep resume"
+    ):
+        send(sweep_dir, ["resume"])
+
+
+def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path) -> None:
+    import threading
+
+    from harness.sweep.grid import Cell
+    from harness.sweep.steer import Steering
+
+    cells = [Cell(num=n, name=f"c{n}", overrides=[f"seed={n}"], params={}) for n in range(2)]
+    (tmp_path / "sweep.json").write_text(
+        json.dumps(
+            {
+                "name": "s",
+                "launcher": "x",
+                "task_overrides": [],
+                "hydra_overrides": [],
+                "cells": [c.model_dump() for c in cells],
+            }
+        )
+    )
+    write_cell_record(tmp_path, "c0", CellRecord(status="failed", exit_code=1, error="boom"))
+    write_cell_record(tmp_path, "c1", CellRecord(status="completed", exit_code=0))
+    steering = Steering(tmp_path, 2, threading.Event())
+    assert steering.do_requeue("c0", "") == (True, "requeued c0 (failed); 0 cell(s) in flight, 1 queued")
+    assert steering.do_requeue("c0", "")[0] is False  # already queued
+    assert steering.do_requeue("c1", "") == (
+        False,
+        "requeue: c1 is completed; only a failed or interrupted cell goes back",
+    )
+    assert list(steering.queue) == [(0, ["seed=0"])]
