@@ -37,7 +37,7 @@ from harness.schema import ConfigError
 from harness.sweep.cell_status import lines_after, utcnow
 from harness.sweep.index import read_index
 
-CONTROL_JSONL = "control.jsonl"
+CONTROL_JSONL = "control.jsonl"  # harness.view.watch reads both by these names
 DRIVER_LOCK = "driver.lock"
 ANSWER_S = 10.0  # how long ctl waits for the driver's effect
 SETTABLE = ("sweep.concurrency", "model.max_concurrency", "budget.sweep_usd")
@@ -149,18 +149,10 @@ def driver_lock(sweep_dir: Path, launcher: str) -> Iterator[None]:
 
 
 def driver_running(sweep_dir: Path) -> bool:
-    """Whether a driver holds the sweep's lock now."""
-    try:
-        fd = os.open(sweep_dir / DRIVER_LOCK, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops a lock we took
-    return False
+    """Whether a driver holds the sweep's lock now (the live page asks the same)."""
+    from harness.view.watch import driver_alive
+
+    return driver_alive(sweep_dir)
 
 
 def reachable(sweep_dir: Path) -> None:

@@ -1,4 +1,4 @@
-"""python -m harness.view <runs_root | run_dir> [--port N] [--static OUT] — look at runs.
+"""python -m harness.view <runs_root | run_dir> [--port N] [--static OUT] [--stall-s N] — look at runs.
 
 Serves a read-only viewer on 127.0.0.1 (the address is printed), or with
 ``--static OUT`` writes the same pages as self-contained HTML files. It
@@ -14,6 +14,7 @@ from pathlib import Path
 from harness.cli.errors import BAD_INPUT, exit_code
 from harness.view.server import serve
 from harness.view.static import export_static
+from harness.view.watch import STALL_S
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +24,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--static", type=Path, metavar="OUT", help="write the pages as HTML files here instead"
     )
+    parser.add_argument(
+        "--stall-s",
+        type=float,
+        default=STALL_S,
+        metavar="N",
+        help=f"mark a running sweep cell stalled after N seconds with nothing written (default {STALL_S:g})",
+    )
     args = parser.parse_args(argv)
+    if args.stall_s <= 0:
+        print(f"error: --stall-s: seconds above 0, got {args.stall_s:g}", file=sys.stderr)
+        return BAD_INPUT
     if not args.root.is_dir():
         print(f"error: {args.root}: no such folder", file=sys.stderr)
         return BAD_INPUT
@@ -36,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {len(files)} pages to {args.static}")
         return 0
     try:
-        serve(args.root, args.port, lambda line: print(line, flush=True))
+        serve(args.root, args.port, lambda line: print(line, flush=True), args.stall_s)
     except OSError as exc:
         print(f"error: port {args.port}: {exc.strerror or exc}", file=sys.stderr)
         return exit_code(exc)

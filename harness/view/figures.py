@@ -1,11 +1,14 @@
-"""The drift trajectory of one run, per seat, with its change points, as
-inline SVG (matplotlib's SVG backend: no files, no internet), when the run
-has been analysed (``python -m analysis``) and its ``_analysis/`` is there."""
+"""Figures as inline SVG (matplotlib's SVG backend: no files, no internet):
+the drift trajectory of one run, per seat, with its change points, when the
+run has been analysed (``python -m analysis``) and its ``_analysis/`` is
+there; and the live sweep page's pictures, drawn from what its logs say."""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def analysis_of(root: Path, key: str, run_dir: Path) -> tuple[Path, str] | None:
@@ -25,10 +28,6 @@ def trajectory_svg(root: Path, key: str, run_dir: Path) -> str | None:
     found = analysis_of(root, key, run_dir)
     if found is None:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import pandas as pd
 
     folder, run_id = found
@@ -43,7 +42,7 @@ def trajectory_svg(root: Path, key: str, run_dir: Path) -> str | None:
         else pd.DataFrame(columns=["run_id", "team", "signal", "round"])
     )
     changes = changes[(changes["run_id"] == run_id) & (changes["signal"] == "drift_index")]
-    fig, ax = plt.subplots(figsize=(8, 2.8))
+    fig, ax = _axes(2.8)
     for team, group in scores.sort_values("round").groupby("team"):
         line = ax.plot(group["round"], group["drift_index"], marker=".", label=str(team))[0]
         for r in changes[changes["team"] == team]["round"]:
@@ -51,9 +50,59 @@ def trajectory_svg(root: Path, key: str, run_dir: Path) -> str | None:
     ax.set_xlabel("round")
     ax.set_ylabel("drift index")
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
+    return _svg(fig)
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
     out = io.StringIO()
+    fig.tight_layout()
     fig.savefig(out, format="svg")
     plt.close(fig)
     svg = out.getvalue()
     return svg[svg.index("<svg") :]
+
+
+def _axes(height: float = 2.6) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(8, height))
+
+
+def limits_svg(series: dict[str, Sequence[tuple[str, float, str]]]) -> str | None:
+    """Each shared limiter's limit over time (``limits.jsonl``), its 429 cuts marked; None: no changes."""
+    from datetime import datetime
+
+    drawn = {key: points for key, points in series.items() if points}
+    if not drawn:
+        return None
+    fig, ax = _axes()
+    for key, points in drawn.items():
+        times = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t, _, _ in points]
+        line = ax.step(times, [limit for _, limit, _ in points], where="post", label=key[:60])[0]
+        cuts = [(t, v) for t, (_, v, why) in zip(times, points, strict=True) if why == "429"]
+        if cuts:
+            ax.plot(*zip(*cuts, strict=True), "v", color=line.get_color(), label="429 cut")
+    ax.set_ylabel("calls in flight allowed")
+    ax.legend(loc="upper left", fontsize=7)
+    fig.autofmt_xdate()
+    return _svg(fig)
+
+
+def rounds_svg(cells: dict[str, dict[int, int]]) -> str | None:
+    """Each running cell's model calls by round, as its rounds land (more calls in a
+    round: more drafts rejected, retried or repaired); None: no round landed yet."""
+    drawn = {name: by_round for name, by_round in cells.items() if by_round}
+    if not drawn:
+        return None
+    fig, ax = _axes()
+    for name, by_round in drawn.items():
+        ax.plot(list(by_round), list(by_round.values()), marker=".", label=name[:40])
+    ax.set_xlabel("round")
+    ax.set_ylabel("model calls")
+    ax.legend(loc="upper left", fontsize=7)
+    return _svg(fig)

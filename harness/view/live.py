@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +35,10 @@ from urllib.parse import quote
 from harness.models.prices import format_usd
 from harness.store.snapshot import list_snapshots, read_snapshot
 from harness.view.catalog import Scan, key_of
+from harness.view.figures import limits_svg, rounds_svg
 from harness.view.pages import _ENV as ENV
 from harness.view.pages import Links
+from harness.view.watch import STALL_S, CellWatch, Driver, json_lines, seconds_since
 
 SWEEP_INDEX = "sweep.json"
 CELL_LOG = "cells.jsonl"
@@ -43,6 +46,8 @@ LIMITS_LOG = "limits.jsonl"
 PLAN_JSON = "plan.json"  # harness.plan --record: {"in_flight": n, "cells": {name: seconds}}
 REFRESH_S = 2  # the page's reload period while the sweep runs
 RECENT_429 = 5  # the latest 429 cuts shown per limiter
+SERIES = 5000  # the limit changes kept per limiter for its picture
+RATE_WINDOW_S = 60.0  # calls per second: over about the last minute of refreshes
 OPEN = ("pending", "running")  # a cell in either keeps the page reloading
 
 
@@ -56,10 +61,12 @@ class Limiter:
     cuts: int = 0  # cut after a 429
     holds: int = 0  # every caller held by a Retry-After
     recent: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT_429))  # times of the last cuts
+    series: deque[tuple[str, float, str]] = field(default_factory=lambda: deque(maxlen=SERIES))
 
     def add(self, change: dict[str, Any]) -> None:
         self.limit, self.changes = float(change.get("new", self.limit)), self.changes + 1
         reason = str(change.get("reason", ""))
+        self.series.append((time_of(change.get("time")), self.limit, reason))
         if reason == "429":
             self.cuts += 1
             self.recent.append(str(change.get("time", "")))
@@ -75,8 +82,12 @@ def time_of(value: Any) -> str:
 class Follower:
     """One sweep folder, followed between refreshes (see the module doc)."""
 
-    def __init__(self, sweep_dir: Path) -> None:
-        self.dir = sweep_dir
+    def __init__(self, sweep_dir: Path, stall_s: float = STALL_S) -> None:
+        self.dir, self.stall_s = sweep_dir, stall_s
+        self.watches: dict[str, CellWatch] = {}  # each running cell's run folder, followed
+        self.driver = Driver()
+        self.paused: list[str] = []
+        self.samples: deque[tuple[float, int]] = deque()  # (time, calls seen): the rate
         self.offsets: dict[str, int] = {CELL_LOG: 0, LIMITS_LOG: 0}
         self.latest: dict[str, dict[str, Any]] = {}  # each cell's last line of the cell log
         self.limiters: dict[str, Limiter] = {}
@@ -86,21 +97,8 @@ class Follower:
 
     def new_lines(self, name: str) -> list[dict[str, Any]]:
         """The complete lines ``name`` gained since the last read (a torn or unreadable one skipped)."""
-        try:
-            with open(self.dir / name, "rb") as fh:
-                fh.seek(self.offsets[name])
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        complete = data.rfind(b"\n") + 1
-        self.offsets[name] += complete
-        out = []
-        for line in data[:complete].splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return [x for x in out if isinstance(x, dict)]
+        lines, self.offsets[name] = json_lines(self.dir / name, self.offsets[name])
+        return lines
 
     def refresh(self) -> None:
         with self.lock:
@@ -109,6 +107,7 @@ class Follower:
             for change in self.new_lines(LIMITS_LOG):
                 key = str(change.get("key"))
                 self.limiters.setdefault(key, Limiter(key)).add(change)
+            self.paused = self.driver.refresh(self.dir)
             try:
                 st = (self.dir / SWEEP_INDEX).stat()
                 if (st.st_size, st.st_mtime_ns) != self.index_stamp:
@@ -144,9 +143,38 @@ class Follower:
             row["rounds"] = event.get("rounds") or row.get("rounds")
         if row.get("status") == "running":
             row.update(progress(self.dir / name))
+            row.update(self.watch(name, event))
+        elif row.get("status") != "pending":
+            self.watches.pop(name, None)
         row["tokens"] = (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
         row["has_run"] = (self.dir / name / "manifest.json").is_file()
         return row
+
+    def watch(self, name: str, event: dict[str, Any] | None) -> dict[str, Any]:
+        """A running cell's elapsed seconds, calls, retries in flight, last error and stall."""
+        watch = self.watches.setdefault(name, CellWatch(self.dir / name))
+        watch.refresh()
+        now = time.time()
+        elapsed = seconds_since((event or {}).get("started_at"), now)
+        still = now - watch.moved if watch.moved else elapsed
+        return {
+            "elapsed_s": elapsed,
+            "calls": watch.calls,
+            "retrying": watch.retrying,
+            "last_error": watch.last_error,
+            "stalled": not self.paused and still is not None and still >= self.stall_s,
+            "still_s": still,
+            "by_round": dict(sorted(watch.by_round.items())),
+        }
+
+    def calls_per_s(self) -> float | None:
+        """Model calls landed per second over about the last minute (None: too soon to say)."""
+        now, calls = time.monotonic(), sum(w.calls for w in self.watches.values())
+        self.samples.append((now, calls))
+        while len(self.samples) > 2 and now - self.samples[1][0] > RATE_WINDOW_S:
+            self.samples.popleft()
+        (t0, c0) = self.samples[0]
+        return (calls - c0) / (now - t0) if now - t0 >= 1.0 else None
 
 
 def progress(run_dir: Path) -> dict[str, Any]:
@@ -181,6 +209,9 @@ def summary(rows: list[dict[str, Any]], follower: Follower) -> dict[str, Any]:
         "limiters": list(follower.limiters.values()),
         "budget": budget_used(follower.index, rows),
         "time_left": time_left(follower.dir, rows),
+        "calls_per_s": follower.calls_per_s() if any(r.get("status") == "running" for r in rows) else None,
+        "paused": follower.paused,
+        "stalled": sum(bool(r.get("stalled")) for r in rows),
     }
 
 
@@ -192,6 +223,8 @@ def time_left(sweep_dir: Path, rows: list[dict[str, Any]]) -> str | None:
     except (OSError, ValueError, KeyError, TypeError):
         planned, slots = {}, 0
     done = [float(r["wall_s"]) for r in rows if r.get("status") == "completed" and r.get("wall_s")]
+    if not done:  # no cell finished yet: a running cell's pace so far, over its whole length
+        done = [r["elapsed_s"] * r["rounds"] / r["rounds_done"] for r in rows if _paced(r)]
     rate = sum(done) / len(done) if done else None
     still = [r for r in rows if r.get("status") in OPEN]
     left = 0.0
@@ -205,6 +238,12 @@ def time_left(sweep_dir: Path, rows: list[dict[str, Any]]) -> str | None:
         return None
     slots = slots or sum(r.get("status") == "running" for r in still)
     return f"time left ≈ {_duration(left / max(1, slots))} ({'plan' if planned else 'rate so far'})"
+
+
+def _paced(row: dict[str, Any]) -> bool:
+    return row.get("status") == "running" and bool(
+        row.get("elapsed_s") and row.get("rounds") and row.get("rounds_done")
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -232,8 +271,8 @@ class Sweeps:
     root), and a ``Follower`` per sweep shown. Like the catalog, a key is
     looked up in what the scan found, never joined onto the root."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root.resolve()
+    def __init__(self, root: Path, stall_s: float = STALL_S) -> None:
+        self.root, self.stall_s = root.resolve(), stall_s
         self.found = Scan(self._walk)
         self._followers: dict[Path, Follower] = {}
         self._lock = threading.Lock()
@@ -256,7 +295,7 @@ class Sweeps:
         if sweep_dir is None:
             return None
         with self._lock:
-            follower = self._followers.setdefault(sweep_dir, Follower(sweep_dir))
+            follower = self._followers.setdefault(sweep_dir, Follower(sweep_dir, self.stall_s))
         follower.refresh()
         return follower
 
@@ -289,8 +328,24 @@ def live_page(sweeps: Sweeps, key: str, links: Links) -> str | None:
         key=key,
         rows=rows,
         total=summary(rows, follower),
+        figures=pictures(rows, follower),
+        resume=f"python -m harness.sweep ctl {follower.dir} resume",
+        stall_s=follower.stall_s,
         refresh_s=REFRESH_S,
         links=links,
         run_key=lambda cell: cell_key(key, cell),
         name=follower.index.get("name") or key,
     )
+
+
+def pictures(rows: list[dict[str, Any]], follower: Follower) -> dict[str, str]:
+    """The page's figures by title, as inline SVG: those with nothing to draw are left out."""
+    drawn = {
+        "Rate limiters: the limit over time, 429 cuts marked": limits_svg(
+            {key: list(limiter.series) for key, limiter in follower.limiters.items()}
+        ),
+        "Running cells: model calls by round": rounds_svg(
+            {r["name"]: r["by_round"] for r in rows if r.get("status") == "running" and r.get("by_round")}
+        ),
+    }
+    return {title: svg for title, svg in drawn.items() if svg}

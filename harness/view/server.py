@@ -15,6 +15,7 @@ from harness.view.catalog import Catalog
 from harness.view.live import Sweeps, live_page, sweeps_page
 from harness.view.pages import Links, compare_page, error_page, run_page, runs_page, verify_page
 from harness.view.search import search_page
+from harness.view.watch import STALL_S
 
 
 def route(catalog: Catalog, target: str, sweeps: Sweeps | None = None) -> tuple[int, str]:
@@ -55,8 +56,8 @@ def _route(catalog: Catalog, target: str, sweeps: Sweeps) -> tuple[int, str]:
     return 200, html
 
 
-def handler(catalog: Catalog) -> type[BaseHTTPRequestHandler]:
-    sweeps = Sweeps(catalog.root)  # each live page follows its sweep's logs from where it left off
+def handler(catalog: Catalog, stall_s: float = STALL_S) -> type[BaseHTTPRequestHandler]:
+    sweeps = Sweeps(catalog.root, stall_s)  # each live page follows its sweep's logs from where it left off
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the standard library's name
@@ -74,9 +75,12 @@ def handler(catalog: Catalog) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(root: Path, port: int = 0, announce: Callable[[str], None] = print) -> None:
-    """Serve ``root`` until interrupted; ``announce`` gets the address line."""
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler(Catalog(root)))
+def serve(
+    root: Path, port: int = 0, announce: Callable[[str], None] = print, stall_s: float = STALL_S
+) -> None:
+    """Serve ``root`` until interrupted; ``announce`` gets the address line; a running
+    sweep cell with nothing written for ``stall_s`` seconds is marked stalled."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler(Catalog(root), stall_s))
     announce(f"serving {root} at http://127.0.0.1:{server.server_port}/")
     try:
         server.serve_forever()

@@ -1,0 +1,124 @@
+"""What the live sweep page reads of a running cell's run folder, and of the
+driver, between refreshes (``harness.view.live``).
+
+A running cell's ``events.jsonl`` and each seat's ``replies.jsonl`` are read
+from where the last refresh stopped: the replies give its model calls (by
+round), the events its retries (a ``retry`` event with no reply since: a
+call retrying now) and its last error; the files' modification times say
+when it last moved (a cell still for ``stall_s`` seconds is stalled). The
+driver's state is the last effect in ``control.jsonl`` (``python -m
+harness.sweep ctl``) while a driver holds ``driver.lock``; a killed driver's
+pause is gone with it. Files are read as the JSON they are: the viewer sits
+below the sweep package and imports none of it (docs/sweeps.md).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+CONTROL_LOG = "control.jsonl"
+DRIVER_LOCK = "driver.lock"
+STALL_S = 120.0  # a running cell with nothing written for this long is marked stalled (--stall-s)
+
+
+def json_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The whole JSON lines after byte ``offset`` (a torn one skipped), and the new offset."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    complete = data.rfind(b"\n") + 1
+    out = []
+    for line in data[:complete].splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out, offset + complete
+
+
+@dataclass
+class CellWatch:
+    """One running cell's run folder, followed between refreshes."""
+
+    run_dir: Path
+    offsets: dict[Path, int] = field(default_factory=dict)
+    calls: int = 0
+    by_round: Counter[int] = field(default_factory=Counter)  # model calls landed per round
+    retrying: int = 0  # retries of the call in flight (0: none)
+    last_error: str | None = None
+    moved: float = 0.0  # when any of its files was last written (epoch seconds)
+
+    def refresh(self) -> None:
+        for path in sorted(self.run_dir.glob("*/replies.jsonl")):
+            replies = self._read(path)
+            self.calls += len(replies)
+            self.by_round.update(int(r.get("round") or 0) for r in replies)
+            if replies:
+                self.retrying = 0  # a reply landed: the retried call (if any) got through
+        for event in self._read(self.run_dir / "events.jsonl"):
+            if event.get("event") in ("retry", "error"):
+                error = event.get("error") or {}
+                self.last_error = f"{error.get('type', '')}: {error.get('message', '')}".strip(": ")
+                self.retrying = int(event.get("n") or 1) if event.get("event") == "retry" else 0
+
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return []
+        self.moved = max(self.moved, st.st_mtime)
+        if st.st_size <= self.offsets.get(path, 0):
+            return []
+        lines, self.offsets[path] = json_lines(path, self.offsets.get(path, 0))
+        return lines
+
+
+def seconds_since(when: Any, now: float) -> float | None:
+    """Seconds from an ISO 8601 time (as the cell log writes it) to ``now``; None: no time."""
+    try:
+        return max(0.0, now - datetime.fromisoformat(str(when).replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
+
+
+def driver_alive(sweep_dir: Path) -> bool:
+    """Whether a driver holds the sweep's ``driver.lock`` (harness.sweep.control)."""
+    try:
+        fd = os.open(sweep_dir / DRIVER_LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Driver:
+    """The driver's state, as its last ``ctl`` effect left it."""
+
+    offset: int = 0
+    paused: list[str] = field(default_factory=list)
+
+    def refresh(self, sweep_dir: Path) -> list[str]:
+        """The holds in force now (``*``: every call); none once the driver is gone."""
+        effects, self.offset = json_lines(sweep_dir / CONTROL_LOG, self.offset)
+        for effect in effects:
+            if effect.get("kind") == "effect":
+                self.paused = [str(p) for p in effect.get("paused") or []]
+        return self.paused if self.paused and driver_alive(sweep_dir) else []
