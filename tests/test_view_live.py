@@ -31,6 +31,7 @@ from harness.view.server import handler
 
 CELLS = re.compile(r'data-cell="(?P<cell>[^"]+)" data-status="(?P<status>[^"]+)"')
 REFRESH = 'id="live-refresh"'
+STALL_S = 1.0  # the viewer's stall mark, short: the frozen sweep writes nothing
 
 
 def cells_of(dom: str) -> dict[str, str]:
@@ -38,13 +39,14 @@ def cells_of(dom: str) -> dict[str, str]:
 
 
 def running_cell(sweep: Path) -> str | None:
-    """The cell the cell log last says is running, once its run folder exists."""
+    """The cell the cell log last says is running, once it kept a model reply."""
     try:
         last = json.loads((sweep / "cells.jsonl").read_text().splitlines()[-1])
     except (FileNotFoundError, IndexError, ValueError):
         return None
     cell = last["cell"]
-    return cell if last["status"] == "running" and (sweep / cell / "manifest.json").is_file() else None
+    kept = any(p.stat().st_size for p in (sweep / cell).glob("*/replies.jsonl"))
+    return cell if last["status"] == "running" and kept else None
 
 
 @pytest.fixture
@@ -81,7 +83,7 @@ def sweep_process(runs_root: Path, tmp_path: Path) -> Iterator[subprocess.Popen[
 
 
 def frozen_mid_cell(proc: subprocess.Popen[bytes], runs_root: Path) -> tuple[Path, str]:
-    """Stop the sweep while a cell runs; (the sweep folder, that cell)."""
+    """Stop the sweep while a cell runs and has kept a reply; (the sweep folder, that cell)."""
     deadline = time.monotonic() + 120  # far above the seconds it takes
     while time.monotonic() < deadline and proc.poll() is None:
         for sweep in runs_root.glob("sweep-*"):
@@ -101,16 +103,21 @@ def test_the_live_page_shows_cells_moving_from_pending_to_completed(
     sweep_process: subprocess.Popen[bytes], runs_root: Path, tmp_path: Path
 ) -> None:
     scratch = tmp_path / "chromium"
-    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler(Catalog(runs_root)))) as server:
+    with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler(Catalog(runs_root), STALL_S))) as server:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         sweep, cell = frozen_mid_cell(sweep_process, runs_root)
         live = f"{base}/live/{sweep.name}"
         assert sweep.name in text_of(dump_dom(f"{base}/live", scratch))
+        time.sleep(STALL_S)  # frozen: nothing is written, so the running cell stalls
 
         dom = dump_dom(live, scratch)
         seen = cells_of(dom)
         assert len(seen) == 3 and seen[cell] == "running", seen
         assert "pending" in seen.values() and REFRESH in dom
+        (elapsed,) = re.findall(r'class="elapsed">([\d.]+) \(running\)', dom)
+        assert float(elapsed) >= STALL_S  # seconds since the cell started, not "0.0"
+        assert 'class="stalled' in dom and "<svg" in dom  # the stall mark and a drawn figure
+        assert "Model calls by round, running cells" in text_of(dom)
         assert f'href="/run/{sweep.name}/{cell}"' in dom  # the running cell links to its run page
         run_dom = dump_dom(f"{base}/run/{sweep.name}/{cell}", scratch)
         assert REFRESH in run_dom and "still running" in text_of(run_dom)
@@ -163,3 +170,37 @@ def test_a_follower_reads_only_what_the_logs_gained(tmp_path: Path) -> None:
         "running",
     ]
     assert follower.limiters["openai"].changes == 1  # the limiter log was not read again
+
+
+def test_a_running_cell_shows_its_calls_retries_last_error_and_stall(tmp_path: Path) -> None:
+    """From the run folder's replies and events: calls by round, a retry in flight
+    (until a reply lands), the last error, and the stall mark once nothing is
+    written for ``stall_s``; a pause in ``control.jsonl`` counts only while a
+    driver holds ``driver.lock``."""
+    sweep = tmp_path / "sweep"
+    (sweep / "c0" / "pros").mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"name": "s", "cells": [{"num": 0, "name": "c0"}]}))
+    started = {"cell": "c0", "status": "running", "started_at": "2026-01-02T00:00:00Z", "rounds": 4}
+    (sweep / "cells.jsonl").write_text(json.dumps(started) + "\n")
+    replies = sweep / "c0" / "pros" / "replies.jsonl"
+    replies.write_text("".join(json.dumps({"round": r}) + "\n" for r in (1, 1, 2)))
+    retry = {"event": "retry", "n": 2, "error": {"type": "RateLimitError", "message": "429 slow down"}}
+    (sweep / "c0" / "events.jsonl").write_text(json.dumps(retry) + "\n")
+    effect = {"kind": "effect", "id": "x", "words": ["pause"], "paused": ["*"]}
+    (sweep / "control.jsonl").write_text(json.dumps(effect) + "\n")
+    old = time.time() - 60
+    for path in (replies, sweep / "c0" / "events.jsonl"):
+        os.utime(path, (old, old))
+
+    follower = Follower(sweep, stall_s=30)
+    follower.refresh()
+    (row,) = follower.cells()
+    assert (row["calls"], row["by_round"], row["retrying"]) == (3, {1: 2, 2: 1}, 2)
+    assert row["last_error"] == "RateLimitError: 429 slow down"
+    assert row["stalled"] and row["still_s"] >= 59 and row["elapsed_s"] > 60
+    assert follower.paused == []  # no driver holds the lock: a killed driver's pause is gone
+
+    with replies.open("a") as fh:
+        fh.write(json.dumps({"round": 2}) + "\n")
+    (row,) = follower.cells()
+    assert (row["calls"], row["retrying"], row["stalled"]) == (4, 0, False)  # the retried call landed

@@ -47,6 +47,7 @@ PLAN_JSON = "plan.json"  # harness.plan --record: {"in_flight": n, "cells": {nam
 REFRESH_S = 2  # the page's reload period while the sweep runs
 RECENT_429 = 5  # the latest 429 cuts shown per limiter
 SERIES = 5000  # the limit changes kept per limiter for its picture
+FIGURE_CELLS = 40  # cells drawn in one figure at most
 RATE_WINDOW_S = 60.0  # calls per second: over about the last minute of refreshes
 OPEN = ("pending", "running")  # a cell in either keeps the page reloading
 
@@ -144,8 +145,6 @@ class Follower:
         if row.get("status") == "running":
             row.update(progress(self.dir / name))
             row.update(self.watch(name, event))
-        elif row.get("status") != "pending":
-            self.watches.pop(name, None)
         row["tokens"] = (row.get("input_tokens") or 0) + (row.get("output_tokens") or 0)
         row["has_run"] = (self.dir / name / "manifest.json").is_file()
         return row
@@ -166,6 +165,13 @@ class Follower:
             "still_s": still,
             "by_round": dict(sorted(watch.by_round.items())),
         }
+
+    def rounds_of(self, name: str) -> dict[int, int]:
+        """A cell's model calls by round, its replies read from where the last look stopped."""
+        with self.lock:
+            watch = self.watches.setdefault(name, CellWatch(self.dir / name))
+            watch.refresh()
+            return dict(sorted(watch.by_round.items()))
 
     def calls_per_s(self) -> float | None:
         """Model calls landed per second over about the last minute (None: too soon to say)."""
@@ -339,13 +345,16 @@ def live_page(sweeps: Sweeps, key: str, links: Links) -> str | None:
 
 
 def pictures(rows: list[dict[str, Any]], follower: Follower) -> dict[str, str]:
-    """The page's figures by title, as inline SVG: those with nothing to draw are left out."""
+    """The page's figures by title, as inline SVG: those with nothing to draw are left out.
+    While the sweep runs, its running cells are drawn; once it is done, every cell."""
+    open_ = any(r.get("status") in OPEN for r in rows)
+    shown = [r for r in rows if r.get("status") == "running" or (not open_ and r.get("has_run"))]
     drawn = {
         "Rate limiters: the limit over time, 429 cuts marked": limits_svg(
             {key: list(limiter.series) for key, limiter in follower.limiters.items()}
         ),
-        "Running cells: model calls by round": rounds_svg(
-            {r["name"]: r["by_round"] for r in rows if r.get("status") == "running" and r.get("by_round")}
+        "Model calls by round, " + ("running cells" if open_ else "every cell"): rounds_svg(
+            {r["name"]: follower.rounds_of(r["name"]) for r in shown[:FIGURE_CELLS]}
         ),
     }
     return {title: svg for title, svg in drawn.items() if svg}
