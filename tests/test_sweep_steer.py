@@ -135,6 +135,39 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_never_overspends(tmp_pa
     assert any(c.status == "interrupted" for c in cells)  # and $7.5 stops the sweep in its turn
     assert 3 < sum(c.cost_usd or 0.0 for c in cells) <= 7.5
 
+    from harness.view.static import export_static  # the finished sweep, shared as a folder of pages
+
+    export_static(sweep_dir, tmp_path / "pages")
+    page = (tmp_path / "pages" / "sweep.html").read_text()
+    assert page.count("data-cell=") == 4 and "<svg" in page and "live-refresh" not in page
+    assert 'href="runs/rep-0/page-1.html"' in page and (tmp_path / "pages/runs/rep-0/page-1.html").is_file()
+
+
+def test_the_gate_holds_an_endpoint_or_every_call_and_lets_a_stop_through() -> None:
+    import threading
+
+    from harness.runtime.gate import Gate
+    from harness.runtime.interrupt import RunStopped, request_stop_of, stoppable_as
+
+    gate = Gate()
+    gate.hold("openai")
+    gate.wait("scripted:default")  # another provider goes on
+    assert gate.holds("openai:gpt-4o-mini") and not gate.holds("anthropic:claude")
+    passed = threading.Event()
+    waiter = threading.Thread(target=lambda: (gate.wait("openai:m"), passed.set()))
+    waiter.start()
+    time.sleep(0.3)
+    assert not passed.is_set() and gate.waiting == 1
+    gate.release()
+    waiter.join(5)
+    assert passed.is_set()
+
+    gate.hold()
+    with stoppable_as("cell-a"):
+        request_stop_of("cell-a", "cancelled")
+        with pytest.raises(RunStopped, match="cancelled"):
+            gate.wait("scripted:default")  # a held call of a cancelled cell ends, no call made
+
 
 def test_bad_commands_and_unreachable_drivers_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture

@@ -3,6 +3,8 @@
     python -m harness.sweep ctl <sweep> pause [endpoint] | resume
     python -m harness.sweep ctl <sweep> set sweep.concurrency=N | model.max_concurrency=N | budget.sweep_usd=X
     python -m harness.sweep ctl <sweep> cancel <cell> | requeue <cell>
+    python -m harness.sweep ctl <sweep> wait        # until the driver has ended
+    python -m harness.sweep ctl <sweep> … --wait S  # a script: first wait S s for the driver to start
 
 - ``control.jsonl``: append-only, one ``ControlEntry`` a line: each command
   as sent (``kind: command``) and what the driver did with it (``kind:
@@ -44,7 +46,8 @@ SETTABLE = ("sweep.concurrency", "model.max_concurrency", "budget.sweep_usd")
 VERBS = ("pause", "resume", "set", "cancel", "requeue")
 USAGE = (
     "usage: python -m harness.sweep ctl <sweep_dir> pause [endpoint] | resume | "
-    "set {sweep.concurrency=N, model.max_concurrency=N, budget.sweep_usd=X} | cancel <cell> | requeue <cell>"
+    "set {sweep.concurrency=N, model.max_concurrency=N, budget.sweep_usd=X} | cancel <cell> | requeue <cell> "
+    "| wait [--wait S]"
 )
 
 
@@ -192,15 +195,43 @@ def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> Contr
     return None
 
 
+def await_driver(sweep_dir: Path, seconds: float) -> None:
+    """Wait up to ``seconds`` for a sweep being started to have its driver running (a script
+    that starts a sweep in the background and then steers it)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if (sweep_dir / "sweep.json").is_file() and driver_running(sweep_dir):
+            return
+        time.sleep(0.1)
+
+
+def driver_ended(sweep_dir: Path) -> str:
+    """``ctl <sweep> wait``: block until the driver has ended; what is left of the sweep."""
+    read_index(sweep_dir)  # a folder that is no sweep says so
+    while driver_running(sweep_dir):
+        time.sleep(0.2)
+    return f"{sweep_dir}: the driver has ended (python -m harness.sweep status {sweep_dir})"
+
+
 def ctl_main(args: list[str]) -> int:
-    """``python -m harness.sweep ctl <sweep_dir> <command …>``: the effect in one line."""
+    """``python -m harness.sweep ctl <sweep_dir> <command …> [--wait S]``: the effect in one line.
+    ``--wait S``: wait up to S seconds for the driver to start first; ``wait``: for it to end."""
     from harness.cli.errors import BAD_INPUT, FAILED
 
-    if len(args) < 2:
+    if "--wait" in args[:-1]:
+        at = args.index("--wait")
+        start_s, args = args[at + 1], args[:at] + args[at + 2 :]
+    else:
+        start_s = "0"
+    if len(args) < 2 or not _positive(start_s) and start_s != "0":
         print(USAGE, file=sys.stderr)
         return BAD_INPUT
     sweep_dir = Path(args[0])
     try:
+        await_driver(sweep_dir, float(start_s))
+        if args[1:] == ["wait"]:
+            print(driver_ended(sweep_dir))
+            return 0
         effect = send(sweep_dir, args[1:])
     except (ControlError, ConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
