@@ -121,6 +121,8 @@ def test_the_live_page_shows_cells_moving_from_pending_to_completed(
         assert f'href="/run/{sweep.name}/{cell}"' in dom  # the running cell links to its run page
         run_dom = dump_dom(f"{base}/run/{sweep.name}/{cell}", scratch)
         assert REFRESH in run_dom and "still running" in text_of(run_dom)
+        assert re.search(r"running for [\d.]+ s · [1-9]\d* model calls", text_of(run_dom))  # its own timing
+        assert "Model calls by round" in text_of(run_dom) and "<svg" in run_dom
 
         os.killpg(sweep_process.pid, signal.SIGCONT)
         assert sweep_process.wait(timeout=300) == 0

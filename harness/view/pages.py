@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -16,8 +17,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from harness.models.prices import format_usd
 from harness.view.catalog import Catalog, RunRow
-from harness.view.figures import trajectory_svg
+from harness.view.figures import rounds_svg, trajectory_svg
 from harness.view.history import build_rounds, persona_timeline, round_numbers, unpublished
+from harness.view.watch import CellWatch
 
 PAGE_ROUNDS = 20  # rounds per page: a 1,000-round run renders 20 at a time
 
@@ -129,10 +131,30 @@ def run_page(catalog: Catalog, key: str, page: int, links: Links) -> str | None:
         silent=unpublished(run, wanted),
         personas=persona_timeline(run) if page == 1 else {},
         figure=trajectory_svg(catalog.root, key, run.path) if page == 1 else None,
+        live=running_now(run, key) if run.manifest.status == "running" and page == 1 else None,
         manifest=run.manifest.model_dump_json(indent=1),
         config=yaml.safe_dump(run.config, sort_keys=False),
         others=[k for k in catalog.runs() if k != key][:50],
     )
+
+
+def running_now(run: Any, key: str) -> dict[str, Any]:
+    """A running run's timing and its signals by round, as the live sweep page shows a cell's:
+    seconds since it started, calls and calls per second, the retry in flight, the last
+    error, seconds since it last wrote, and its model calls by round as a figure."""
+    watch = CellWatch(run.path)
+    watch.refresh()
+    now = time.time()
+    elapsed = max(0.0, now - run.manifest.started_at.timestamp())
+    return {
+        "elapsed_s": elapsed,
+        "calls": watch.calls,
+        "calls_per_s": watch.calls / elapsed if elapsed >= 1 else None,
+        "retrying": watch.retrying,
+        "last_error": watch.last_error,
+        "still_s": now - watch.moved if watch.moved else None,
+        "figure": rounds_svg({key: dict(sorted(watch.by_round.items()))}),
+    }
 
 
 def verify_page(catalog: Catalog, key: str, links: Links) -> str | None:
