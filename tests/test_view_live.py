@@ -206,3 +206,18 @@ def test_a_running_cell_shows_its_calls_retries_last_error_and_stall(tmp_path: P
         fh.write(json.dumps({"round": 2}) + "\n")
     (row,) = follower.cells()
     assert (row["calls"], row["retrying"], row["stalled"]) == (4, 0, False)  # the retried call landed
+
+
+def test_an_analysed_sweep_page_draws_each_cells_drift_index_by_round(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from harness.view.figures import sweep_drift_svg
+
+    (tmp_path / "_analysis").mkdir()
+    assert sweep_drift_svg(tmp_path, ["c0"]) is None  # not analysed: no figure
+    rows = [("c0", team, r, 0.1 * r) for team in ("pros", "cons") for r in (1, 2, 3)]
+    frame = pd.DataFrame(rows, columns=["run_id", "team", "round", "drift_index"])
+    frame.to_parquet(tmp_path / "_analysis" / "scores.parquet")
+    svg = sweep_drift_svg(tmp_path, ["c0", "c1"])
+    assert svg is not None and svg.startswith("<svg") and "drift index" in svg
+    assert sweep_drift_svg(tmp_path, ["other"]) is None  # another sweep's cells are not drawn

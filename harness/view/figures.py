@@ -106,3 +106,25 @@ def rounds_svg(cells: dict[str, dict[int, int]]) -> str | None:
     ax.set_ylabel("model calls")
     ax.legend(loc="upper left", fontsize=7)
     return _svg(fig)
+
+
+def sweep_drift_svg(sweep_dir: Path, cells: Sequence[str]) -> str | None:
+    """Each cell's drift index by round (the mean over its seats), from the sweep's own
+    analysis (``python -m analysis <sweep>``: ``<sweep>/_analysis/scores.parquet``); None: none."""
+    path = sweep_dir / "_analysis" / "scores.parquet"
+    if not path.is_file():
+        return None
+    import pandas as pd
+
+    scores = pd.read_parquet(path, columns=["run_id", "round", "drift_index"])
+    scores = scores[scores["run_id"].isin(list(cells))]
+    if scores.empty:
+        return None
+    fig, ax = _axes()
+    for cell, group in scores.groupby("run_id"):
+        by_round = group.groupby("round")["drift_index"].mean()
+        ax.plot(by_round.index, by_round.to_numpy(), marker=".", label=str(cell)[:40])
+    ax.set_xlabel("round")
+    ax.set_ylabel("drift index")
+    ax.legend(loc="upper left", fontsize=7)
+    return _svg(fig)

@@ -35,7 +35,7 @@ from urllib.parse import quote
 from harness.models.prices import format_usd
 from harness.store.snapshot import list_snapshots, read_snapshot
 from harness.view.catalog import Scan, key_of
-from harness.view.figures import limits_svg, rounds_svg
+from harness.view.figures import limits_svg, rounds_svg, sweep_drift_svg
 from harness.view.pages import _ENV as ENV
 from harness.view.pages import Links
 from harness.view.watch import STALL_S, CellWatch, Driver, json_lines, seconds_since
@@ -355,6 +355,9 @@ def pictures(rows: list[dict[str, Any]], follower: Follower) -> dict[str, str]:
         ),
         "Model calls by round, " + ("running cells" if open_ else "every cell"): rounds_svg(
             {r["name"]: follower.rounds_of(r["name"]) for r in shown[:FIGURE_CELLS]}
+        ),
+        "Drift index by round (python -m analysis <sweep>)": sweep_drift_svg(
+            follower.dir, [r["name"] for r in rows[:FIGURE_CELLS]]
         ),
     }
     return {title: svg for title, svg in drawn.items() if svg}
