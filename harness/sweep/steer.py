@@ -27,6 +27,7 @@ A paused driver that is killed leaves what any killed driver leaves:
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -77,11 +78,14 @@ class Steering:
                     self.running[pool.submit(self._run, run, name, num, overrides)] = name
                 if not self.running and (not self.queue or self.stopped.is_set()):
                     break
+                if not self.running:  # paused with nothing in flight: wait for a command
+                    time.sleep(POLL_S)
                 done, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for future in done:
                     self.running.pop(future)
                     future.result()  # a cell never raises; a bug in the driver should
-        self.poll()
+        self.poll()  # a command sent as the last cell ended still gets its answer
+        gate().release()  # the gate is the process's: a later sweep in it starts open
 
     def can_start(self) -> bool:
         paused = EVERY in gate().held
