@@ -228,3 +228,36 @@ def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path)
         "requeue: c1 is completed; only a failed or interrupted cell goes back",
     )
     assert list(steering.queue) == [(0, ["seed=0"])]
+
+
+def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_path: Path) -> None:
+    import threading
+
+    from omegaconf import OmegaConf
+
+    from harness.models.limiter import key_for, limiter_for, reset_limiters
+    from harness.runtime.budget import BudgetExhausted, forget_sweep_budgets, in_sweep_budget
+    from harness.sweep.steer import Steering
+
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({"name": "s", "launcher": "x", "task_overrides": [], "hydra_overrides": [], "cells": []})
+    )
+    steering = Steering(tmp_path, 2, threading.Event())
+    reset_limiters()
+    limiter = limiter_for(key_for("openai", None, "sk", "m"), initial=8, maximum=64)
+    assert steering.do_set("model.max_concurrency", "4")[0]
+    assert (limiter.maximum, limiter.limit) == (4, 4)  # the ceiling at once, the limit under it
+    reset_limiters()
+
+    forget_sweep_budgets()
+    with in_sweep_budget(str(tmp_path.resolve()), 1.0, None, lambda: (0.9, 0)) as budget:
+        with pytest.raises(BudgetExhausted):
+            budget.reserve(0.2, 0)  # $0.90 spent of $1: the next $0.20 call could cross it
+        ok, detail = steering.do_set("budget.sweep_usd", "2")
+        assert ok and detail == "budget.sweep_usd $1 -> $2 (spent $0.9000)"
+        budget.reserve(0.2, 0)  # now it fits
+    forget_sweep_budgets()
+
+    cfg = OmegaConf.create({"model": {"concurrency": 8, "max_concurrency": 64}, "budget": {"sweep_usd": 1.0}})
+    steering.configure(cfg)  # a cell starting now gets what was set
+    assert (cfg.model.max_concurrency, cfg.model.concurrency, cfg.budget.sweep_usd) == (4, 4, 2.0)
