@@ -14,6 +14,11 @@ The cell then runs exactly as under any launcher
 its own log), given its job explicitly because Hydra's per-job config is a
 process-wide singleton.
 
+The cells start from a queue (``harness.sweep.steer``) that ``python -m
+harness.sweep ctl <sweep>`` steers while the sweep runs: pause and resume,
+``sweep.concurrency``, ``model.max_concurrency`` and ``budget.sweep_usd``,
+cancel and requeue one cell (``harness.sweep.control``: the channel).
+
 Cells on an embedded model (``local:*``) take turns: a llama.cpp model wants
 every core, so they run one at a time, while API cells go on around them.
 
