@@ -261,3 +261,21 @@ def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_
     cfg = OmegaConf.create({"model": {"concurrency": 8, "max_concurrency": 64}, "budget": {"sweep_usd": 1.0}})
     steering.configure(cfg)  # a cell starting now gets what was set
     assert (cfg.model.max_concurrency, cfg.model.concurrency, cfg.budget.sweep_usd) == (4, 4, 2.0)
+
+
+def test_a_paused_sweep_killed_resumes_like_any_sweep(tmp_path: Path) -> None:
+    """Killed while paused: the kernel drops the driver's lock (ctl then says the
+    driver is not running), and ``resume`` runs every cell to the end, unpaused."""
+    import signal
+
+    sweep_dir = tmp_path / "sweep"
+    args = ["model=scripted", "model.latency_s=0.1", "rounds=2", "progress=false", "replicates=2"]
+    driver = start(sweep_dir, [*args, "sweep.concurrency=2"])
+    until(lambda: len(running(sweep_dir)) == 2, driver)
+    ctl(sweep_dir, "pause")
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    with pytest.raises(ControlError, match="driver not running"):
+        send(sweep_dir, ["resume"])
+    assert sweep_main(["resume", str(sweep_dir)]) == 0
+    assert [c.status for c in read_index(sweep_dir).cells] == ["completed"] * 2
