@@ -1,4 +1,4 @@
-"""python -m harness.sweep {resume,status} <sweep_dir>"""
+"""python -m harness.sweep {resume,status,ctl} <sweep_dir> ..."""
 
 import sys
 
