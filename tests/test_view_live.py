@@ -26,7 +26,7 @@ from browser import dump_dom, needs_chromium, text_of
 from conftest import REPO, serving
 
 from harness.view.catalog import Catalog
-from harness.view.live import Follower
+from harness.view.live import Follower, pictures
 from harness.view.server import handler
 
 CELLS = re.compile(r'data-cell="(?P<cell>[^"]+)" data-status="(?P<status>[^"]+)"')
@@ -206,6 +206,19 @@ def test_a_running_cell_shows_its_calls_retries_last_error_and_stall(tmp_path: P
         fh.write(json.dumps({"round": 2}) + "\n")
     (row,) = follower.cells()
     assert (row["calls"], row["retrying"], row["stalled"]) == (4, 0, False)  # the retried call landed
+
+    changes = [(8, "increase"), (6.4, "429"), (5.12, "429")]
+    with (sweep / "limits.jsonl").open("w") as fh:
+        for n, (limit, why) in enumerate(changes):
+            change = {"time": f"2026-01-02T00:00:0{n}Z", "key": "openai:m", "new": limit, "reason": why}
+            fh.write(json.dumps(change) + "\n")
+    follower.refresh()
+    drawn = pictures(follower.cells(), follower)
+    assert list(drawn) == [
+        "Rate limiters: the limit over time, 429 cuts marked",
+        "Model calls by round, running cells",
+    ]
+    assert all(svg.startswith("<svg") for svg in drawn.values())
 
 
 def test_an_analysed_sweep_page_draws_each_cells_drift_index_by_round(tmp_path: Path) -> None:
