@@ -127,7 +127,7 @@ def parent_held(parent: Path) -> Iterator[None]:
         yield
         return
     try:
-        lock = RunLock(parent).__enter__()
+        lock = RunLock(parent, shared=True).__enter__()  # forks of one parent may read it together
     except RunInUseError:
         raise ConfigError(f"fork.parent: {parent} is running now; fork it once it stops") from None
     try:
