@@ -148,3 +148,14 @@ def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path)
     assert any("no longer holds the prefix" in p for p in problems)
     shutil.rmtree(parent)
     assert verify(forked)[0] == [] and "is not there" in verify(forked)[1][0]
+
+
+def test_the_viewer_shows_a_runs_family(tmp_path):
+    from harness.view import Catalog, route
+
+    parent = start(tmp_path, "p", "rounds=2")
+    fork(parent, 1, "critic=strict")
+    catalog = Catalog(tmp_path)
+    mine = route(catalog, "/run/p-fork1")[1]
+    assert 'fork of <a href="/run/p">p</a>' in mine and "at round 1" in mine and "critic.name=strict" in mine
+    assert 'branches: <a href="/run/p-fork1">p-fork1</a> (at round 1)' in route(catalog, "/run/p")[1]
