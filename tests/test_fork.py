@@ -109,6 +109,14 @@ def test_overrides_apply_to_the_parents_config_not_the_defaults(tmp_path):
     assert kept["rounds"] == 3 and forked.manifest.counts.rounds_completed == 3
     assert forked.manifest.lineage and forked.manifest.lineage.changed["critic.name"] == "strict"
     assert forked.run_dir.name == "p-fork1"
+    again = fork(forked.run_dir, 2)  # a fork of a fork: its prefix counts both rounds, of two runs
+    assert again.manifest.lineage is not None
+    whole = forked.manifest.counts + forked.manifest.lineage.prefix_counts
+    assert (
+        again.manifest.lineage.prefix_counts.model_calls + again.manifest.counts.model_calls
+        == whole.model_calls
+    )
+    assert logs(again.run_dir) == logs(forked.run_dir)
 
 
 BAD = {

@@ -44,6 +44,7 @@ def test_a_fork_grid_killed_mid_flight_resumes_to_every_cell(tmp_path: Path) -> 
     index = read_index(sweep_dir)
     assert [c.status for c in index.cells] == ["completed"] * 8
     assert index.cells[0].name == "parent-seed-1_at-round-1_critic-lenient"
+    assert [c.seed for c in index.cells] == [1] * 4 + [2] * 4  # each fork's parent's seed, not the default
     for cell in index.cells:
         run_dir = sweep_dir / cell.name
         assert verify(run_dir)[0] == [], cell.name

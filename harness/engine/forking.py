@@ -19,7 +19,7 @@ parent wrote. A fork killed later resumes like any run.
 The prefix's calls are the parent's: the fork's copied snapshots count
 nothing, so its manifest's counts are its own, and its ledger skips the
 prefix (``harness.store.lineage.own_start``); ``lineage.prefix_counts``
-holds the parent's.
+counts the prefix's records.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from harness.runtime.calls import RoleModel
 from harness.schema import ConfigError
 from harness.store.fingerprint import write_fingerprint
 from harness.store.lineage import copy_prefix
+from harness.store.memory import RunMemory
 from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, Lineage, RunCounts, RunLayout, RunManifest, Snapshot
 from harness.store.rundir import (
@@ -86,7 +87,6 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
             at_round=k,
             changed=changed,
             prefix_sha256="",  # set as the prefix is copied
-            prefix_counts=snap.counts,
         )
         name = run.cfg.run_name or f"{parent.name}-fork{k}"
         with full_disk_in_one_line(None):  # None: no folder was made
@@ -169,6 +169,10 @@ def filler(
     def fill(folder: Path) -> None:
         layout = run.fmt.layout(run.cfg)
         lineage.prefix_sha256 = copy_prefix(parent, folder, layout, snap.logs)
+        # counted from the copied records, not taken from the parent's snapshot:
+        # a fork's snapshots count only its own calls, so a fork of a fork would miss some
+        lineage.prefix_counts = RunMemory(folder, layout, fsync=False).tally()
+        lineage.prefix_counts.rounds_completed = k
         (folder / SNAPSHOT_DIR).mkdir()
         for path in list_snapshots(parent):
             old = read_snapshot(path)
