@@ -128,24 +128,22 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_input_is_one_line_and_makes_nothing(tmp_path, case):
-    parent = start(tmp_path / "runs", "p", "rounds=2")
+def test_bad_input_is_one_line_and_makes_nothing(parents, tmp_path, case):
     args, message = BAD[case]
     with pytest.raises(ConfigError, match=message) as err:
-        fork(parent, *args)
+        fork(parents["drift"], *args, root=tmp_path / "forks")
     assert "\n" not in str(err.value)
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["p"]
+    assert not (tmp_path / "forks").exists()
 
 
-def test_a_running_or_broken_parent_is_refused(tmp_path):
-    parent = start(tmp_path / "runs", "p", "rounds=2")
-    with RunLock(parent), pytest.raises(ConfigError, match="is running now"):
-        fork(parent, 1)
-    broken = shutil.copytree(parent, tmp_path / "runs" / "broken")
+def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
+    with RunLock(parents["drift"]), pytest.raises(ConfigError, match="is running now"):
+        fork(parents["drift"], 1, root=tmp_path)
+    broken = shutil.copytree(parents["drift"], tmp_path / "broken")
     tamper(broken)
     with pytest.raises(ConfigError, match=r"broken fails verify \(\d+ violation"):
         fork(broken, 1)
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["broken", "p"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
 
 
 def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path):

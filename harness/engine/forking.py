@@ -76,10 +76,11 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
     run = resolve(unredacted(raw))
     check_layout(run, manifest.layout)
-    roles = build_roles(run, preflight(run), build)
+    prices = preflight(run)
     with parent_held(parent):
         snap = parent_snapshot(parent, k)
         check_verified(parent)
+        roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
         lineage = Lineage(
             parent=str(parent.resolve()),
             parent_run_id=manifest.run_id,
