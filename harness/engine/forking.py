@@ -175,11 +175,15 @@ def filler(
         lineage.prefix_counts = RunMemory(folder, layout, fsync=False).tally()
         lineage.prefix_counts.rounds_completed = k
         (folder / SNAPSHOT_DIR).mkdir()
-        for path in list_snapshots(parent):
-            old = read_snapshot(path)
-            if old.round <= k:  # counted as nothing: the fork's counts are its own calls
-                mine = old.model_copy(update={"counts": RunCounts(rounds_completed=old.round), "window": {}})
-                write_atomic(snapshot_path(folder, old.round), mine.model_dump_json(indent=1))
+        for j in range(1, k + 1):
+            if not (path := snapshot_path(parent, j)).is_file():
+                continue
+            # counted as nothing (the fork's counts are its own calls); read whole on resume,
+            # so a fork that widens the memory window sees every round it asks for
+            mine = read_snapshot(path).model_copy(
+                update={"counts": RunCounts(rounds_completed=j), "window": {}}
+            )
+            write_atomic(snapshot_path(folder, j), mine.model_dump_json(indent=1))
         write_config(folder, raw)
         write_fingerprint(folder, components(run.cfg, roles, run.fmt))
         manifest = new_manifest(run, folder, roles)
