@@ -165,3 +165,22 @@ def test_the_viewer_shows_a_runs_family(tmp_path):
     mine = route(catalog, "/run/p-fork1")[1]
     assert 'fork of <a href="/run/p">p</a>' in mine and "at round 1" in mine and "critic.name=strict" in mine
     assert 'branches: <a href="/run/p-fork1">p-fork1</a> (at round 1)' in route(catalog, "/run/p")[1]
+
+
+def test_a_fork_killed_once_made_resumes_like_any_run(parents, tmp_path, monkeypatch):
+    from harness.engine import forking, resume_run
+
+    def killed(*args: object) -> RunResult:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(forking, "start_fork", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fork(parents["drift"], 2, root=tmp_path)
+    (made,) = tmp_path.iterdir()  # whole, with its manifest: no half-made folder
+    assert read_manifest(made).lineage is not None
+    resumed = resume_run(made)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 3
+    mine, theirs = logs(made), logs(parents["drift"])
+    assert {k: v for k, v in mine.items() if k != "events.jsonl"} == {
+        k: v for k, v in theirs.items() if k != "events.jsonl"
+    }
