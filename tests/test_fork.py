@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,26 +71,6 @@ def tamper(run_dir: Path) -> None:
 
 def files(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
-
-
-@pytest.mark.parametrize("name", list(FORMATS))
-def test_a_fork_with_no_override_continues_exactly_as_its_parent(parents, tmp_path, name):
-    parent = parents[name]
-    before = files(parent)
-    result = fork(parents[name], 1, root=tmp_path)
-    assert files(parent) == before  # the parent is only read
-    assert result.manifest.status == "completed"
-    assert logs(result.run_dir) == logs(parent)
-    lineage = result.manifest.lineage
-    assert lineage is not None and lineage.at_round == 1 and lineage.changed == {}
-    assert lineage.parent == str(parent.resolve()) and lineage.parent_run_id == parent.name
-    # its own calls only: the prefix's are the parent's, in the lineage
-    whole = read_manifest(parent).counts
-    assert result.manifest.counts.model_calls + lineage.prefix_counts.model_calls == whole.model_calls
-    own = [r for r in replies(result.run_dir)]
-    assert own and all(r.round > 1 for r in own)
-    assert len(own) + sum(r.round <= 1 for r in replies(parent)) == len(list(replies(parent)))
-    assert verify(result.run_dir) == ([], [])
 
 
 def test_a_new_seed_changes_only_the_rounds_after_the_fork(parents, tmp_path):
@@ -184,3 +165,36 @@ def test_a_fork_killed_once_made_resumes_like_any_run(parents, tmp_path, monkeyp
     assert {k: v for k, v in mine.items() if k != "events.jsonl"} == {
         k: v for k, v in theirs.items() if k != "events.jsonl"
     }
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_forks_with_no_override_continue_exactly_as_their_parent_on_every_format(
+    parents, tmp_path, monkeypatch, name
+):
+    """A fork grid, ``python -m harness.run -m fork.parent=<run> fork.at_round=1,2``, in-process:
+    each fork writes its parent's records, pays only its own calls, and verifies clean."""
+    from harness.run import cli
+    from harness.sweep.index import read_index
+
+    parent, sweep_dir = parents[name], tmp_path / "sweep"
+    before = files(parent)
+    argv = ["-m", f"fork.parent={parent}", "fork.at_round=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    monkeypatch.setattr(sys, "argv", ["harness.run", *argv, "progress=false"])
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back what the command guards
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    cli()
+    assert files(parent) == before  # the parent is only read
+    index = read_index(sweep_dir)
+    assert [(c.name, c.status) for c in index.cells] == [(f"at-round-{k}", "completed") for k in (1, 2)]
+    for k, cell in enumerate(index.cells, 1):
+        forked = sweep_dir / cell.name
+        assert logs(forked) == logs(parent)
+        manifest, whole = read_manifest(forked), read_manifest(parent).counts
+        lineage = manifest.lineage
+        assert lineage is not None and (lineage.at_round, lineage.changed) == (k, {})
+        assert lineage.parent == str(parent.resolve()) and lineage.parent_run_id == parent.name
+        # its own calls only: the prefix's are the parent's, in the lineage
+        assert manifest.counts.model_calls + lineage.prefix_counts.model_calls == whole.model_calls
+        own = list(replies(forked))
+        assert all(r.round > k for r in own) and len(own) == sum(r.round > k for r in replies(parent))
+        assert verify(forked) == ([], [])
