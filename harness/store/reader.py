@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from harness.store.jsonl import scan
+from harness.store.lineage import own_start
 from harness.store.records import Record, ReplyRecord, RunLayout, RunManifest, Usage
 from harness.store.rundir import read_manifest
 
@@ -89,7 +90,7 @@ def ledger(run_dir: Path) -> Usage:
     """What a run's model calls cost, summed over every reply it kept (each
     paid call keeps one, retries aside): the figure a budget is charged with
     and a provider's bill is checked against. Replayed replies are not kept
-    twice, so nothing is counted twice."""
+    twice, so nothing is counted twice; a fork's copied prefix is its parent's bill."""
     total = Usage()
     for reply in replies(run_dir):
         total = total + reply.usage
@@ -97,8 +98,11 @@ def ledger(run_dir: Path) -> Usage:
 
 
 def replies(run_dir: Path) -> Iterator[ReplyRecord]:
-    """Every reply a run kept, a folder (``public``, each seat) at a time: one per paid call."""
+    """Every reply a run kept, a folder (``public``, each seat) at a time: one per
+    paid call. A fork's prefix was paid by its parent: its replies are not the fork's."""
+    own = own_start(run_dir, read_manifest(run_dir)) if (run_dir / "manifest.json").is_file() else {}
     for path in sorted(run_dir.glob("*/replies.jsonl")):
-        for line in scan(path):
+        start = own.get(str(path.relative_to(run_dir)))
+        for line in scan(path, start.offset if start else 0):
             if isinstance(line.record, ReplyRecord):
                 yield line.record

@@ -55,6 +55,16 @@ class RunRow:
         ]
 
 
+@dataclass
+class Family:
+    """A run's parent (its folder, and its key when it is under the viewer's
+    root) and its branches: (key, fork round) of each run forked from it."""
+
+    parent: str | None
+    parent_key: str | None
+    branches: list[tuple[str, int]]
+
+
 class Scan:
     """A walk of the viewer's root, reused while it is younger than ``SCAN_TTL_S``."""
 
@@ -80,6 +90,7 @@ class Catalog:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.runs = Scan(self._walk)  # run folders by key: the last scan if it is fresh, else a new one
+        self._forks: tuple[dict[str, Path], dict[Path, list[tuple[str, int]]]] | None = None
 
     def _walk(self) -> dict[str, Path]:
         found = {}
@@ -116,6 +127,30 @@ class Catalog:
             except Exception as exc:  # a half-written folder is listed with why, never an error page
                 rows.append(RunRow(key, None, {}, problem=f"{type(exc).__name__}: {exc}"[:200]))
         return rows
+
+    def family(self, key: str, manifest: RunManifest) -> Family:
+        """A run's fork family: its parent (by key when under the root) and its branches."""
+        runs, lineage = self.runs(), manifest.lineage
+        keys = {run_dir.resolve(): k for k, run_dir in runs.items()}
+        parent_key = keys.get(Path(lineage.parent)) if lineage else None
+        branches = sorted(self._branches().get(runs[key].resolve(), []), key=lambda b: b[1])
+        return Family(lineage.parent if lineage else None, parent_key, branches)
+
+    def _branches(self) -> dict[Path, list[tuple[str, int]]]:
+        """Each parent's forks under the root, (key, fork round), read once per scan:
+        a static export renders every run's page, which must not read every manifest each."""
+        runs = self.runs()
+        if self._forks is None or self._forks[0] is not runs:
+            forks: dict[Path, list[tuple[str, int]]] = {}
+            for k, run_dir in runs.items():
+                try:
+                    lineage = read_manifest(run_dir).lineage
+                except Exception:  # an unreadable folder is no branch; the runs list says why
+                    continue
+                if lineage is not None:
+                    forks.setdefault(Path(lineage.parent), []).append((k, lineage.at_round))
+            self._forks = (runs, forks)
+        return self._forks[1]
 
     def read(self, key: str) -> RunFolder | None:
         run_dir = self.path(key)

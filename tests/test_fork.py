@@ -1,0 +1,200 @@
+"""Forks (``harness.engine.forking``; docs/forks.md): a new run from a
+parent's snapshot at round k. With no override it continues exactly as its
+parent did, on every format; its ledger holds only its own calls; bad input
+is one line and makes nothing; the parent is never written to."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import CONF_DIR, compose_cfg
+from fixtures.make_formats_golden import CASES, stable
+from omegaconf import OmegaConf
+
+from harness.config import resolve
+from harness.engine import RunResult, run_debate
+from harness.engine.forking import fork_run
+from harness.formats.checks import verify
+from harness.schema import ConfigError
+from harness.store.reader import replies
+from harness.store.rundir import RunLock, read_manifest
+
+FORMATS = {name: [o for o in overrides if not o.startswith("rounds=")] for name, overrides in CASES}
+
+
+def start(root: Path, name: str, *overrides: str) -> Path:
+    cfg = compose_cfg(
+        ["model=scripted", f"runs_root={root}", "progress=false", f"run_name={name}", *overrides]
+    )
+    return run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True)).run_dir  # type: ignore[arg-type]
+
+
+def fork(parent: Path, k: int, *overrides: str, root: Path | None = None) -> RunResult:
+    """``python -m harness.run fork.parent=<parent> fork.at_round=k <overrides>``, in-process."""
+    given = [f"fork.parent={parent}", f"fork.at_round={k}", f"runs_root={root or parent.parent}", *overrides]
+    return fork_run(compose_cfg([*given, "progress=false"]), given)
+
+
+@pytest.fixture(scope="module")
+def parents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One 3-round scripted run per format (faults and all), shared by this module's tests."""
+    root = tmp_path_factory.mktemp("parents")
+    cache = tmp_path_factory.mktemp("search-cache")
+    out = {}
+    for name, overrides in FORMATS.items():
+        extra = [f"search.cache_dir={cache}"] if name == "grounded" else []
+        out[name] = start(root, name, "rounds=3", *overrides, *extra)
+    return out
+
+
+def logs(run_dir: Path) -> dict[str, list[dict]]:
+    """Every log's records, without what varies between identical runs (time)."""
+    return {
+        str(p.relative_to(run_dir)): [stable(json.loads(line)) for line in p.read_text().splitlines()]
+        for p in sorted(run_dir.rglob("*.jsonl"))
+    }
+
+
+def tamper(run_dir: Path) -> None:
+    """Change the first published turn's text, as an edit by hand would."""
+    path = run_dir / "shared_memory.jsonl"
+    first, *rest = path.read_text().splitlines(keepends=True)
+    record = json.loads(first)
+    record["text"] = "edited " + record["text"]
+    path.write_text(json.dumps(record) + "\n" + "".join(rest))
+
+
+def files(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_a_new_seed_changes_only_the_rounds_after_the_fork(parents, tmp_path):
+    forked = fork(parents["drift"], 1, "seed=99", root=tmp_path)
+    assert forked.manifest.lineage and forked.manifest.lineage.changed == {"seed": 99}
+    mine, theirs = logs(forked.run_dir)["shared_memory.jsonl"], logs(parents["drift"])["shared_memory.jsonl"]
+    assert [r for r in mine if r["round"] <= 1] == [r for r in theirs if r["round"] <= 1]
+    assert [r["text"] for r in mine if r["round"] > 1] != [r["text"] for r in theirs if r["round"] > 1]
+
+
+def test_overrides_apply_to_the_parents_config_not_the_defaults(tmp_path):
+    parent = start(tmp_path, "p", "rounds=2", "llm.temperature=0.3", "memory.window_rounds=3")
+    forked = fork(parent, 1, "critic=strict", "rounds=3")
+    kept = yaml.safe_load((forked.run_dir / "config.yaml").read_text())
+    assert kept["llm"]["temperature"] == 0.3 and kept["memory"]["window_rounds"] == 3  # the parent's
+    assert kept["critic"] == yaml.safe_load((CONF_DIR / "critic" / "strict.yaml").read_text())
+    assert kept["rounds"] == 3 and forked.manifest.counts.rounds_completed == 3
+    assert forked.manifest.lineage and forked.manifest.lineage.changed["critic.name"] == "strict"
+    assert forked.run_dir.name == "p-fork1"
+    again = fork(forked.run_dir, 2)  # a fork of a fork: its prefix counts both rounds, of two runs
+    assert again.manifest.lineage is not None
+    whole = forked.manifest.counts + forked.manifest.lineage.prefix_counts
+    assert (
+        again.manifest.lineage.prefix_counts.model_calls + again.manifest.counts.model_calls
+        == whole.model_calls
+    )
+    assert logs(again.run_dir) == logs(forked.run_dir)
+
+
+BAD = {
+    "a round past the last snapshot": ((5,), "fork.at_round: 5 is past"),
+    "the format": ((1, "format=panel"), "format=panel: a fork keeps its parent's format"),
+    "the seats": ((1, "format.teams=[a,b]"), "format.teams: cannot change mid-run"),
+    "the motion": ((1, "topic.text=other"), "topic.text: cannot change mid-run"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_and_makes_nothing(parents, tmp_path, case):
+    args, message = BAD[case]
+    with pytest.raises(ConfigError, match=message) as err:
+        fork(parents["drift"], *args, root=tmp_path / "forks")
+    assert "\n" not in str(err.value)
+    assert not (tmp_path / "forks").exists()
+
+
+def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
+    with RunLock(parents["drift"]), pytest.raises(ConfigError, match="is running now"):
+        fork(parents["drift"], 1, root=tmp_path)
+    broken = shutil.copytree(parents["drift"], tmp_path / "broken")
+    tamper(broken)
+    with pytest.raises(ConfigError, match=r"broken fails verify \(\d+ violation"):
+        fork(broken, 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
+
+
+def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path):
+    parent = start(tmp_path, "p", "rounds=2")
+    forked = fork(parent, 1).run_dir
+    tamper(parent)
+    problems, _ = verify(forked)
+    assert any("no longer holds the prefix" in p for p in problems)
+    shutil.rmtree(parent)
+    assert verify(forked)[0] == [] and "is not there" in verify(forked)[1][0]
+
+
+def test_the_viewer_shows_a_runs_family(tmp_path):
+    from harness.view import Catalog, route
+
+    parent = start(tmp_path, "p", "rounds=2")
+    fork(parent, 1, "critic=strict")
+    catalog = Catalog(tmp_path)
+    mine = route(catalog, "/run/p-fork1")[1]
+    assert 'fork of <a href="/run/p">p</a>' in mine and "at round 1" in mine and "critic.name=strict" in mine
+    assert 'branches: <a href="/run/p-fork1">p-fork1</a> (at round 1)' in route(catalog, "/run/p")[1]
+
+
+def test_a_fork_killed_once_made_resumes_like_any_run(parents, tmp_path, monkeypatch):
+    from harness.engine import forking, resume_run
+
+    def killed(*args: object) -> RunResult:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(forking, "start_fork", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fork(parents["drift"], 2, root=tmp_path)
+    (made,) = tmp_path.iterdir()  # whole, with its manifest: no half-made folder
+    assert read_manifest(made).lineage is not None
+    resumed = resume_run(made)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 3
+    mine, theirs = logs(made), logs(parents["drift"])
+    assert {k: v for k, v in mine.items() if k != "events.jsonl"} == {
+        k: v for k, v in theirs.items() if k != "events.jsonl"
+    }
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_forks_with_no_override_continue_exactly_as_their_parent_on_every_format(
+    parents, tmp_path, monkeypatch, name
+):
+    """A fork grid, ``python -m harness.run -m fork.parent=<run> fork.at_round=1,2``, in-process:
+    each fork writes its parent's records, pays only its own calls, and verifies clean."""
+    from harness.run import cli
+    from harness.sweep.index import read_index
+
+    parent, sweep_dir = parents[name], tmp_path / "sweep"
+    before = files(parent)
+    argv = ["-m", f"fork.parent={parent}", "fork.at_round=1,2", f"hydra.sweep.dir={sweep_dir}"]
+    monkeypatch.setattr(sys, "argv", ["harness.run", *argv, "progress=false"])
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back what the command guards
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    cli()
+    assert files(parent) == before  # the parent is only read
+    index = read_index(sweep_dir)
+    assert [(c.name, c.status) for c in index.cells] == [(f"at-round-{k}", "completed") for k in (1, 2)]
+    for k, cell in enumerate(index.cells, 1):
+        forked = sweep_dir / cell.name
+        assert logs(forked) == logs(parent)
+        manifest, whole = read_manifest(forked), read_manifest(parent).counts
+        lineage = manifest.lineage
+        assert lineage is not None and (lineage.at_round, lineage.changed) == (k, {})
+        assert lineage.parent == str(parent.resolve()) and lineage.parent_run_id == parent.name
+        # its own calls only: the prefix's are the parent's, in the lineage
+        assert manifest.counts.model_calls + lineage.prefix_counts.model_calls == whole.model_calls
+        own = list(replies(forked))
+        assert all(r.round > k for r in own) and len(own) == sum(r.round > k for r in replies(parent))
+        assert verify(forked) == ([], [])
