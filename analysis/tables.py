@@ -66,6 +66,7 @@ REPLICATE_KEYS = (
     "cfg.progress",
     "cfg.run_name",
     "cfg.resume",
+    "cfg.fork.parent",  # forks of several parents under one condition: replicates of one cell
 )
 # How much a run may spend and at what prices: never a condition of the experiment.
 SPENDING = ("cfg.budget.", "cfg.prices.")

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 from synthetic import write_run
+from test_fork import FORMATS, fork, start
 
 from analysis.__main__ import main
 from analysis.compare import holm
@@ -195,3 +196,22 @@ def test_runs_without_forks_say_so(tmp_path, capsys):
     write_run(tmp_path / "plain", [(1, "pros", CALM), (1, "cons", CALM)])
     assert main(["pairs", str(tmp_path), "--embedder", "hash"]) == 0
     assert "no forks with a sibling found" in capsys.readouterr().out
+
+
+def test_real_forks_of_every_format_pair_and_diverge_only_after_the_fork(tmp_path, search_cache):
+    """One scripted parent a format, forked at round 2 hotter (the scripted model
+    restyles its words above T=0.7): each format gives one pair, the same
+    text signals at the fork round and different ones after it. (A panel that
+    synthesizes at round 2 has no round after it: its judge never does here.)"""
+    for name, overrides in FORMATS.items():
+        extra = {"grounded": [f"search.cache_dir={search_cache}"], "panel": ["model.synthesize_rate=0"]}
+        parent = start(tmp_path, name, "rounds=3", *overrides, *extra.get(name, []))
+        fork(parent, 2, "llm.temperature=1.5", root=tmp_path)
+    _, pairs, values = load_pairs(tmp_path, "hash", cache=False)
+    assert sorted(pairs.parent_run_id) == sorted(FORMATS) and set(pairs.b) == {"llm.temperature=1.5"}
+    div = divergence_of(values, pairs)
+    words = div[div.signal == "n_words"].groupby(["parent_run_id", "since_fork"])["diff"]
+    moved = words.apply(lambda d: d.abs().max()).unstack("since_fork")
+    assert (moved[0] == 0).all() and (moved[1] > 0).all(), moved  # the same turns, then hotter ones
+    table = paired_contrasts(pair_values(div), resamples=200)
+    assert table.n.tolist() == [len(FORMATS)] and table.perm_method.tolist() == ["exact, 32 flips"]
