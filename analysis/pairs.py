@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -41,56 +42,78 @@ from analysis.registry import DIMENSIONS
 from analysis.signals import BASELINE_TURNS
 
 PARENT = "(parent)"
-PAIR = ["contrast", "at_round", "parent_run_id", "run_a", "run_b"]
+PAIR = ["contrast", "at_round", "parent", "run_a", "run_b"]
 
 
 def condition_text(changed: str | None) -> str:
-    """A branch's condition from its lineage's changed keys (JSON): ``key=value, ...``."""
+    """A branch's condition from its lineage's changed keys (JSON): ``key=value, ...``;
+    a group chosen anew (``critic=strict`` changes every ``critic.*`` key) by its name."""
     if changed is None:
         return PARENT
     items = json.loads(changed)
-    return ", ".join(f"{k}={v}" for k, v in sorted(items.items())) or "(nothing changed)"
+    groups = {k.rsplit(".", 1)[0] for k in items if k.endswith(".name") and k.count(".") == 1}
+    shown = {g: items[f"{g}.name"] for g in groups}
+    shown.update({k: v for k, v in items.items() if k.split(".", 1)[0] not in groups})
+    return ", ".join(f"{k}={v}" for k, v in sorted(shown.items())) or "(nothing changed)"
 
 
-def branches(runs: pd.DataFrame) -> pd.DataFrame:
-    """One row per branch: run_id, parent_run_id, at_round, condition. Every
-    fork is one; a loaded parent is one for each k it was forked at."""
-    if "lineage.parent_run_id" not in runs.columns:
-        return pd.DataFrame(columns=["run_id", "parent_run_id", "at_round", "condition"])
-    forks = runs[runs["lineage.parent_run_id"].notna()]
+def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> pd.DataFrame:
+    """One row per branch: run_id, parent, at_round, condition. Every fork is
+    one; a loaded parent is one for each k it was forked at. ``parent`` is the
+    parent's run_id when it is loaded, else its folder as the lineage names it.
+    A parent is found by its folder (``run_dirs``: run_id -> folder), else,
+    for a tree moved since, by its run name when no other run has it."""
+    columns = ["run_id", "parent", "at_round", "condition"]
+    if "lineage.parent" not in runs.columns:
+        return pd.DataFrame(columns=columns)
+    forks = runs[runs["lineage.parent"].notna()]
+    found = _loaded_parents(runs, forks, run_dirs or {})
     rows = [
         {
             "run_id": f.run_id,
-            "parent_run_id": f["lineage.parent_run_id"],
+            "parent": found.get(f["lineage.parent"], f["lineage.parent"]),
             "at_round": int(f["lineage.at_round"]),
             "condition": condition_text(f["lineage.changed"]),
         }
         for _, f in forks.iterrows()
     ]
-    by_name = runs.drop_duplicates("run_name").set_index("run_name").run_id
-    for parent, at_round in forks[["lineage.parent_run_id", "lineage.at_round"]].drop_duplicates().values:
-        if parent in by_name.index:
+    for folder, at_round in forks[["lineage.parent", "lineage.at_round"]].drop_duplicates().values:
+        if folder in found:
             rows.append(
                 {
-                    "run_id": by_name[parent],
-                    "parent_run_id": parent,
+                    "run_id": found[folder],
+                    "parent": found[folder],
                     "at_round": int(at_round),
                     "condition": PARENT,
                 }
             )
-    return pd.DataFrame(rows, columns=["run_id", "parent_run_id", "at_round", "condition"])
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _loaded_parents(runs: pd.DataFrame, forks: pd.DataFrame, run_dirs: Mapping[str, Path]) -> dict[str, str]:
+    """Each fork's parent folder -> the loaded parent's run_id, for the parents loaded."""
+    by_folder = {str(Path(d).resolve()): run_id for run_id, d in run_dirs.items()}
+    names = runs.run_name.value_counts()
+    by_name = runs[runs.run_name.map(names) == 1].set_index("run_name").run_id
+    found = {}
+    for folder, name in forks[["lineage.parent", "lineage.parent_run_id"]].drop_duplicates().values:
+        if (hit := by_folder.get(str(Path(folder).resolve()))) is not None:
+            found[folder] = hit
+        elif name in by_name.index:
+            found[folder] = str(by_name[name])
+    return found
 
 
 def _order(condition: str) -> tuple[bool, str]:
     return (condition != PARENT, condition)  # the parent first, then by name
 
 
-def find_pairs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Every pair: contrast, at_round, parent_run_id, run_a, run_b, a, b. A
+def find_pairs(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> pd.DataFrame:
+    """Every pair: contrast, at_round, parent, run_a, run_b, a, b. A
     condition forked twice from one parent at one k: its branches are each
     paired, so that parent counts once per branch."""
     rows = []
-    for (parent, k), sibs in branches(runs).groupby(["parent_run_id", "at_round"]):
+    for (parent, k), sibs in branches(runs, run_dirs).groupby(["parent", "at_round"]):
         conditions = sorted(set(sibs.condition), key=_order)
         for i, a in enumerate(conditions):
             for b in conditions[i + 1 :]:
@@ -100,7 +123,7 @@ def find_pairs(runs: pd.DataFrame) -> pd.DataFrame:
                             {
                                 "contrast": f"k={k}: {b} - {a}",
                                 "at_round": int(k),
-                                "parent_run_id": parent,
+                                "parent": parent,
                                 "run_a": run_a,
                                 "run_b": run_b,
                                 "a": a,
@@ -122,7 +145,7 @@ def round_values(turn_signals: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFra
 
 def divergence(values: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """Per pair, team (those both branches have) and round from k on, b - a
-    of every value: contrast, at_round, parent_run_id, run_a, run_b, team,
+    of every value: contrast, at_round, parent, run_a, run_b, team,
     round, since_fork, signal, a, b, diff."""
     names = [c for c in values.columns if c not in ("run_id", "team", "round")]
     frames = []
@@ -188,7 +211,7 @@ def format_pairs(pairs: pd.DataFrame, contrasts: pd.DataFrame, per_round: pd.Dat
         return "no forks with a sibling found (forks of one parent at one round, or a fork and its parent)"
     shown = contrasts.rename(columns={"perm_method": "permutation"})
     lines = [
-        f"{len(pairs)} pairs in {len(contrasts)} contrasts, from {pairs.parent_run_id.nunique()} parents",
+        f"{len(pairs)} pairs in {len(contrasts)} contrasts, from {pairs.parent.nunique()} parents",
         f"{value}, b - a per pair (mean over teams and rounds after the fork); paired t and "
         "bootstrap 95% intervals, sign-flip permutation p, Holm across contrasts:",
         shown.to_string(index=False, float_format=lambda x: f"{x:.3f}"),
@@ -238,7 +261,8 @@ def load_pairs(
     if tables.runs.empty:
         raise FileNotFoundError(f"{path}: no run folders (no manifest.json found)")
     signals = compute_signals(tables, embedder=embedder, progress=False).turns
-    return branches(tables.runs), find_pairs(tables.runs), round_values(signals, score(signals))
+    sibs, pairs = branches(tables.runs, tables.run_dirs), find_pairs(tables.runs, tables.run_dirs)
+    return sibs, pairs, round_values(signals, score(signals))
 
 
 def main(argv: list[str]) -> int:

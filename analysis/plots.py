@@ -307,7 +307,7 @@ def branches(scores: pd.DataFrame, sibs: pd.DataFrame, value: str = "drift_index
     to round k, each branch from k on in its condition's colour.
     ``sibs``: ``analysis.pairs.branches``."""
     per_round = scores.groupby(["run_id", "round"])[value].mean().reset_index()
-    every = sorted(sibs.groupby(["parent_run_id", "at_round"]).groups)
+    every = sorted(sibs.groupby(["parent", "at_round"]).groups)
     sets = every[:MAX_PARENTS_SHOWN]
     conditions = sorted(set(sibs.condition))
     colours = _seat_colours(conditions)
@@ -315,7 +315,7 @@ def branches(scores: pd.DataFrame, sibs: pd.DataFrame, value: str = "drift_index
     rows = max(1, -(-len(sets) // cols))
     fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.0 * rows), squeeze=False, sharey=True)
     for ax, (parent, k) in zip(axes.flat, sets, strict=False):
-        members = sibs[(sibs.parent_run_id == parent) & (sibs.at_round == k)]
+        members = sibs[(sibs.parent == parent) & (sibs.at_round == k)]
         prefix_drawn = False
         for run_id, condition in members[["run_id", "condition"]].itertuples(index=False):
             series = per_round[per_round.run_id == run_id].sort_values("round")

@@ -25,7 +25,7 @@ from analysis.paired import (
     sign_flip_p,
     smallest_paired_p,
 )
-from analysis.pairs import PARENT, find_pairs, load_pairs, pair_values, paired_contrasts
+from analysis.pairs import PARENT, condition_text, find_pairs, load_pairs, pair_values, paired_contrasts
 from analysis.pairs import divergence as divergence_of
 from harness.store.records import Lineage
 from harness.store.rundir import read_manifest, write_manifest
@@ -126,23 +126,47 @@ def test_siblings_pair_by_parent_and_fork_round(loaded):
         f"k={AT}: x=1 - {PARENT}": 6,
         f"k={AT}: x=1 - x=0": 6,
     }
-    assert (pairs.run_a.str.replace(r"-x\d$", "", regex=True) == pairs.parent_run_id).all()
+    assert (pairs.run_a.str.replace(r"-x\d$", "", regex=True) == pairs.parent).all()
 
-    def fork(name: str, k: int, changed: str | None) -> dict:
-        parent = None if changed is None else "gone"
-        return {
-            "run_id": name,
-            "run_name": name,
-            "lineage.parent_run_id": parent,
-            "lineage.at_round": k,
-            "lineage.changed": changed,
-        }
 
-    # a fork whose parent is not loaded pairs only with a sibling at the same k
-    runs = pd.DataFrame([fork("plain", 0, None), fork("f1", 2, '{"x": 1}'), fork("f3", 3, '{"x": 2}')])
-    assert find_pairs(runs).empty
-    pair = find_pairs(pd.concat([runs, pd.DataFrame([fork("f2", 2, '{"x": 2}')])]))
-    assert pair[["contrast", "run_a", "run_b"]].values.tolist() == [["k=2: x=2 - x=1", "f1", "f2"]]
+def branch(name: str, parent: str | None = None, k: int = 2, changed: str = "{}") -> dict:
+    """A runs-table row: a fork of ``parent`` (a folder) at k, or a run that is none."""
+    lineage = {
+        "parent": parent,
+        "parent_run_id": parent and Path(parent).name,
+        "at_round": k,
+        "changed": changed,
+    }
+    return {"run_id": name, "run_name": Path(name).name, **{f"lineage.{k}": v for k, v in lineage.items()}}
+
+
+def test_siblings_share_a_parent_folder_and_a_fork_round():
+    runs = pd.DataFrame(
+        [branch("plain"), branch("f1", "/gone/p", 2, '{"x": 1}'), branch("f3", "/gone/p", 3, '{"x": 2}')]
+    )
+    assert find_pairs(runs).empty  # a parent not loaded, and forks at different rounds: no pair
+    pair = find_pairs(pd.concat([runs, pd.DataFrame([branch("f2", "/gone/p", 2, '{"x": 2}')])]))
+    assert pair[["contrast", "parent", "run_a", "run_b"]].values.tolist() == [
+        ["k=2: x=2 - x=1", "/gone/p", "f1", "f2"]
+    ]
+    # two sweeps' cells of one name are two parents, told apart by their folders
+    runs = pd.DataFrame(
+        [
+            branch("s1/seed-1"),
+            branch("s2/seed-1"),
+            branch("f/a", "/r/s1/seed-1"),
+            branch("f/b", "/r/s2/seed-1"),
+        ]
+    )
+    dirs = {"s1/seed-1": Path("/r/s1/seed-1"), "s2/seed-1": Path("/r/s2/seed-1")}
+    pairs = find_pairs(runs, dirs)
+    assert pairs[["parent", "run_a", "run_b"]].values.tolist() == [
+        ["s1/seed-1", "s1/seed-1", "f/a"],
+        ["s2/seed-1", "s2/seed-1", "f/b"],
+    ]
+    assert find_pairs(runs.iloc[[0, 2]]).run_a.tolist() == ["s1/seed-1"]  # moved: found by its unique name
+    changed = '{"critic.name": "strict", "critic.max_iterations": 4, "seed": 7}'
+    assert condition_text(changed) == "critic=strict, seed=7" and condition_text(None) == PARENT
 
 
 def test_divergence_is_zero_at_the_fork_round_and_the_change_shows_after(loaded):
@@ -208,9 +232,9 @@ def test_real_forks_of_every_format_pair_and_diverge_only_after_the_fork(tmp_pat
         parent = start(tmp_path, name, "rounds=3", *overrides, *extra.get(name, []))
         fork(parent, 2, "llm.temperature=1.5", root=tmp_path)
     _, pairs, values = load_pairs(tmp_path, "hash", cache=False)
-    assert sorted(pairs.parent_run_id) == sorted(FORMATS) and set(pairs.b) == {"llm.temperature=1.5"}
+    assert sorted(pairs.parent) == sorted(FORMATS) and set(pairs.b) == {"llm.temperature=1.5"}
     div = divergence_of(values, pairs)
-    words = div[div.signal == "n_words"].groupby(["parent_run_id", "since_fork"])["diff"]
+    words = div[div.signal == "n_words"].groupby(["parent", "since_fork"])["diff"]
     moved = words.apply(lambda d: d.abs().max()).unstack("since_fork")
     assert (moved[0] == 0).all() and (moved[1] > 0).all(), moved  # the same turns, then hotter ones
     table = paired_contrasts(pair_values(div), resamples=200)
