@@ -8,7 +8,7 @@ difference after k is the change's and the branches' own chance, not the
 prefix's. The parent, when it is loaded too, is a sibling as well: its rounds
 after k are the branch that changed nothing (condition ``(parent)``).
 
-A *condition* is what a branch changed (``critic.name=strict``); a *contrast*
+A *condition* is what a branch changed (``critic=strict``); a *contrast*
 is two conditions forked at the same k; a *pair* is one parent's two
 branches of a contrast (a: the parent, or the first condition by name).
 
@@ -26,6 +26,7 @@ branches of a contrast (a: the parent, or the first condition by name).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -114,22 +115,13 @@ def find_pairs(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -
     paired, so that parent counts once per branch."""
     rows = []
     for (parent, k), sibs in branches(runs, run_dirs).groupby(["parent", "at_round"]):
-        conditions = sorted(set(sibs.condition), key=_order)
-        for i, a in enumerate(conditions):
-            for b in conditions[i + 1 :]:
-                for run_a in sibs.run_id[sibs.condition == a]:
-                    for run_b in sibs.run_id[sibs.condition == b]:
-                        rows.append(
-                            {
-                                "contrast": f"k={k}: {b} - {a}",
-                                "at_round": int(k),
-                                "parent": parent,
-                                "run_a": run_a,
-                                "run_b": run_b,
-                                "a": a,
-                                "b": b,
-                            }
-                        )
+        runs_of = {c: list(sibs.run_id[sibs.condition == c]) for c in sorted(set(sibs.condition), key=_order)}
+        for a, b in itertools.combinations(runs_of, 2):
+            rows += [
+                {"contrast": f"k={k}: {b} - {a}", "at_round": int(k), "parent": parent}
+                | {"run_a": run_a, "run_b": run_b, "a": a, "b": b}
+                for run_a, run_b in itertools.product(runs_of[a], runs_of[b])
+            ]
     return pd.DataFrame(rows, columns=[*PAIR, "a", "b"])
 
 
