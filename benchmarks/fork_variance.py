@@ -57,7 +57,7 @@ import pandas as pd  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from analysis.paired import paired_power, required_pairs  # noqa: E402
+from analysis.paired import first_reachable_pairs, paired_power, required_pairs  # noqa: E402
 from analysis.pairs import load_pairs  # noqa: E402
 from analysis.power import power, required_n  # noqa: E402
 from harness.config import resolve  # noqa: E402
@@ -199,7 +199,9 @@ def design_row(
     else:  # paired: sign flips of the differences, d_z in SDs of the difference
         size = delta / sd if sd > 0 else math.inf  # no spread: every pair the same difference
         reached, (need, _) = (
-            (paired_power(n, abs(size)), required_pairs(abs(size))) if sd > 0 else (1.0, (6, 1.0))
+            (paired_power(n, abs(size)), required_pairs(abs(size)))
+            if sd > 0
+            else (1.0, (first_reachable_pairs(), 1.0))
         )
     return {
         "design": design,
