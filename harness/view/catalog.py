@@ -90,6 +90,7 @@ class Catalog:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.runs = Scan(self._walk)  # run folders by key: the last scan if it is fresh, else a new one
+        self._forks: tuple[dict[str, Path], dict[Path, list[tuple[str, int]]]] | None = None
 
     def _walk(self) -> dict[str, Path]:
         found = {}
@@ -129,18 +130,27 @@ class Catalog:
 
     def family(self, key: str, manifest: RunManifest) -> Family:
         """A run's fork family: its parent (by key when under the root) and its branches."""
-        keys = {run_dir.resolve(): k for k, run_dir in self.runs().items()}
-        lineage, me = manifest.lineage, self.runs()[key].resolve()
-        branches = []
-        for k, run_dir in self.runs().items():
-            try:
-                theirs = read_manifest(run_dir).lineage
-            except Exception:  # an unreadable folder is no branch; the runs list says why
-                continue
-            if theirs is not None and Path(theirs.parent) == me:
-                branches.append((k, theirs.at_round))
+        runs, lineage = self.runs(), manifest.lineage
+        keys = {run_dir.resolve(): k for k, run_dir in runs.items()}
         parent_key = keys.get(Path(lineage.parent)) if lineage else None
-        return Family(lineage.parent if lineage else None, parent_key, sorted(branches, key=lambda b: b[1]))
+        branches = sorted(self._branches().get(runs[key].resolve(), []), key=lambda b: b[1])
+        return Family(lineage.parent if lineage else None, parent_key, branches)
+
+    def _branches(self) -> dict[Path, list[tuple[str, int]]]:
+        """Each parent's forks under the root, (key, fork round), read once per scan:
+        a static export renders every run's page, which must not read every manifest each."""
+        runs = self.runs()
+        if self._forks is None or self._forks[0] is not runs:
+            forks: dict[Path, list[tuple[str, int]]] = {}
+            for k, run_dir in runs.items():
+                try:
+                    lineage = read_manifest(run_dir).lineage
+                except Exception:  # an unreadable folder is no branch; the runs list says why
+                    continue
+                if lineage is not None:
+                    forks.setdefault(Path(lineage.parent), []).append((k, lineage.at_round))
+            self._forks = (runs, forks)
+        return self._forks[1]
 
     def read(self, key: str) -> RunFolder | None:
         run_dir = self.path(key)
