@@ -270,11 +270,10 @@ def main(argv: list[str]) -> int:
     print(format_pairs(pairs, table, per_round_table(div, args.value), args.value))
     if pairs.empty:
         return 0
-    from analysis.pipeline import write_parquet
-
     out = args.out or analysis_dir(args.path)
     out.mkdir(parents=True, exist_ok=True)
-    print(write_parquet(div, out / "pairs.parquet"))
+    div.to_parquet(out / "pairs.parquet", index=False)
+    print(out / "pairs.parquet")
     if not args.no_figures:
         import matplotlib
 

@@ -214,6 +214,9 @@ def test_pairs_and_paired_power_commands(forks, capsys):
     assert main(["pairs", str(forks), "--embedder", "hash", "--value", "nope"]) == 2
     assert "--value nope: not a signal" in capsys.readouterr().err
     assert main([*args, "--metric", "wall_s"]) == 2
+    # the whole analysis draws the branches too, among its figures
+    assert main([str(forks), "--embedder", "hash", "--no-progress"]) == 0
+    assert (forks / "_analysis" / "figures" / "fork_branches.png").is_file()
 
 
 def test_runs_without_forks_say_so(tmp_path, capsys):
