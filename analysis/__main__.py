@@ -9,6 +9,8 @@
     python -m analysis signals                        # the signals table (docs/signals.md)
     python -m analysis study                          # run the real-model study, write docs/findings.md
     python -m analysis power --pilot research_runs/study --d-from-pilot   # replicates each contrast needs
+    python -m analysis pairs research_runs/forks       # forks of one parent: paired contrasts (docs/forks.md)
+    python -m analysis power --paired --pilot research_runs/forks --d-from-pilot   # pairs each contrast needs
     python -m analysis prereg --write docs/prereg.md --contrast A:B     # preregister one (--check, --run)
 
 Errors are one line on stderr: a missing analysis package, a folder with no runs.
@@ -226,6 +228,15 @@ def main(argv: list[str] | None = None) -> int:
             return study(argv[1:])
         if argv[:1] == ["compare"]:
             return _compare(argv[1:])
+        if argv[:1] == ["pairs"]:
+            from analysis.pairs import main as pairs
+
+            return pairs(argv[1:])
+        if argv[:1] == ["power"] and "--paired" in argv:
+            from analysis.pairs import plan_main
+            from analysis.power import parse
+
+            return plan_main(parse(argv[1:]))
         if argv[:1] == ["power"]:
             from analysis.power import main as power
 

@@ -185,19 +185,19 @@ def permutation_p(
     if count <= max_exact:
         picks = np.array(list(itertools.combinations(range(len(pooled)), n_a)))
         sum_a = pooled[picks].sum(1)
-        extreme = _as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)
+        extreme = as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)
         return float(np.mean(extreme)), f"exact, {count} relabellings"
     rng = np.random.default_rng(seed)
     order = rng.permuted(np.tile(np.arange(len(pooled)), (resamples, 1)), axis=1)
     sum_a = pooled[order[:, :n_a]].sum(1)
-    hits = int(np.sum(_as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)))
+    hits = int(np.sum(as_extreme((total - sum_a) / len(b) - sum_a / n_a, observed, alternative)))
     return (1 + hits) / (1 + resamples), f"monte carlo, {resamples} relabellings"
 
 
 ALTERNATIVES = ("two-sided", "greater", "less")
 
 
-def _as_extreme(diffs: np.ndarray, observed: float, alternative: str) -> np.ndarray:
+def as_extreme(diffs: np.ndarray, observed: float, alternative: str) -> np.ndarray:
     """Which relabellings' differences are at least as extreme as the observed one."""
     if alternative == "greater":
         return diffs >= observed - 1e-12

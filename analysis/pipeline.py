@@ -20,6 +20,7 @@ from analysis.embed import DEFAULT_EMBEDDER
 from analysis.grounding import grounding_summary, grounding_turns
 from analysis.labels import cells_table
 from analysis.load import Tables, analysis_dir, load_runs
+from analysis.pairs import branches
 from analysis.probes import instruction_stability, probe_table
 from analysis.scoring import aggregate, change_points, early_late, final_drift, score
 from analysis.trend import trends
@@ -145,9 +146,13 @@ def write_optional(out: Path, named: dict[str, pd.DataFrame]) -> list[Path]:
 
 def write_figures(result: Analysis, out: Path, heatmap: Mapping[str, Any] | None = None) -> list[Path]:
     runs = result.tables.runs
-    return [
+    files = [
         *plots.save(plots.trajectories(result.scores, runs), out, "drift_trajectories"),
         *plots.save(plots.sweep_heatmap(result.final, **(heatmap or {})), out, "sweep_heatmap"),
         *plots.save(plots.correlation_matrix(result.signals.turns), out, "signal_correlations"),
         *plots.save(plots.process_rates(result.signals.turns, runs), out, "approval_loop_lock"),
     ]
+    sibs = branches(runs, result.tables.run_dirs)  # forks and their parents (analysis.pairs)
+    if not sibs.empty:
+        files += plots.save(plots.branches(result.scores, sibs), out, "fork_branches")
+    return files

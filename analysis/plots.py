@@ -296,3 +296,46 @@ def process_rates(turn_signals: pd.DataFrame, runs: pd.DataFrame) -> Figure:
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     return fig
+
+
+MAX_PARENTS_SHOWN = 9
+
+
+def branches(scores: pd.DataFrame, sibs: pd.DataFrame, value: str = "drift_index") -> Figure:
+    """Forks drawn from their shared prefix: one panel per parent and fork
+    round, ``value`` per round (mean over teams), the prefix once in black up
+    to round k, each branch from k on in its condition's colour.
+    ``sibs``: ``analysis.pairs.branches``."""
+    per_round = scores.groupby(["run_id", "round"])[value].mean().reset_index()
+    every = sorted(sibs.groupby(["parent", "at_round"]).groups)
+    sets = every[:MAX_PARENTS_SHOWN]
+    conditions = sorted(set(sibs.condition))
+    colours = _seat_colours(conditions)
+    cols = min(3, max(len(sets), 1))
+    rows = max(1, -(-len(sets) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.0 * cols, 3.0 * rows), squeeze=False, sharey=True)
+    for ax, (parent, k) in zip(axes.flat, sets, strict=False):
+        members = sibs[(sibs.parent == parent) & (sibs.at_round == k)]
+        prefix_drawn = False
+        for run_id, condition in members[["run_id", "condition"]].itertuples(index=False):
+            series = per_round[per_round.run_id == run_id].sort_values("round")
+            if not prefix_drawn:
+                before = series[series["round"] <= k]
+                ax.plot(before["round"], before[value], color="black", marker="o", markersize=3, lw=2)
+                prefix_drawn = True
+            after = series[series["round"] >= k]
+            ax.plot(after["round"], after[value], color=colours[condition], marker="o", markersize=3)
+        ax.axvline(k, color="grey", lw=0.5, ls=":")
+        ax.set_title(f"{parent}, fork at {k}", fontsize=8)
+        ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    for ax in axes.flat[len(sets) :]:
+        ax.set_visible(False)
+    axes.flat[0].set_ylabel(f"{value} (mean over teams)")
+    if len(every) > len(sets):
+        fig.suptitle(f"the first {len(sets)} of {len(every)} parents", fontsize=9)
+    handles = [Line2D([], [], color="black", lw=2, label="shared prefix")]
+    handles += [Line2D([], [], color=colours[c], label=c) for c in conditions]
+    fig.legend(handles=handles, title="branch", loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig

@@ -29,6 +29,7 @@ import argparse
 import functools
 import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -126,27 +127,35 @@ def power(
 def required_n(
     d: float, alpha: float = ALPHA, target: float = TARGET, one_sided: bool = False, **options: int
 ) -> tuple[int | None, float]:
-    """The smallest n per arm (found by bisection, power rising with n) whose
-    simulated power reaches ``target``, and that power; (None, power at
-    ``n_max``) when not even ``n_max`` does. ``options``: n_max, sims, seed."""
+    """The smallest n per arm whose simulated power reaches ``target``, and that
+    power; (None, power at ``n_max``) when not even ``n_max`` does. ``options``:
+    n_max, sims, seed."""
     n_max = options.pop("n_max", N_MAX)
     low = first_reachable(alpha, one_sided, n_max)
     if low is None:
         return None, 0.0
     if d <= 0 if one_sided else d == 0:  # power stays at or below alpha at every n
         return None, math.nan
-    if (found := power(low, low, d, alpha, one_sided, **options)) >= target:
+    return smallest_n(lambda n: power(n, n, d, alpha, one_sided, **options), low, n_max, target)
+
+
+def smallest_n(
+    power_at: Callable[[int], float], low: int, n_max: int, target: float = TARGET
+) -> tuple[int | None, float]:
+    """The smallest n in [low, n_max] with ``power_at(n) >= target`` (by
+    bisection: power rises with n) and its power; (None, power at n_max) when none."""
+    if (found := power_at(low)) >= target:
         return low, found
-    if (found := power(n_max, n_max, d, alpha, one_sided, **options)) < target:
+    if (found := power_at(n_max)) < target:
         return None, found
     high = n_max  # power(low) < target <= power(high)
     while high - low > 1:
         mid = (low + high) // 2
-        if power(mid, mid, d, alpha, one_sided, **options) >= target:
+        if power_at(mid) >= target:
             high = mid
         else:
             low = mid
-    return high, power(high, high, d, alpha, one_sided, **options)
+    return high, power_at(high)
 
 
 def condition_of(runs: pd.DataFrame) -> pd.Series:
@@ -233,6 +242,21 @@ def contrasts(runs: pd.DataFrame, given: list[str]) -> list[tuple[str, str]]:
     return list(zip(pairs.control_cell, pairs.cell, strict=True))
 
 
+def plan_for(
+    pilot_d: float, args: argparse.Namespace, needed: Callable[..., tuple[int | None, float]]
+) -> tuple[float, str, float]:
+    """The effect planned for (``--d``, else ``--shrink`` times the pilot's),
+    the n ``needed`` finds for it (as text: ``never`` with no effect, ``> n_max``
+    when out of reach) and the power there."""
+    d = args.d if args.d is not None else args.shrink * pilot_d
+    if math.isnan(d) or (d <= 0 if args.one_sided else d == 0):
+        return d, "never", math.nan
+    n, reached = needed(
+        d, args.alpha, args.power, args.one_sided, n_max=args.n_max, sims=args.sims, seed=args.seed
+    )
+    return d, str(n) if n else f"> {args.n_max}", reached
+
+
 def plan_table(
     runs: pd.DataFrame,
     scores: pd.DataFrame | None,
@@ -244,15 +268,7 @@ def plan_table(
     rows = []
     for cell_a, cell_b in pairs:
         pilot = describe(*arm_values(runs, args.metric, scores, cell_a, cell_b))
-        d = args.d if args.d is not None else args.shrink * pilot["pilot_d"]
-        no_effect = math.isnan(d) or (d <= 0 if args.one_sided else d == 0)
-        n, reached = (
-            (None, math.nan)
-            if no_effect
-            else required_n(
-                d, args.alpha, args.power, args.one_sided, n_max=args.n_max, sims=args.sims, seed=args.seed
-            )
-        )
+        d, n, reached = plan_for(pilot["pilot_d"], args, required_n)
         rows.append(
             {
                 "a": f"{labels[cell_a]} ({cell_a[:6]})",
@@ -260,7 +276,7 @@ def plan_table(
                 "runs a/b": f"{pilot['n_a']}/{pilot['n_b']}",
                 **{k: v for k, v in pilot.items() if k not in ("n_a", "n_b")},
                 "d": d,
-                "n per arm": str(n) if n else "never" if no_effect else f"> {args.n_max}",
+                "n per arm": n,
                 "power at n": reached,
             }
         )
@@ -287,6 +303,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--d-from-pilot", action="store_true", help="plan for --shrink times each pilot d")
     p.add_argument("--shrink", type=float, default=0.5)
     p.add_argument("--one-sided", action="store_true", help="test b > a (default: two-sided)")
+    p.add_argument(
+        "--paired", action="store_true", help="forks: pairs of siblings, the sign-flip test (analysis.pairs)"
+    )
     p.add_argument("--n-max", type=int, default=N_MAX)
     p.add_argument("--sims", type=int, default=SIMS)
     p.add_argument("--seed", type=int, default=0)
@@ -318,6 +337,8 @@ def load_pilot(
 def main(argv: list[str]) -> int:
     """``python -m analysis power``: pilot SDs and d, and the replicates per arm each contrast needs."""
     args = parse(argv)
+    if args.paired:  # analysis.pairs plans paired designs, and imports this module
+        raise ValueError("--paired: analysis.pairs.plan_main plans it (python -m analysis power --paired)")
     runs, scores = load_pilot(args.pilot, args.metric, args.embedder, cache=not args.no_cache)
     pairs = contrasts(runs, args.contrast)
     if not pairs:

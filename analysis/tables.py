@@ -39,6 +39,7 @@ from harness.store.records import (
     EvaluationRecord,
     EventRecord,
     FactCheckRecord,
+    Lineage,
     MotionRecord,
     PersonaRecord,
     PositionRecord,
@@ -65,6 +66,7 @@ REPLICATE_KEYS = (
     "cfg.progress",
     "cfg.run_name",
     "cfg.resume",
+    "cfg.fork.parent",  # forks of several parents under one condition: replicates of one cell
 )
 # How much a run may spend and at what prices: never a condition of the experiment.
 SPENDING = ("cfg.budget.", "cfg.prices.")
@@ -120,9 +122,20 @@ def runs_row(run: RunFolder, rel: str) -> dict[str, Any]:
     row.update(flatten(manifest.model_specs, "spec"))
     row.update(flatten(run.config, "cfg"))
     row["cell"], row["cell_label"] = cell_of(row)
+    row.update(lineage_columns(manifest.lineage))
     row["partial"] = bool(run.notes)
     row["read_notes"] = "\n".join(run.notes)
     return row
+
+
+def lineage_columns(lineage: Lineage | None) -> dict[str, Any]:
+    """A fork's parent, fork round and changed keys (JSON text); None on a run that is no fork."""
+    return {
+        "lineage.parent_run_id": lineage.parent_run_id if lineage else None,
+        "lineage.parent": lineage.parent if lineage else None,
+        "lineage.at_round": lineage.at_round if lineage else None,
+        "lineage.changed": json.dumps(lineage.changed, sort_keys=True, default=str) if lineage else None,
+    }
 
 
 def _usage(u: Usage | None) -> dict[str, float]:
@@ -305,6 +318,7 @@ PUBLIC_KINDS = (
     SynthesisRecord,
     RoleCardRecord,
     FactCheckRecord,
+    Lineage,
     VerdictRecord,
     EvaluationRecord,
     MotionRecord,
