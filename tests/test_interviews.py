@@ -58,6 +58,18 @@ def test_each_seat_answers_in_its_own_log_and_the_debate_is_untouched(run):
     assert "interviews" not in (plain.run_dir / "config.yaml").read_text()
 
 
+def test_a_moderated_debate_interviews_its_speakers_after_the_chosen_speeches(run):
+    chosen = ("format=moderated", "format.exchanges=1")
+    asked, plain = run(*chosen, "interviews.rounds=[1,3]"), run(*chosen)
+    got = [r for seat in ("pro", "con") for r in read(asked.run_dir / seat / "interviews.jsonl")]
+    assert {(r.team, r.round) for r in got} == {(s, n) for s in ("pro", "con") for n in (1, 3)}
+    assert len(got) == 2 * 2 * ITEMS and all(r.answer and r.persona_id is None for r in got)
+    assert stable(read(asked.run_dir / "shared_memory.jsonl")) == stable(
+        read(plain.run_dir / "shared_memory.jsonl")
+    )
+    assert verify(asked.run_dir)[0] == []
+
+
 @pytest.mark.parametrize("leak", ["other_seat_log", "shared_memory", "bad_id"])
 def test_verify_catches_a_forged_interview_leak(run, leak):
     run_dir = run(*ASKED).run_dir
@@ -145,7 +157,10 @@ def test_a_questionnaire_file_replaces_the_items_and_is_kept_inline(run, tmp_pat
         (["interviews.rounds=[1,1]"], "interviews.rounds"),
         (["interviews.rounds=[1]", "interviews.questionnaire=/no/such.yaml"], "interviews.questionnaire"),
         (["interviews.rounds=[1]", "+interviews.items.x.question=''"], "interviews.items.x.question"),
-        (["interviews.rounds=[1]", "format=panel"], "interviews.rounds"),
+        (
+            ["interviews.rounds=[1]", "format=panel"],
+            "interviews.rounds",
+        ),  # its seats have no interview view yet
     ],
 )
 def test_config_errors_are_one_line_naming_the_key(run, runs_root, overrides, key):
