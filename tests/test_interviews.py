@@ -5,6 +5,7 @@ makes of them (a planted persona switch shows; a stable seat does not)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,12 @@ from analysis.interviews import (
     interview_table,
     model_judge,
 )
+from harness.agents.interview import InterviewOutput
 from harness.engine import resume_run
 from harness.engine.resuming import ResumeError
+from harness.models.base import ModelRequest
 from harness.models.scripted import ScriptedModel
+from harness.models.structured import json_schema
 from harness.schema import ConfigError
 from harness.store.records import ArgumentRecord, InterviewRecord
 from harness.store.rundir import read_manifest
@@ -184,6 +188,28 @@ def test_a_planted_switch_shows_in_the_change_scores_a_stable_seat_does_not(run,
     flips = interview_change(judged).set_index(["run_id", "seat", "round"]).flips
     assert flips["switched", "pros", 3] == ITEMS and flips["switched", "pros", 4] == 0
     assert flips.loc["stable"].sum() == 0
+
+
+def test_the_scripted_answer_follows_the_persona_its_prompt_shows():
+    """A persona a fork puts in, not one of the scripted styles, changes the answer as a planted switch does."""
+    model = ScriptedModel()
+
+    def answer(persona: str, round_: int) -> str:
+        system = f"You are the PROS team's debater. Persona: {persona} Reply with one JSON object only."
+        request = ModelRequest(
+            [{"role": "system", "content": system}, {"role": "user", "content": "Question: Who are you?"}],
+            schema=json_schema(InterviewOutput),
+            seed=round_,
+            tags={"round": round_, "team": "pros", "role": "interview", "iteration": 0, "side": "for"},
+        )
+        return str(json.loads(model.complete(request).text)["answer"])
+
+    calm = "We are a calm analyst who weighs every gain. [canary:pros:persona:1.0]"
+    assert answer(calm, 1) == answer(calm.replace("gain", "trust"), 7)  # the same style: the same words
+    assert answer("A pirate who sings every argument.", 7).startswith(
+        "As A pirate who sings every argument, we say:"
+    )
+    assert answer("A pirate who sings every argument.", 7) != answer("A nun who whispers.", 7)
 
 
 @pytest.mark.slow

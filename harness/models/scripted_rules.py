@@ -3,8 +3,9 @@ scripted model writes in the reply fields that mean something to a format.
 
 - drift: a persona's text moves through graded styles as it drifts, and its
   decision is ``evolve`` when the style changes (or at a planted switch);
-  a checkpoint interview's answer is the same words for the same seat and
-  question, in the persona's style of the round (``interview``), and an
+  a checkpoint interview's answer is the same words for the same seat,
+  question and persona style, the style its prompt's persona shows
+  (``interview``), and an
   interview judge finds two answers the same when they share half their words;
   the critic approves from iteration ``reject_first`` on; private notes carry
   canary markers; published statements are written long.
@@ -29,7 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.models.script import SKIP, Derived, FieldRule, Fixed, Rate, ReplyField, Text, deriver
+from harness.models.script import SKIP, Derived, FieldRule, Fixed, Rate, ReplyField, Scripted, Text, deriver
 from harness.models.scripted_style import PERSONA_STYLES, SWITCHED, WORDS, Style, seeded_rng, sentence
 
 # The model settings the rules read, with their defaults: each is a model.* key
@@ -44,6 +45,10 @@ SETTINGS: dict[str, Any] = {
 PASSAGE = re.compile(r"^\[(\S+)\] \([^)]*\) (.+)$", re.MULTILINE)
 _CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
 _QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)  # an interview item's, as its prompt asks it
+_PERSONA = re.compile(
+    r" Persona: (.+?)(?: Your team always| Reply with one JSON|$)"
+)  # a drift debater's system prompt
+_CANARY = re.compile(r"\[canary:[^\]]*\]")
 # The two answers an interview judge compares (analysis.interviews.judge_messages).
 _ANSWERS = (
     re.compile(r"^First answer: (.+)$", re.MULTILINE),
@@ -117,16 +122,30 @@ def _persona(field: ReplyField) -> str:
 @deriver("interview")
 def _interview(field: ReplyField) -> str:
     """A seat's answer to an interview item: the same words whenever it is asked
-    (drawn from the seat and the question alone), in the persona style of the
-    round, so a planted switch or a drift changes the answer and time alone does not."""
+    in the same persona style (drawn from the seat, the question and the style
+    alone), so a planted switch, a drift or a replaced persona changes the
+    answer and time alone does not."""
     round_, model = int(field.tags.get("round", 0)), field.model
+    style, switched = interview_style(str(field.tags.get("system", "")), model, round_)
     question = _QUESTION.search(field.prompt)
-    rng = seeded_rng(model.seed, field.tags.get("team"), question.group(1) if question else "")
-    style = field.tags.get("style")
+    rng = seeded_rng(model.seed, field.tags.get("team"), question.group(1) if question else "", style)
+    restyle = field.tags.get("style")
     words = sentence(
-        rng, field.tags.get("side"), 9, model.switched(round_), style if isinstance(style, Style) else None
+        rng, field.tags.get("side"), 9, switched, restyle if isinstance(restyle, Style) else None
     )
-    return f"As {PERSONA_STYLES[model.persona_grade(round_)]}, we say: {words}."
+    return f"As {style}, we say: {words}."
+
+
+def interview_style(system: str, model: Scripted, round_: int) -> tuple[str, bool]:
+    """The persona style an interview's system prompt shows, and whether it argues in
+    the switched register: a scripted persona's graded style; another persona's own
+    first words (a persona a fork put in); with none, the model's own course."""
+    known = [i for i, style in enumerate(PERSONA_STYLES) if style in system]
+    if known:
+        return PERSONA_STYLES[known[-1]], known[-1] == len(PERSONA_STYLES) - 1 or model.switched(round_)
+    if (persona := _PERSONA.search(system)) is not None:
+        return " ".join(_CANARY.sub("", persona.group(1)).split()[:6]).rstrip(".,;:"), model.switched(round_)
+    return PERSONA_STYLES[model.persona_grade(round_)], model.switched(round_)
 
 
 @deriver("same_answer")
