@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_chat import person
 from test_probes import forge, read, stable
 from test_replay import Calls, Crash
 
@@ -60,6 +61,15 @@ def test_each_seat_answers_in_its_own_log_and_the_debate_is_untouched(run):
     assert verify(asked.run_dir)[0] == []
     assert not (plain.run_dir / "pros" / "interviews.jsonl").exists()
     assert "interviews" not in (plain.run_dir / "config.yaml").read_text()
+
+
+def test_a_seat_a_person_plays_is_never_interviewed(run):
+    result = run(
+        "chat=against", "rounds=1", "interviews.rounds=[1]", build=person(["Remote work cuts commutes."])
+    )
+    assert result.manifest.model_specs["cons"] == "human:you"
+    assert [r.team for r in answers(result.run_dir)] == ["pros"] * ITEMS
+    assert verify(result.run_dir)[0] == []
 
 
 def test_a_moderated_debate_interviews_its_speakers_after_the_chosen_speeches(run):
