@@ -94,7 +94,7 @@ class ProbesConfig:
 
 @dataclass
 class InterviewItem:
-    """One item of a checkpoint interview's questionnaire (``harness.interviews``):
+    """One item of a checkpoint interview's questionnaire (``harness.probes.questionnaire``):
     the question a seat is asked, and the aspect of itself it asks about."""
 
     question: str = ""
@@ -130,8 +130,9 @@ class InterviewsConfig:
         self.items = {}
         for name, spec in items.items():
             spec = {"question": spec} if isinstance(spec, str) else spec
-            unknown = sorted(set(spec) - {"question", "aspect"}) if isinstance(spec, dict) else ["?"]
-            require(not unknown, f"{key}: {path} items.{name}", "expected {question, aspect} or a question")
+            texts = isinstance(spec, dict) and all(isinstance(v, str) for v in spec.values())
+            ok = texts and set(spec) <= {"question", "aspect"}
+            require(ok, f"{key}: {path} items.{name}", "expected {question, aspect} (text) or a question")
             self.items[str(name)] = InterviewItem(**spec)
         self.name, self.questionnaire = Path(path).stem, None
 

@@ -43,9 +43,8 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         prompt_modules += PROBE_MODULES
     else:  # an unprobed run asks no probe: its config.yaml keeps no probe set, nor does this
         config.pop("probes", None)
-    if fmt.interviews(
-        cfg
-    ):  # its answers, compared with the seat's first, come from this code and these items
+    # an interviewed run's answers, each read against the seat's first, come from this code and these items
+    if fmt.interviews(cfg):
         prompt_modules += INTERVIEW_MODULES
         config["interviews"].pop("rounds")  # when to ask may change: the debate computes the same
     else:

@@ -45,9 +45,8 @@ SETTINGS: dict[str, Any] = {
 PASSAGE = re.compile(r"^\[(\S+)\] \([^)]*\) (.+)$", re.MULTILINE)
 _CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
 _QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)  # an interview item's, as its prompt asks it
-_PERSONA = re.compile(
-    r" Persona: (.+?)(?: Your team always| Reply with one JSON|$)"
-)  # a drift debater's system prompt
+# A drift debater's persona, as its system prompt (harness.agents.thinking.debater_system) carries it.
+_PERSONA = re.compile(r" Persona: (.+?)(?: Your team always| Reply with one JSON|$)")
 _CANARY = re.compile(r"\[canary:[^\]]*\]")
 # The two answers an interview judge compares (analysis.interviews.judge_messages).
 _ANSWERS = (
