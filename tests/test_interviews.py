@@ -72,15 +72,17 @@ def test_a_seat_a_person_plays_is_never_interviewed(run):
     assert verify(result.run_dir)[0] == []
 
 
-def test_a_moderated_debate_interviews_its_speakers_after_the_chosen_speeches(run):
-    chosen = ("format=moderated", "format.exchanges=1")
-    asked, plain = run(*chosen, "interviews.rounds=[1,3]"), run(*chosen)
-    got = [r for seat in ("pro", "con") for r in read(asked.run_dir / seat / "interviews.jsonl")]
-    assert {(r.team, r.round) for r in got} == {(s, n) for s in ("pro", "con") for n in (1, 3)}
+@pytest.mark.parametrize("name", ["moderated", "grounded"])
+def test_a_seat_without_a_persona_is_interviewed_as_its_turns_are_asked(run, grounded, name):
+    """In a moderated debate a round is a speech; in a grounded one, both sides' turns."""
+    chosen = ("format=moderated", "format.exchanges=1") if name == "moderated" else (*grounded, "rounds=2")
+    asked, plain = run(*chosen, "interviews.rounds=[1,2]"), run(*chosen)
+    seats = [s.name for s in asked.manifest.layout.seats]
+    got = [r for seat in seats for r in read(asked.run_dir / seat / "interviews.jsonl")]
+    assert {(r.team, r.round) for r in got} == {(s, n) for s in seats for n in (1, 2)}
     assert len(got) == 2 * 2 * ITEMS and all(r.answer and r.persona_id is None for r in got)
-    assert stable(read(asked.run_dir / "shared_memory.jsonl")) == stable(
-        read(plain.run_dir / "shared_memory.jsonl")
-    )
+    for log in ("shared_memory.jsonl", *(f"{s}/drafts.jsonl" for s in seats)):
+        assert stable(read(asked.run_dir / log)) == stable(read(plain.run_dir / log)), log
     assert verify(asked.run_dir)[0] == []
 
 
