@@ -84,6 +84,12 @@ def _analyze(argv: list[str]) -> int:
             f"probes ({len(result.probes)} records), mean pass rate by round: "
             + ", ".join(f"r{r} {v:.2f}" for r, v in rates.items())
         )
+    if not result.interview_change.empty:
+        change = result.interview_change.groupby("round").change.mean()
+        print(
+            f"interviews ({len(result.interviews)} answers), mean change from the first by round: "
+            + ", ".join(f"r{r} {v:.2f}" for r, v in change.items())
+        )
     print(result.files[0].parent)
     return 0
 

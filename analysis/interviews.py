@@ -53,13 +53,16 @@ def interview_table(path: str | Path) -> pd.DataFrame:
     is the run folder relative to the root (its name for one run folder)."""
     path = Path(path)
     root = path.parent if (path / "manifest.json").is_file() else path
+    return interview_answers({str(run_dir.relative_to(root)): run_dir for run_dir in find_runs(path)})
+
+
+def interview_answers(run_dirs: dict[str, Path]) -> pd.DataFrame:
+    """``interview_table`` of the runs given as ``{run_id: folder}`` (``Tables.run_dirs``)."""
     rows = []
-    for run_dir in find_runs(path):
+    for run_id, run_dir in run_dirs.items():
         names = [n for n in layout_of(run_dir).files() if n.endswith("/interviews.jsonl")]
         for records in read_logs(run_dir, names).values():
-            rows += [
-                row(str(run_dir.relative_to(root)), r) for r in records if isinstance(r, InterviewRecord)
-            ]
+            rows += [row(run_id, r) for r in records if isinstance(r, InterviewRecord)]
     df = pd.DataFrame(rows, columns=ANSWER_COLUMNS)
     return df.sort_values(["run_id", "seat", "item", "round"], kind="stable", ignore_index=True)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from test_chat import person
 from test_probes import forge, read, stable
@@ -20,6 +21,8 @@ from analysis.interviews import (
     interview_table,
     model_judge,
 )
+from analysis.load import load_runs
+from analysis.pipeline import compute
 from harness.agents.interview import InterviewOutput
 from harness.engine import resume_run
 from harness.engine.resuming import ResumeError
@@ -190,6 +193,8 @@ def test_a_planted_switch_shows_in_the_change_scores_a_stable_seat_does_not(run,
     run("rounds=4", "interviews.rounds=[1,2,3,4]", "model.persona_switch_round=3", "run_name=switched")
     run("rounds=4", "interviews.rounds=[1,2,3,4]", "run_name=stable")
     change = interview_change_scores(runs_root, embedder="hash:512")
+    analysed = compute(load_runs(runs_root, cache=False), embedder="hash:512", progress=False)
+    pd.testing.assert_frame_equal(analysed.interview_change, change)  # python -m analysis writes the same
     by = change.set_index(["run_id", "seat", "round"]).change
     for seat in SEATS:
         assert [by["stable", seat, r] for r in (1, 2, 3, 4)] == [0.0] * 4
