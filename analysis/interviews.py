@@ -86,9 +86,8 @@ class SameAnswer(BaseModel):
     same: bool
 
 
-Judge = Callable[
-    [str, str, str, int], bool | None
-]  # (question, first, later, seed) -> same, None: no valid reply
+# (question, first answer, later answer, seed) -> the same in substance; None: no valid judgement
+Judge = Callable[[str, str, str, int], bool | None]
 
 
 def consistency(
