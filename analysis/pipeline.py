@@ -18,6 +18,7 @@ from analysis.baseline import baseline_table
 from analysis.compute import Signals, compute_signals
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.grounding import grounding_summary, grounding_turns
+from analysis.interviews import consistency, interview_answers, interview_change
 from analysis.labels import cells_table
 from analysis.load import Tables, analysis_dir, load_runs
 from analysis.pairs import branches
@@ -42,6 +43,8 @@ class Analysis:
     grounding_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     probes: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no run was probed
     probe_stability: pd.DataFrame = field(default_factory=pd.DataFrame)
+    interviews: pd.DataFrame = field(default_factory=pd.DataFrame)  # empty: no run was interviewed
+    interview_change: pd.DataFrame = field(default_factory=pd.DataFrame)
     # per turn, similarity to the no-persona baseline runs (analysis.baseline); empty: none analysed
     baseline: pd.DataFrame = field(default_factory=pd.DataFrame)
     files: list[Path] = field(default_factory=list)
@@ -86,6 +89,9 @@ def compute(tables: Tables, *, embedder: str, progress: bool) -> Analysis:
     scores = score(signals.turns)
     grounded = grounding_turns(tables)  # empty unless some run is a grounded debate
     probes = probe_table(tables)  # empty unless some run was probed
+    interviews = consistency(
+        interview_answers(tables.run_dirs), embedder=embedder
+    )  # empty unless interviewed
     return Analysis(
         tables=tables,
         signals=signals,
@@ -101,6 +107,8 @@ def compute(tables: Tables, *, embedder: str, progress: bool) -> Analysis:
         grounding_summary=grounding_summary(grounded, tables),
         probes=probes,
         probe_stability=instruction_stability(probes),
+        interviews=interviews,
+        interview_change=interview_change(interviews),
         baseline=baseline_table(tables, embedder=embedder, progress=progress),
     )
 
@@ -129,6 +137,9 @@ def write_tables(result: Analysis, out: Path) -> list[Path]:
         out, {"grounding_turns": result.grounding_turns, "grounding_summary": result.grounding_summary}
     )
     files += write_optional(out, {"probes": result.probes, "probe_stability": result.probe_stability})
+    files += write_optional(
+        out, {"interviews": result.interviews, "interview_change": result.interview_change}
+    )
     files += write_optional(out, {"baseline_similarity": result.baseline})  # outside the drift index
     return files
 

@@ -8,7 +8,7 @@ has) are checked one layer up, in ``harness.formats.validate``, which
 ``harness.config.validate`` calls: the schema sits below the formats, the
 models and the store, which all read it.
 
-The sections that stand alone (topic, search, probes, prices, tracing,
+The sections that stand alone (topic, search, probes, interviews, prices, tracing,
 budget) and ``ConfigError`` live in ``harness.schema_sections``, redaction in
 ``harness.redact``; every name is re-exported here.
 """
@@ -34,12 +34,14 @@ from harness.schema_sections import (
     BudgetConfig,
     ConfigError,
     ForkConfig,
+    InterviewsConfig,
     PricesConfig,
     ProbesConfig,
     SearchConfig,
     TopicConfig,
     TracingConfig,
 )
+from harness.schema_sections import InterviewItem as InterviewItem
 from harness.schema_sections import ProbeSpec as ProbeSpec
 from harness.schema_sections import read_text as read_text
 from harness.schema_sections import read_topics as read_topics
@@ -301,6 +303,7 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     probes: ProbesConfig = field(default_factory=ProbesConfig)
+    interviews: InterviewsConfig = field(default_factory=InterviewsConfig)
     prices: PricesConfig = field(default_factory=PricesConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
@@ -356,6 +359,7 @@ class Config:
         ):
             part.check()
         self.probes.check()
+        self.interviews.check()
 
     def check_control(self) -> None:
         """A control condition needs the settings its preset makes."""

@@ -30,7 +30,7 @@ from harness.models.base import Message
 from harness.models.structured import CHARS_PER_TOKEN, StructuredResult
 from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import Citation, DraftRecord, Published, SearchRecord, Usage
+from harness.store.records import Citation, DraftRecord, Published, SearchRecord, SeatInfo, Usage
 
 MAX_CITATIONS = 2
 
@@ -74,6 +74,14 @@ def cited_turn(
     return DraftRecord(**head, stage="turn", notes="", text=text, citations=citations, searches=searches)
 
 
+def arguer_system(seat: SeatInfo, collection: str) -> str:
+    """How a grounded seat is addressed: in its turns, and in an interview's fork of its view."""
+    return (
+        f"You are {seat.alias} in a grounded debate, arguing {seat.stance}. You may search the "
+        f"collection '{collection}' for passages, and you cite them by id. {JSON_ONLY}"
+    )
+
+
 class ArguerAgent:
     def __init__(
         self,
@@ -95,12 +103,7 @@ class ArguerAgent:
         return f"Claim: {claim}\nThe debate so far:\n{render(recent, limit)}\n"
 
     def _messages(self, user: str) -> list[Message]:
-        seat = self.view.seat
-        system = (
-            f"You are {seat.alias} in a grounded debate, arguing {seat.stance}. You may search the "
-            f"collection '{self.collection}' for passages, and you cite them by id. {JSON_ONLY}"
-        )
-        return chat(system, user)
+        return chat(arguer_system(self.view.seat, self.collection), user)
 
     def step(
         self, claim: str, round_: int, n: int, recent: list[Published], found: list[SearchRecord]

@@ -80,6 +80,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj.format = _structured(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
+    obj.interviews.load_file()
     obj.check()
     check_specs(obj.probes)
     obj.check_roles(fmt.model_roles(obj))
@@ -88,6 +89,11 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
         not obj.probes.enabled or fmt.probes,
         "probes.enabled",
         f"only format={' or '.join(names_with('probes'))} runs probes, not {fmt.name}",
+    )
+    _require(
+        not obj.interviews.on or fmt.interview_view is not None,
+        "interviews.rounds",
+        f"only format={' or '.join(names_with('interview_view'))} interviews its seats, not {fmt.name}",
     )
     for role in fmt.model_roles(obj):
         check_context(obj, role)

@@ -31,7 +31,7 @@ from typing import Any, Literal, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from harness.agents import TopicAgent
-from harness.agents.arguer import ArguerAgent, write_budget
+from harness.agents.arguer import ArguerAgent, arguer_system, write_budget
 from harness.agents.debate_synthesizer import DebateSynthesizerAgent
 from harness.agents.evidence_judge import EvidenceJudgeAgent
 from harness.agents.human import HumanArguer, is_human
@@ -39,10 +39,12 @@ from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.grounded_checks import SIDES, check_citation_marks, check_turn_order, check_turn_sources
 from harness.formats.searching import check_collection, open_search
 from harness.models.sentences import within
+from harness.probes.isolation import check_interviews
 from harness.runtime.context import RunContext
 from harness.runtime.tools import SearchTool
 from harness.schema import Config, ConfigError
 from harness.search.citations import bad_citations, reasons
+from harness.store.memory import SeatMemory
 from harness.store.records import (
     CitedTurnRecord,
     DraftRecord,
@@ -414,6 +416,11 @@ def max_steps(cfg: Config) -> int:
     return cfg.rounds * len(SIDES) * per_turn + 10
 
 
+def interview_view(view: SeatMemory, cfg: Config) -> tuple[str, str | None]:
+    """A seat's interview is asked as its turns are: the same system prompt (it holds no persona)."""
+    return arguer_system(view.seat, cfg.search.collection), None
+
+
 GROUNDED = Format(
     name="grounded",
     summary="FOR and AGAINST search a collection through an MCP tool and cite passages; citations are checked.",
@@ -426,7 +433,7 @@ GROUNDED = Format(
     initial_state=initial_state,  # type: ignore[arg-type]
     max_steps=max_steps,
     counts=("published", "search", "schema_failures", "turn_skipped", "retries", "search_restart"),
-    checks=(check_turn_order, check_turn_sources, check_citation_marks),
+    checks=(check_turn_order, check_turn_sources, check_citation_marks, check_interviews),
     min_window_rounds=lambda cfg: cfg.format.final_window,
     whole_logs=("public/notes.jsonl",),  # the final reads every note a person made
     prompt_modules=(
@@ -445,4 +452,5 @@ GROUNDED = Format(
     preflight=check_collection,
     sections=("search",),
     human_seats=True,
+    interview_view=interview_view,
 )

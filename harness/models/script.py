@@ -113,7 +113,7 @@ class ReplyField:
     prop: dict[str, Any]
     root: dict[str, Any]
     rng: random.Random  # the reply's content stream
-    tags: dict[str, Any]  # the call's tags, with "prompt" and "style"
+    tags: dict[str, Any]  # the call's tags, with "prompt" (its last message), "system" and "style"
     model: Scripted
 
     @property

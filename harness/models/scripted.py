@@ -124,7 +124,12 @@ class ScriptedModel:
             text = '{"' + sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
             prompt = request.messages[-1]["content"] if request.messages else ""
-            tags = {**tags, "prompt": prompt, "style": style}
+            system = (
+                request.messages[0]["content"]
+                if request.messages[:1] and request.messages[0]["role"] == "system"
+                else ""
+            )
+            tags = {**tags, "prompt": prompt, "system": system, "style": style}
             text = json.dumps(self._fill(request.schema, request.schema, rng, tags))
         prompt_words = sum(len(m["content"].split()) for m in request.messages)
         return Completion(
