@@ -18,17 +18,26 @@ A reader that meets a kind or event it does not know imports the third
 group's modules, once (``harness.store.records.kinds``): those modules
 declare record classes and events only, importing nothing above
 ``harness.store.records``, so reading a run pulls in no engine or format.
+
+The live sweep page's drift index comes the same way, from the ``analysis``
+package the harness may not import:
+
+    [project.entry-points."drift_harness.live_signals"]
+    drift = "analysis.live:score_rounds"    # (sweep folder, cells) -> (what it draws, {cell: {round: value}})
 This module reads only package metadata: Hydra's plugin scan imports it.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 FORMATS_GROUP = "drift_harness.formats"
 CONF_GROUP = "drift_harness.conf"
 RECORDS_GROUP = "drift_harness.records"
+LIVE_SIGNALS_GROUP = "drift_harness.live_signals"
 
 
 class PluginError(ValueError):
@@ -55,3 +64,14 @@ def import_record_modules() -> list[str]:
             raise PluginError(f"records plugin {ep.name!r} ({ep.value}) does not import: {exc}") from exc
         names.append(ep.value)
     return names
+
+
+def live_signals() -> Callable[..., Any] | str:
+    """The installed live drift scorer (the first by name), or one line saying why there is none."""
+    found = sorted(entry_points(group=LIVE_SIGNALS_GROUP), key=lambda ep: ep.name)
+    if not found:
+        return f"no {LIVE_SIGNALS_GROUP} entry point installed (pip install -e '.[analysis]')"
+    try:
+        return found[0].load()  # type: ignore[no-any-return]
+    except Exception as exc:  # noqa: BLE001 (any error of the plugin's: one line naming it)
+        return f"{LIVE_SIGNALS_GROUP} {found[0].name!r} ({found[0].value}) does not load: {exc}"

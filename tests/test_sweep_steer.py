@@ -6,8 +6,9 @@ simulator gets no call beyond those in flight at the pause; a cell held at
 the pause is cancelled (left interrupted) and requeued; after ``resume``
 every cell completes with the transcripts of a sweep never paused. On the
 priced scripted model, a raised ``budget.sweep_usd`` lets a sweep that was
-about to stop go on, never past the new limit. Bad commands, a driver that
-is not running and a process launcher's sweep are each one line.
+about to stop go on, never past the new limit, and the same sweep paused and
+killed resumes like any sweep. Bad commands, a driver that is not running and
+a process launcher's sweep are each one line.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def test_raise_pause_cancel_requeue_and_resume_on_the_simulator(tmp_path: Path) 
         sim.settle()
         time.sleep(0.5)  # a call through the gate before the pause may still be on its way
         at_pause, held = sent(sim), running(steered_dir)
-        time.sleep(1.5)
+        time.sleep(1.0)
         assert sent(sim) == at_pause  # nothing sent while paused
 
         victim = sorted(held)[0]
@@ -121,18 +122,29 @@ def test_raise_pause_cancel_requeue_and_resume_on_the_simulator(tmp_path: Path) 
     assert oct((steered_dir / "control.jsonl").stat().st_mode & 0o777) == "0o600"
 
 
-def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_never_overspends(tmp_path: Path) -> None:
-    """Each cell costs about $2: $3 stops the second; raised to $7.5 while the
-    second runs, the sweep goes on to the new limit and stops there."""
+def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_resumes(
+    tmp_path: Path,
+) -> None:
+    """Each cell costs about $2: $3 stops the second; raised to $7.5 while the second
+    runs, the sweep goes on to a third cell. Paused and killed there, the kernel drops
+    the driver's lock (ctl then says the driver is not running), and ``resume`` runs the
+    killed cell to the end and stops at the new limit, never past it."""
+    import signal
+
     sweep_dir = tmp_path / "sweep"
     driver = start(sweep_dir, [*PRICED, "replicates=4", "sweep.concurrency=1", "budget.sweep_usd=3"])
     first = lambda: (r := read_cell_record(sweep_dir, "rep-0")) is not None and r.status != "running"  # noqa: E731
     until(first, driver)
     assert "budget.sweep_usd $3 -> $7.5" in ctl(sweep_dir, "set", "budget.sweep_usd=7.5")
-    assert driver.wait(timeout=120) == 1  # a cell left interrupted: not every cell completed
+    until(lambda: "rep-2" in running(sweep_dir), driver)  # past $3: the raise let it go on
+    ctl(sweep_dir, "pause")
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait(timeout=60)
+    with pytest.raises(ControlError, match="driver not running"):
+        send(sweep_dir, ["resume"])
+    assert sweep_main(["resume", str(sweep_dir), "budget.sweep_usd=7.5"]) == 1  # rep-3 stopped by $7.5
     cells = read_index(sweep_dir).cells
-    assert sum(c.status == "completed" for c in cells) >= 3  # $3 alone stops the second cell
-    assert any(c.status == "interrupted" for c in cells)  # and $7.5 stops the sweep in its turn
+    assert [c.status for c in cells[:3]] == ["completed"] * 3 and cells[3].status == "interrupted"
     assert 3 < sum(c.cost_usd or 0.0 for c in cells) <= 7.5
 
     from harness.view.static import export_static  # the finished sweep, shared as a folder of pages
@@ -229,6 +241,12 @@ def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path)
     )
     assert list(steering.queue) == [(0, ["seed=0"])]
 
+    steering.queue.clear()
+    steering.cancelled.add("c0")  # cancelled, still winding down: its record may say interrupted already
+    assert steering.do_requeue("c0", "")[0] and not steering.queue
+    steering.ended("c0")  # its future is done: back in the queue
+    assert list(steering.queue) == [(0, ["seed=0"])]
+
 
 def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_path: Path) -> None:
     import threading
@@ -261,21 +279,3 @@ def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_
     cfg = OmegaConf.create({"model": {"concurrency": 8, "max_concurrency": 64}, "budget": {"sweep_usd": 1.0}})
     steering.configure(cfg)  # a cell starting now gets what was set
     assert (cfg.model.max_concurrency, cfg.model.concurrency, cfg.budget.sweep_usd) == (4, 4, 2.0)
-
-
-def test_a_paused_sweep_killed_resumes_like_any_sweep(tmp_path: Path) -> None:
-    """Killed while paused: the kernel drops the driver's lock (ctl then says the
-    driver is not running), and ``resume`` runs every cell to the end, unpaused."""
-    import signal
-
-    sweep_dir = tmp_path / "sweep"
-    args = ["model=scripted", "model.latency_s=0.1", "rounds=2", "progress=false", "replicates=2"]
-    driver = start(sweep_dir, [*args, "sweep.concurrency=2"])
-    until(lambda: len(running(sweep_dir)) == 2, driver)
-    ctl(sweep_dir, "pause")
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait(timeout=60)
-    with pytest.raises(ControlError, match="driver not running"):
-        send(sweep_dir, ["resume"])
-    assert sweep_main(["resume", str(sweep_dir)]) == 0
-    assert [c.status for c in read_index(sweep_dir).cells] == ["completed"] * 2

@@ -17,7 +17,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import tomllib
+from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
@@ -25,9 +26,11 @@ import pytest
 from browser import dump_dom, needs_chromium, text_of
 from conftest import REPO, serving
 
+from harness.engine.execute import RunResult
 from harness.view.catalog import Catalog
+from harness.view.drift import PENDING, LiveDrift, drift_figure
 from harness.view.live import Follower, pictures
-from harness.view.server import handler
+from harness.view.server import handler, route
 
 CELLS = re.compile(r'data-cell="(?P<cell>[^"]+)" data-status="(?P<status>[^"]+)"')
 REFRESH = 'id="live-refresh"'
@@ -39,14 +42,37 @@ def cells_of(dom: str) -> dict[str, str]:
 
 
 def running_cell(sweep: Path) -> str | None:
-    """The cell the cell log last says is running, once it kept a model reply."""
+    """The cell the cell log last says is running, once its first round landed."""
     try:
         last = json.loads((sweep / "cells.jsonl").read_text().splitlines()[-1])
     except (FileNotFoundError, IndexError, ValueError):
         return None
     cell = last["cell"]
-    kept = any(p.stat().st_size for p in (sweep / cell).glob("*/replies.jsonl"))
-    return cell if last["status"] == "running" and kept else None
+    landed = (sweep / cell / "snapshots" / "round-0001.json").is_file()
+    return cell if last["status"] == "running" and landed else None
+
+
+@pytest.fixture
+def live_scorer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The live drift scorer "installed" as pyproject.toml declares it (``make setup``'s
+    ``pip install -e``): a dist-info folder on the path; its declared target."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = project["entry-points"]["drift_harness.live_signals"]
+    info = tmp_path / "site" / "drift_live-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: drift-live\nVersion: 0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in declared.items())
+    (info / "entry_points.txt").write_text(f"[drift_harness.live_signals]\n{lines}")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    return str(declared["drift"])
+
+
+def settled(scorer: LiveDrift, folder: Path, cells: list[str]) -> object:
+    """The scorer's answer once its thread has scored (the first ask starts it)."""
+    deadline = time.monotonic() + 120
+    while (found := scorer.latest(folder, cells)) == PENDING and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 @pytest.fixture
@@ -96,17 +122,28 @@ def frozen_mid_cell(proc: subprocess.Popen[bytes], runs_root: Path) -> tuple[Pat
     pytest.fail(f"no cell was seen running (sweep exit {proc.poll()})")
 
 
+def drawn_on(catalog: Catalog, page: str, caption: str) -> None:
+    """Wait until ``page`` draws the figure captioned ``caption`` (scored off the request path)."""
+    deadline = time.monotonic() + 120
+    while not re.search(re.escape(caption) + r"[^<]*</(figcaption|h2)>\s*<svg", route(catalog, page)[1]):
+        assert time.monotonic() < deadline, route(catalog, page)[1][-3000:]
+        time.sleep(0.2)
+
+
 @pytest.mark.browser
 @pytest.mark.network_loopback
 @needs_chromium
 def test_the_live_page_shows_cells_moving_from_pending_to_completed(
-    sweep_process: subprocess.Popen[bytes], runs_root: Path, tmp_path: Path
+    sweep_process: subprocess.Popen[bytes], runs_root: Path, tmp_path: Path, live_scorer: str
 ) -> None:
     scratch = tmp_path / "chromium"
     with serving(ThreadingHTTPServer(("127.0.0.1", 0), handler(Catalog(runs_root), STALL_S))) as server:
         base = f"http://127.0.0.1:{server.server_address[1]}"
         sweep, cell = frozen_mid_cell(sweep_process, runs_root)
         live = f"{base}/live/{sweep.name}"
+        drift = "Drift index by round, live (signals drawn: affect, LIWC"
+        for page in (f"/live/{sweep.name}", f"/run/{sweep.name}/{cell}"):
+            drawn_on(Catalog(runs_root), page, drift)  # frozen: scored once, whatever the pace
         assert sweep.name in text_of(dump_dom(f"{base}/live", scratch))
         time.sleep(STALL_S)  # frozen: nothing is written, so the running cell stalls
 
@@ -118,11 +155,13 @@ def test_the_live_page_shows_cells_moving_from_pending_to_completed(
         assert float(elapsed) >= STALL_S  # seconds since the cell started, not "0.0"
         assert 'class="stalled' in dom and "<svg" in dom  # the stall mark and a drawn figure
         assert "Model calls by round, running cells" in text_of(dom)
+        assert drift in text_of(dom) and dom.count("<svg") >= 2  # the running cell's drift index, drawn
         assert f'href="/run/{sweep.name}/{cell}"' in dom  # the running cell links to its run page
         run_dom = dump_dom(f"{base}/run/{sweep.name}/{cell}", scratch)
         assert REFRESH in run_dom and "still running" in text_of(run_dom)
         assert re.search(r"running for [\d.]+ s · [1-9]\d* model calls", text_of(run_dom))  # its own timing
         assert "Model calls by round" in text_of(run_dom) and "<svg" in run_dom
+        assert drift in text_of(run_dom) and run_dom.count("<svg") >= 2  # its signals per round
 
         os.killpg(sweep_process.pid, signal.SIGCONT)
         assert sweep_process.wait(timeout=300) == 0
@@ -234,3 +273,40 @@ def test_an_analysed_sweep_page_draws_each_cells_drift_index_by_round(tmp_path: 
     svg = sweep_drift_svg(tmp_path, ["c0", "c1"])
     assert svg is not None and svg.startswith("<svg") and "drift index" in svg
     assert sweep_drift_svg(tmp_path, ["other"]) is None  # another sweep's cells are not drawn
+
+
+def test_running_cells_drift_index_is_scored_off_the_request_path(
+    run: Callable[..., RunResult], live_scorer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By the installed entry point (pyproject.toml's), on the scorer's own thread: the first
+    ask answers at once; each cell is read again only when it wrote; a scorer missing or
+    failing is one line."""
+    import analysis.live as live
+    from harness.plugins import live_signals
+
+    assert live_scorer == "analysis.live:score_rounds" and live_signals() is live.score_rounds
+    run_dir = run("rounds=3").run_dir
+    folder, cell = run_dir.parent, run_dir.name
+    scorer = LiveDrift()
+    assert scorer.latest(folder, [cell]) == PENDING  # the page does not wait for the scoring
+    found = settled(scorer, folder, [cell])
+    assert isinstance(found, tuple) and found[0] == live.DRAWN and sorted(found[1][cell]) == [1, 2, 3]
+    caption, svg = drift_figure(folder, [cell], scorer)
+    assert svg.startswith("<svg") and "drift index" in svg and "n-gram repetition" in caption
+
+    reads: list[Path] = []
+    load_runs = live.load_runs
+    monkeypatch.setattr(live, "load_runs", lambda path, **kw: (reads.append(path), load_runs(path, **kw))[1])
+    assert live.score_rounds(folder, [cell]) == found and reads == []  # unchanged: nothing read
+    with (run_dir / "events.jsonl").open("a") as fh:
+        fh.write("\n")
+    assert live.score_rounds(folder, [cell])[1] == found[1] and reads == [run_dir]  # it wrote: read again
+
+    missing = LiveDrift(lambda: "no drift_harness.live_signals entry point installed")
+    assert settled(missing, folder, [cell]) == "no drift_harness.live_signals entry point installed"
+
+    def broken(folder: Path, cells: object) -> object:
+        raise ValueError("bad rows\nand more")
+
+    found = settled(LiveDrift(lambda: broken), folder, [cell])
+    assert found == "the live drift scorer failed: ValueError: bad rows"

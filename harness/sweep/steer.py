@@ -61,7 +61,8 @@ class Steering:
         self.cells = {cell.name: (cell.num, cell.overrides) for cell in read_index(sweep_dir).cells}
         self.queue: deque[Job] = deque()
         self.running: dict[Future[None], str] = {}
-        self.cancelled: set[str] = set()
+        self.cancelled: set[str] = set()  # until the driver sees the cell's future end
+        self.requeued: set[str] = set()  # cancelled cells requeued while they wind down
         self.overrides: dict[str, int | float] = {}  # set in every cell's config from now on
 
     # -- the queue ---------------------------------------------------------------------
@@ -82,7 +83,7 @@ class Steering:
                     time.sleep(POLL_S)
                 done, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED)
                 for future in done:
-                    self.running.pop(future)
+                    self.ended(self.running.pop(future))
                     future.result()  # a cell never raises; a bug in the driver should
         self.poll()  # a command sent as the last cell ended still gets its answer
         gate().release()  # the gate is the process's: a later sweep in it starts open
@@ -94,7 +95,15 @@ class Steering:
     def _run(self, run: Callable[[int, list[str]], None], name: str, num: int, overrides: list[str]) -> None:
         with stoppable_as(name):
             run(num, overrides)
+
+    def ended(self, name: str) -> None:
+        """A cell's future is done: a cancelled one requeued meanwhile goes back now."""
         self.cancelled.discard(name)
+        if name in self.requeued:
+            self.requeued.discard(name)
+            record = read_cell_record(self.dir, name)
+            if record is not None and record.status in ("failed", "interrupted"):  # not one that finished
+                self.queue.append(self.cells[name])
 
     def was_cancelled(self, name: str) -> bool:
         return name in self.cancelled
@@ -180,7 +189,10 @@ class Steering:
 
     def do_requeue(self, name: str, _: str) -> tuple[bool, str]:
         job = self.cells[name]
-        if name in self.running.values() or job in self.queue:
+        if name in self.cancelled and name not in self.requeued:  # its record may say interrupted already
+            self.requeued.add(name)
+            return True, f"requeued {name}: back in the queue once its cancel lands; {self.in_flight()}"
+        if name in self.running.values() or job in self.queue or name in self.requeued:
             return False, f"requeue: {name} is already running or queued"
         record = read_cell_record(self.dir, name)
         if record is None or record.status not in ("failed", "interrupted"):

@@ -6,7 +6,7 @@ there; and the live sweep page's pictures, drawn from what its logs say."""
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,10 @@ def limits_svg(series: dict[str, Sequence[tuple[str, float, str]]]) -> str | Non
     return _svg(fig)
 
 
-def rounds_svg(cells: dict[str, dict[int, int]]) -> str | None:
-    """Each running cell's model calls by round, as its rounds land (more calls in a
-    round: more drafts rejected, retried or repaired); None: no round landed yet."""
+def rounds_svg(cells: Mapping[str, Mapping[int, float]], ylabel: str = "model calls") -> str | None:
+    """Each running cell's value by round, as its rounds land: its model calls (more calls
+    in a round: more drafts rejected, retried or repaired) or its drift index; None: no
+    round landed yet."""
     drawn = {name: by_round for name, by_round in cells.items() if by_round}
     if not drawn:
         return None
@@ -103,7 +104,7 @@ def rounds_svg(cells: dict[str, dict[int, int]]) -> str | None:
     for name, by_round in drawn.items():
         ax.plot(list(by_round), list(by_round.values()), marker=".", label=name[:40])
     ax.set_xlabel("round")
-    ax.set_ylabel("model calls")
+    ax.set_ylabel(ylabel)
     ax.legend(loc="upper left", fontsize=7)
     return _svg(fig)
 

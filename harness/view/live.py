@@ -35,6 +35,7 @@ from urllib.parse import quote
 from harness.models.prices import format_usd
 from harness.store.snapshot import list_snapshots, read_snapshot
 from harness.view.catalog import Scan, key_of
+from harness.view.drift import drift_figure
 from harness.view.figures import limits_svg, rounds_svg, sweep_drift_svg
 from harness.view.pages import _ENV as ENV
 from harness.view.pages import Links
@@ -334,7 +335,7 @@ def live_page(sweeps: Sweeps, key: str, links: Links) -> str | None:
         key=key,
         rows=rows,
         total=summary(rows, follower),
-        figures=pictures(rows, follower),
+        figures={**pictures(rows, follower), **running_drift(rows, follower)},
         resume=f"python -m harness.sweep ctl {follower.dir} resume",
         stall_s=follower.stall_s,
         refresh_s=REFRESH_S,
@@ -361,3 +362,13 @@ def pictures(rows: list[dict[str, Any]], follower: Follower) -> dict[str, str]:
         ),
     }
     return {title: svg for title, svg in drawn.items() if svg}
+
+
+def running_drift(rows: list[dict[str, Any]], follower: Follower) -> dict[str, str]:
+    """The running cells' drift index by round, as the installed scorer last scored them
+    (``harness.view.drift``): by title, an SVG or the one line saying why there is none."""
+    running = [r["name"] for r in rows if r.get("status") == "running"][:FIGURE_CELLS]
+    if not running:
+        return {}
+    title, shown = drift_figure(follower.dir, running)
+    return {title: shown}

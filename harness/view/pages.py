@@ -17,6 +17,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from harness.models.prices import format_usd
 from harness.view.catalog import Catalog, RunRow
+from harness.view.drift import drift_figure
 from harness.view.figures import rounds_svg, trajectory_svg
 from harness.view.history import build_rounds, persona_timeline, round_numbers, unpublished
 from harness.view.watch import CellWatch
@@ -142,7 +143,7 @@ def run_page(catalog: Catalog, key: str, page: int, links: Links) -> str | None:
 def running_now(run: Any, key: str) -> dict[str, Any]:
     """A running run's timing and its signals by round, as the live sweep page shows a cell's:
     seconds since it started, calls and calls per second, the retry in flight, the last
-    error, seconds since it last wrote, and its model calls by round as a figure."""
+    error, seconds since it last wrote, and its model calls and drift index by round as figures."""
     watch = CellWatch(run.path)
     watch.refresh()
     now = time.time()
@@ -155,6 +156,7 @@ def running_now(run: Any, key: str) -> dict[str, Any]:
         "last_error": watch.last_error,
         "still_s": now - watch.moved if watch.moved else None,
         "figure": rounds_svg({key: dict(sorted(watch.by_round.items()))}),
+        "drift": drift_figure(run.path.parent, [run.path.name]),  # (caption, SVG or why none)
     }
 
 
