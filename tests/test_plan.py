@@ -8,10 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import compose_cfg
 
 from harness.engine import RunResult
+from harness.engine.forking import fork_run
+from harness.formats import get_format
 from harness.plan import Plan, build_plan, main, parse
+from harness.plan.cli import render
 from harness.plan.estimate import Tally, extrapolate
+from harness.probes.questionnaire import questionnaire
+from harness.schema import Config
 from harness.store.reader import ledger
 from harness.view.live import PLAN_JSON, time_left
 
@@ -35,13 +41,18 @@ def test_plan_against_the_run_on_the_scripted_model(
 ) -> None:
     plan, passes = build_plan(parse(["model=scripted", *overrides]))
     assert passes >= 2 and plan.rows[0].estimate.units == 6
-    actual = ledger(run(*overrides).run_dir)
+    close_to(plan, run(*overrides).run_dir)
+    assert plan.low().output < plan.point().output < plan.high().output  # the interval is an interval
+
+
+def close_to(plan: Plan, run_dir: Path) -> None:
+    """The plan's point is within TOLERANCE of what ``run_dir`` billed, inside its interval."""
+    actual = ledger(run_dir)
     point, low, high = plan.point(), plan.low(), plan.high()
     actuals = {"calls": actual.calls, "input": actual.input_tokens, "output": actual.output_tokens}
     for field, got in actuals.items():
         assert getattr(low, field) <= got <= getattr(high, field), field
         assert getattr(point, field) == pytest.approx(got, rel=TOLERANCE), field
-    assert low.output < point.output < high.output  # the interval is an interval
 
 
 def test_prompt_growth_is_extrapolated_until_the_window_is_full() -> None:
@@ -179,3 +190,51 @@ def test_a_recorded_plan_gives_the_live_page_its_time_left(
     finished = [{**row, "status": "completed", "wall_s": 10.0} for row in rows]
     assert time_left(tmp_path / "no-plan", [finished[0], rows[1]]) == "time left ≈ 0m10s (rate so far)"
     assert time_left(tmp_path, finished) is None
+
+
+def fork_rows(capsys: pytest.CaptureFixture[str]) -> dict[str, list[str]]:
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1].startswith("forks: each counts only its rounds after k")
+    return {line.split()[0]: line.split() for line in lines[2:] if "-fork" in line or "round-" in line}
+
+
+def test_a_fork_is_planned_from_its_parent_and_pays_only_its_rounds(
+    run: Callable[..., RunResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The parent's config (6 rounds, not the default's 3), the fork's override on it,
+    rounds 3-6 only: as the fork then bills them."""
+    parent = run("rounds=6", "memory.window_rounds=1", "run_name=parent").run_dir
+    given = [f"fork.parent={parent}", "fork.at_round=2", f"runs_root={tmp_path}", "llm.max_tokens=200"]
+    plan, runs = build_plan(parse(given))
+    print("\n".join(render(plan, None, runs, 0.0)))
+    assert fork_rows(capsys)["parent-fork2"][1:3] == ["3-6", "rounds"]
+    cell = plan.rows[0].estimate.cell
+    assert (cell.at_round, cell.settings.rounds, cell.settings.llm.max_tokens) == (2, 6, 200)
+    fork = fork_run(compose_cfg([*given, "progress=false"]), given).run_dir
+    close_to(plan, fork)
+    assert 0 < ledger(fork).calls < ledger(parent).calls
+
+
+def test_a_fork_grid_plans_each_fork_from_its_round(
+    run: Callable[..., RunResult], capsys: pytest.CaptureFixture[str]
+) -> None:
+    parent = run("rounds=6", "memory.window_rounds=1", "run_name=parent").run_dir
+    assert main(["-m", f"fork.parent={parent}", "fork.at_round=2,4"]) == 0
+    rows = fork_rows(capsys)
+    early, late = rows["at-round-2"], rows["at-round-4"]
+    assert (early[1], late[1]) == ("3-6", "5-6")
+    assert int(early[3]) == 2 * int(late[3]) > 0  # window 1: every round after the first costs the same
+
+
+def test_interviews_on_a_long_run_are_counted_per_chosen_round(settings: Callable[..., Config]) -> None:
+    """The dry passes of a 40-round run are a few rounds long: rounds 20 and 40's
+    interviews cost what two interviews cost on a run short enough to run whole."""
+
+    def calls(*overrides: str) -> float:
+        return build_plan(parse(["model=scripted", "memory.window_rounds=1", *overrides]))[0].point().calls
+
+    long = calls("rounds=40", "interviews.rounds=[20,40]") - calls("rounds=40")
+    short = calls("rounds=3", "interviews.rounds=[2,3]") - calls("rounds=3")
+    cfg = settings("interviews.rounds=[2]")
+    seats = len(get_format(cfg.format.name).layout(cfg).seats)
+    assert long == short == 2 * seats * len(questionnaire(cfg.interviews)) > 0

@@ -5,8 +5,11 @@ the sweep's master config in multirun mode, the cells are planned as the
 sweep callback plans them (``plan_cells``: the ``sweep=`` preset's params,
 then the command line's, ``replicates=N`` expanded), and each cell's config
 is made as the in-process launcher makes it (``CellConfigs``), with its
-replicate's seed (``cell_config``). Every cell is validated before anything
-runs; a bad override or value is a ``PlanError`` of one line.
+replicate's seed (``cell_config``). A fork (``fork.parent``, ``fork.at_round``)
+is planned as ``harness.engine.forking`` makes it: its parent's
+``config.yaml`` with only its own overrides applied (``fork_config``), its
+rounds 1..k the parent's. Every cell is validated before anything runs; a
+bad override or value is a ``PlanError`` of one line.
 """
 
 from __future__ import annotations
@@ -23,11 +26,16 @@ from omegaconf.errors import OmegaConfBaseException
 
 from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
 from harness.cli.errors import check_group_choices, one_line, quote_text_values
+from harness.config import resolve
+from harness.engine.fork_config import fork_config
+from harness.engine.forking import check_layout, parent_manifest, parent_snapshot
+from harness.engine.resuming import unredacted
 from harness.formats import validate
 from harness.models.base import ModelConfigError
 from harness.models.prices import load_prices
 from harness.paths import conf_dir
 from harness.schema import Config, ConfigError
+from harness.store.reader import read_config
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
@@ -44,6 +52,7 @@ class PlannedCell:
     name: str  # the sweep's folder name for the cell, or the run's folder name
     cfg: DictConfig  # as harness.run would hand it to the engine
     settings: Config  # validated
+    at_round: int = 0  # a fork's k: its rounds 1..k are its parent's, paid already
 
 
 @dataclass(frozen=True)
@@ -80,8 +89,11 @@ def _single(args: list[str]) -> Cells:
     cfg = hydra.compose_config("config", args, run_mode=RunMode.RUN, from_shell=True)
     with open_dict(cfg):
         del cfg["hydra"]
+    parent = (cfg.get("fork") or {}).get("parent")
+    cfg, k = _forked(cfg, args, None)
     settings = _validated(cfg, None)
-    return Cells([PlannedCell(settings.run_name or run_dir_name(settings), cfg, settings)], 1)
+    name = f"{Path(str(parent)).name}-fork{k}" if k else run_dir_name(settings)  # as fork_run names it
+    return Cells([PlannedCell(settings.run_name or name, cfg, settings, k)], 1)
 
 
 def _sweep(args: list[str]) -> Cells:
@@ -96,13 +108,36 @@ def _sweep(args: list[str]) -> Cells:
     cells = []
     for cell in planned:
         cfg = cell_config(configs.compose(cell.overrides), Path("."), cell.name)
-        cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name)))
+        cfg, k = _forked(cfg, cell.overrides, cell.name)
+        cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name), k))
     launcher = master.hydra.launcher
     if "InProcessLauncher" in str(launcher.get("_target_", "")):
         in_flight = min(int(launcher.concurrency), len(cells))
     else:
         in_flight = concurrent_workers(launcher, len(cells))
     return Cells(cells, max(1, in_flight))
+
+
+def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[DictConfig, int]:
+    """A fork's config as ``fork_run`` makes it (the fork section cleared: a dry pass
+    runs it fresh), and its k; any other cell as it is, with k = 0."""
+    fork = cfg.get("fork") or {}
+    if fork.get("parent") is None:
+        return cfg, 0
+    _validated(cfg, cell)  # fork.at_round given and >= 1, before the parent is read
+    parent, k = Path(str(fork.get("parent"))), int(fork.get("at_round") or 0)
+    try:
+        layout = parent_manifest(parent).layout
+        parent_snapshot(parent, k)
+        composed = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(composed, dict)
+        raw, _ = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
+        raw["fork"] = {"parent": None, "at_round": None}
+        out = OmegaConf.create(unredacted(raw))
+        check_layout(resolve(out), layout)
+    except ConfigError as exc:
+        raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
+    return out, k
 
 
 def _validated(cfg: DictConfig, cell: str | None) -> Config:

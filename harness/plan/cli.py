@@ -128,7 +128,8 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
     for row in plan.rows:
         e, t = row.estimate, total(row.estimate.point)
         unit = "rounds" if e.unit_key == "rounds" else e.unit_key.split(".")[-1]
-        lines.append(_row(e.cell.name, width, f"{e.units} {unit}", t, row.dollars, row.wall_s))
+        length = f"{e.after + 1}-{e.units} {unit}" if e.after else f"{e.units} {unit}"
+        lines.append(_row(e.cell.name, width, length, t, row.dollars, row.wall_s))
     if len(plan.rows) > 1:
         lines.append(_row("total", width, "", plan.point(), plan.dollars(), plan.wall_s))
     low, high = plan.low(), plan.high()
@@ -137,6 +138,11 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
         f"{tokens(high.input)}, output {tokens(low.output)}-{tokens(high.output)} ({_interval_from(plan)})"
     )
     lines.append(f"wall: {duration(plan.wall_s)}, set by {plan.bound}")
+    if any(r.estimate.cell.at_round for r in plan.rows):
+        lines.append(
+            "forks: each counts only its rounds after k, on its parent's config with its overrides; "
+            "rounds 1..k are the parent's, copied: 0 calls, $0"
+        )
     if plan.pilot is not None:
         lines += plan.pilot.warnings
     for spec in plan.unpriced:

@@ -93,6 +93,14 @@ def units_of(cfg: Config) -> int:
     return int(value)
 
 
+def asked_rounds(cfg: Config, units: int) -> dict[int, int]:
+    """{chosen interview round: the round a pass of ``units`` asks it at}: a pass
+    shorter than the run asks its interviews past its end at its last round,
+    where the prompts are as long as a later round's once the window is full."""
+    last = units * length_key(cfg)[1]
+    return {r: min(r, last) for r in cfg.interviews.rounds}
+
+
 def scripted(spec: str) -> bool:
     return spec.startswith("scripted:")
 
@@ -153,6 +161,8 @@ def dry_config(cfg: DictConfig, settings: Config, kind: Kind, units: int, seed_o
     all_api = not any(scripted(s) for s in specs.values())
     with open_dict(out):
         OmegaConf.update(out, length_key(settings)[0], units, merge=False)
+        if asked := asked_rounds(settings, units):
+            OmegaConf.update(out, "interviews.rounds", sorted(set(asked.values())), merge=False)
         out.progress, out.chat, out.resume, out.run_name = False, None, None, None
         out.seed = (0 if all_api else settings.seed) + seed_offset
         if all_api:  # what only tells API cells apart (a temperature, a replicate, a model) is left out

@@ -32,7 +32,17 @@ from dataclasses import dataclass, field, fields
 
 from harness.formats import get_format
 from harness.plan.cells import PlannedCell
-from harness.plan.dry import Call, Kind, Passes, length_key, scripted, units_of, window_plateau
+from harness.plan.dry import (
+    Call,
+    Kind,
+    Passes,
+    asked_rounds,
+    length_key,
+    scripted,
+    units_of,
+    window_plateau,
+)
+from harness.probes.questionnaire import INTERVIEW_ROLE
 
 CAP_UNITS = 6  # the longest pass before prompt growth is extrapolated instead
 # seeds averaged when two disagree on the calls made. A judged panel ends at round
@@ -146,6 +156,7 @@ class Estimate:
     low: Roles
     high: Roles
     call_s: dict[str, float] = field(default_factory=dict)  # role -> seconds a call, as a pilot measured it
+    after: int = 0  # a fork's units already paid (its parent's): only units after it are counted
 
 
 def schedule(target: int, plateau: int) -> list[int]:
@@ -156,10 +167,30 @@ def schedule(target: int, plateau: int) -> list[int]:
 
 
 def estimate_cell(cell: PlannedCell, passes: Passes, words: bool | None = None) -> Estimate:
-    """Dry-run ``cell`` as needed and estimate it (``words``: force how tokens are counted)."""
+    """Dry-run ``cell`` as needed and estimate it (``words``: force how tokens are counted).
+    A fork pays only its rounds after k: the whole run's estimate less that of its first k."""
+    settings = cell.settings
+    key, per = length_key(settings)
+    target = units_of(settings)
+    point, low, high = measured(cell, passes, words, target)
+    if cell.at_round:
+        paid = measured(cell, passes, words, min(cell.at_round // per, target))
+        point, low, high = (less(a, b) for a, b in zip((point, low, high), paid, strict=True))
+    low, high = pick(low, point, larger=False), pick(high, point, larger=True)
+    return Estimate(cell, target, key, point, low, high, after=min(cell.at_round // per, target))
+
+
+def less(a: Roles, b: Roles) -> Roles:
+    return {role: t.floor() for role, t in combine(a, b, -1).items()}
+
+
+def measured(
+    cell: PlannedCell, passes: Passes, words: bool | None, target: int
+) -> tuple[Roles, Roles, Roles]:
+    """(point, low, high) of ``cell`` run to ``target`` units."""
     settings = cell.settings
     fmt = get_format(settings.format.name)
-    target, plateau = units_of(settings), window_plateau(settings, fmt)
+    plateau = window_plateau(settings, fmt)
     lengths = schedule(target, plateau)
     specs = {role: settings.role_model(role)[0].spec for role in fmt.model_roles(settings)}
     counting = {r: Counting(scripted(s) if words is None else words) for r, s in specs.items()}
@@ -167,8 +198,10 @@ def estimate_cell(cell: PlannedCell, passes: Passes, words: bool | None = None) 
 
     def measure(kind: Kind, seed: int, counted_as: Kind | None = None) -> Roles:
         runs = [passes.calls(cell.cfg, settings, kind, n, seed) for n in lengths]
-        counted = [tally(calls, counted_as or kind, counting, repairs) for calls in runs]
-        return extrapolate(counted, lengths[0], target, plateau)
+        counted = [tally(debate(calls), counted_as or kind, counting, repairs) for calls in runs]
+        asked = interviews(runs[0], asked_rounds(settings, lengths[0]), target * length_key(settings)[1])
+        interviewed = [tally(block, counted_as or kind, counting, repairs) for block in asked]
+        return combine(extrapolate(counted, lengths[0], target, plateau), sum_roles(interviewed))
 
     seeds = [measure("point", 0), measure("point", 1)]
     varies = {r: t.calls for r, t in seeds[0].items()} != {r: t.calls for r, t in seeds[1].items()}
@@ -181,9 +214,32 @@ def estimate_cell(cell: PlannedCell, passes: Passes, words: bool | None = None) 
         low = pick(measure("low", 0), measure("short", 0, counted_as="low"), larger=False)
     else:
         low = measure("point", 0, counted_as="low")
-    high = measure("high", 0)
-    low, high = pick(low, point, larger=False), pick(high, point, larger=True)
-    return Estimate(cell, target, length_key(settings)[0], point, low, high)
+    return point, low, measure("high", 0)
+
+
+def debate(calls: list[Call]) -> list[Call]:
+    return [call for call in calls if call.tag[1] != INTERVIEW_ROLE]
+
+
+def interviews(calls: list[Call], asked: dict[int, int], rounds: int) -> list[list[Call]]:
+    """The interview calls a run of ``rounds`` rounds makes, from a pass that asked at
+    ``asked``'s values (``asked_rounds``): the pass's interview calls come in one block
+    a round asked, in order, and each chosen round up to ``rounds`` costs its block."""
+    blocks: list[list[Call]] = []
+    for i, call in enumerate(calls):
+        if call.tag[1] == INTERVIEW_ROLE:
+            if i == 0 or calls[i - 1].tag[1] != INTERVIEW_ROLE:
+                blocks.append([])
+            blocks[-1].append(call)
+    at = dict(zip(sorted(set(asked.values())), blocks, strict=False))  # a run ended early asks fewer
+    return [at.get(asked[r], []) for r in asked if r <= rounds]
+
+
+def sum_roles(parts: list[Roles]) -> Roles:
+    out: Roles = {}
+    for part in parts:
+        out = combine(out, part)
+    return out
 
 
 def total(roles: Roles) -> Tally:
