@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -56,9 +57,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("run", type=Path, help="the parent run folder (with -m: a run or a sweep folder)")
     parser.add_argument("--at-round", required=True, help="k: the fork's rounds 1..k are the parent's")
     parser.add_argument("-m", "--multirun", action="store_true", help="a grid of forks, run as a sweep")
+    parser.add_argument(
+        "--plan", action="store_true", help="print its cost (python -m harness.plan), run nothing"
+    )
+    parser.add_argument("--pilot", action="append", default=[], help="with --plan: calibrate from these runs")
+    parser.add_argument("--call-s", help="with --plan: seconds one remote call takes")
     parser.add_argument("overrides", nargs="*", help="key=value changes, e.g. critic=strict seed=7")
     args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    if (args.pilot or args.call_s) and not args.plan:
+        fail("--pilot and --call-s are --plan's options", BAD_INPUT)
     sys.argv[1:] = run_argv(args)
+    if args.plan:  # its own process: harness.plan and harness.fork import neither the other
+        options = [f"--pilot={p}" for p in args.pilot] + ([f"--call-s={args.call_s}"] if args.call_s else [])
+        sys.exit(subprocess.run([sys.executable, "-m", "harness.plan", *options, *sys.argv[1:]]).returncode)
     run_cli()
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 from conftest import compose_cfg
 
+from harness import fork as fork_cli
 from harness.engine import RunResult
 from harness.engine.forking import fork_run
 from harness.formats import get_format
@@ -238,3 +240,20 @@ def test_interviews_on_a_long_run_are_counted_per_chosen_round(settings: Callabl
     cfg = settings("interviews.rounds=[2]")
     seats = len(get_format(cfg.format.name).layout(cfg).seats)
     assert long == short == 2 * seats * len(questionnaire(cfg.interviews)) > 0
+
+
+def test_fork_plan_is_the_plan_of_the_forks_overrides(
+    run: Callable[..., RunResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``harness.fork --plan`` hands harness.plan the overrides it would hand harness.run."""
+    parent = run("rounds=1", "run_name=parent").run_dir
+    called: list[list[str]] = []
+    monkeypatch.setattr(
+        fork_cli.subprocess, "run", lambda argv: called.append(argv) or CompletedProcess(argv, 0)
+    )
+    with pytest.raises(SystemExit) as done:
+        fork_cli.main([str(parent), "--at-round", "1", "--plan", "--pilot", str(parent), "critic=strict"])
+    assert done.value.code == 0
+    assert called[0][1:] == [
+        "-m", "harness.plan", f"--pilot={parent}", f"fork.parent={parent}", "fork.at_round=1", "critic=strict"
+    ]  # fmt: skip
