@@ -212,6 +212,7 @@ def test_a_fork_is_planned_from_its_parent_and_pays_only_its_rounds(
     assert fork_rows(capsys)["parent-fork2"][1:3] == ["3-6", "rounds"]
     cell = plan.rows[0].estimate.cell
     assert (cell.at_round, cell.settings.rounds, cell.settings.llm.max_tokens) == (2, 6, 200)
+    assert plan.pilot is None  # a scripted parent is no pilot
     fork = fork_run(compose_cfg([*given, "progress=false"]), given).run_dir
     close_to(plan, fork)
     assert 0 < ledger(fork).calls < ledger(parent).calls
@@ -240,6 +241,15 @@ def test_interviews_on_a_long_run_are_counted_per_chosen_round(settings: Callabl
     cfg = settings("interviews.rounds=[2]")
     seats = len(get_format(cfg.format.name).layout(cfg).seats)
     assert long == short == 2 * seats * len(questionnaire(cfg.interviews)) > 0
+
+
+def test_a_real_model_parent_is_its_forks_pilot(run: Callable[..., RunResult]) -> None:
+    parent = run("rounds=2", "run_name=parent").run_dir
+    config = parent / "config.yaml"  # as if it had run on an API model: its replies are a pilot
+    config.write_text(config.read_text().replace("scripted:default", "openai:gpt-4o-mini"))
+    plan, _ = build_plan(parse([f"fork.parent={parent}", "fork.at_round=1"]))
+    assert plan.pilot is not None and [r.path for r in plan.pilot.runs] == [parent]
+    assert plan.rows[0].estimate.call_s  # each role's seconds a call, from the parent's replies
 
 
 def test_fork_plan_is_the_plan_of_the_forks_overrides(

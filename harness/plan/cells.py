@@ -53,6 +53,7 @@ class PlannedCell:
     cfg: DictConfig  # as harness.run would hand it to the engine
     settings: Config  # validated
     at_round: int = 0  # a fork's k: its rounds 1..k are its parent's, paid already
+    parent: Path | None = None  # a fork's parent run folder
 
 
 @dataclass(frozen=True)
@@ -89,11 +90,10 @@ def _single(args: list[str]) -> Cells:
     cfg = hydra.compose_config("config", args, run_mode=RunMode.RUN, from_shell=True)
     with open_dict(cfg):
         del cfg["hydra"]
-    parent = (cfg.get("fork") or {}).get("parent")
-    cfg, k = _forked(cfg, args, None)
+    cfg, k, parent = _forked(cfg, args, None)
     settings = _validated(cfg, None)
-    name = f"{Path(str(parent)).name}-fork{k}" if k else run_dir_name(settings)  # as fork_run names it
-    return Cells([PlannedCell(settings.run_name or name, cfg, settings, k)], 1)
+    name = f"{parent.name}-fork{k}" if parent else run_dir_name(settings)  # as fork_run names it
+    return Cells([PlannedCell(settings.run_name or name, cfg, settings, k, parent)], 1)
 
 
 def _sweep(args: list[str]) -> Cells:
@@ -108,8 +108,8 @@ def _sweep(args: list[str]) -> Cells:
     cells = []
     for cell in planned:
         cfg = cell_config(configs.compose(cell.overrides), Path("."), cell.name)
-        cfg, k = _forked(cfg, cell.overrides, cell.name)
-        cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name), k))
+        cfg, k, parent = _forked(cfg, cell.overrides, cell.name)
+        cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name), k, parent))
     launcher = master.hydra.launcher
     if "InProcessLauncher" in str(launcher.get("_target_", "")):
         in_flight = min(int(launcher.concurrency), len(cells))
@@ -118,12 +118,12 @@ def _sweep(args: list[str]) -> Cells:
     return Cells(cells, max(1, in_flight))
 
 
-def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[DictConfig, int]:
+def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[DictConfig, int, Path | None]:
     """A fork's config as ``fork_run`` makes it (the fork section cleared: a dry pass
-    runs it fresh), and its k; any other cell as it is, with k = 0."""
+    runs it fresh), its k and its parent; any other cell as it is, with k = 0."""
     fork = cfg.get("fork") or {}
     if fork.get("parent") is None:
-        return cfg, 0
+        return cfg, 0, None
     _validated(cfg, cell)  # fork.at_round given and >= 1, before the parent is read
     parent, k = Path(str(fork.get("parent"))), int(fork.get("at_round") or 0)
     try:
@@ -137,7 +137,7 @@ def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[Di
         check_layout(resolve(out), layout)
     except ConfigError as exc:
         raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
-    return out, k
+    return out, k, parent
 
 
 def _validated(cfg: DictConfig, cell: str | None) -> Config:

@@ -9,12 +9,15 @@ wall time is at the limits the config sets, and a provider's latency is not
 in the config); ``--count words|chars``, how the provider counts tokens (by
 default words for the scripted model, ~4 characters a token for the rest);
 ``--pilot PATH`` (repeatable), run folders or a sweep folder of a pilot whose
-real calls calibrate the plan (``pilot``); ``--record DIR``, write the plan's
+real calls calibrate the plan (``pilot``; forks of real-model parents, with
+none given, are calibrated by their parents); ``--record DIR``, write the plan's
 seconds per cell to ``DIR/plan.json``, where the sweep's live page reads its
 time left (``harness.view.live``).
 
-Prints a row per cell (calls, input and output tokens, dollars with their
-interval, wall time), then the totals. Exit 0, or 2 with a one-line error.
+A fork (``fork.parent``, ``fork.at_round``; ``harness.fork --plan``) is
+planned from its parent's config with its overrides, counting its rounds
+after k only. Prints a row per cell (calls, input and output tokens, dollars
+with their interval, wall time), then the totals. Exit 0, or 2 with a one-line error.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from harness.cli.console import guarded, say
 from harness.cli.errors import BAD_INPUT, exit_code, fail
 from harness.models.base import ModelConfigError
 from harness.models.prices import format_usd
-from harness.plan.cells import PlanError, compose_cells
+from harness.plan.cells import PlanError, PlannedCell, compose_cells
 from harness.plan.dry import Passes, scripted
 from harness.plan.estimate import Tally, estimate_cell, total
 from harness.plan.pilot import Calibration, read_pilot
@@ -85,6 +88,7 @@ def build_plan(options: Options) -> tuple[Plan, int]:
     """The plan of ``options.overrides``, and how many dry passes it took."""
     cells = compose_cells(list(options.overrides))
     pilot = Calibration(read_pilot([Path(p) for p in options.pilot]), []) if options.pilot else None
+    pilot = pilot or parents_pilot(cells.cells)
     passes = Passes()
     estimates = [estimate_cell(cell, passes, options.words) for cell in cells.cells]
     if pilot is not None:
@@ -92,6 +96,18 @@ def build_plan(options: Options) -> tuple[Plan, int]:
     plan = make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s())
     plan.pilot = pilot
     return plan, passes.runs
+
+
+def parents_pilot(cells: list[PlannedCell]) -> Calibration | None:
+    """Forks of real-model parents, with no ``--pilot``: the parents' kept replies
+    are the pilot (they met the model the forks go on with)."""
+    parents = list(dict.fromkeys(cell.parent for cell in cells))
+    if not parents or None in parents:
+        return None
+    runs = read_pilot([p for p in parents if p is not None])
+    if all(scripted(spec) for run in runs for spec in run.specs.values()):
+        return None
+    return Calibration(runs, ["pilot: the forks' parents, run on a real model; --pilot <runs> picks others"])
 
 
 def tokens(x: float) -> str:

@@ -3,7 +3,8 @@ answered by the scripted model, so the plan sees the format's real call
 structure and the prompts it really renders, and no paid model is called.
 
 A pass changes only what a plan needs changed: the run's length (``rounds``,
-or ``format.exchanges`` for the moderated format), a temporary folder, no
+or ``format.exchanges`` for the moderated format; interview rounds past it
+asked at its last round), a temporary folder, no
 budget, no tracing, search in-process, and every role's model. A role whose
 model is scripted keeps its spec, knobs, temperature and seed, so a scripted
 cell's pass is the run itself. Any other role gets ``scripted:default`` at

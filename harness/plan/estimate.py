@@ -23,6 +23,11 @@ past K adds that much. K is the first unit at which prompts stop growing
 (``memory.window_rounds``, or the format's own longer window, plus one);
 past ``CAP_UNITS`` a third pass measures how much each unit's prompts still
 grow, and the growth is added until the window is full.
+
+Checkpoint interviews are counted apart, per chosen round: a pass asks the
+rounds past its end at its last round (``asked_rounds``), and each chosen
+round costs the block of interview calls asked there. A fork pays only its
+rounds after k: the whole run's estimate less that of its first k rounds.
 """
 
 from __future__ import annotations
