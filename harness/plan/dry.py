@@ -98,8 +98,18 @@ def asked_rounds(cfg: Config, units: int) -> dict[int, int]:
     """{chosen interview round: the round a pass of ``units`` asks it at}: a pass
     shorter than the run asks its interviews past its end at its last round,
     where the prompts are as long as a later round's once the window is full."""
-    last = units * length_key(cfg)[1]
+    last = rounds_of(cfg, units)
     return {r: min(r, last) for r in cfg.interviews.rounds}
+
+
+def rounds_of(cfg: Config, units: int) -> int:
+    """The rounds a run of ``cfg`` at ``units`` units plans (the moderated format's
+    exchanges have an opening and a closing speech about them)."""
+    key = length_key(cfg)[0]
+    if key == "rounds":
+        return units
+    options = replace(cfg.format, **{key.split(".", 1)[1]: units})
+    return get_format(cfg.format.name).planned_rounds(replace(cfg, format=options))
 
 
 def scripted(spec: str) -> bool:

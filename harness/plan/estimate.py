@@ -43,6 +43,7 @@ from harness.plan.dry import (
     Passes,
     asked_rounds,
     length_key,
+    rounds_of,
     scripted,
     units_of,
     window_plateau,
@@ -204,7 +205,7 @@ def measured(
     def measure(kind: Kind, seed: int, counted_as: Kind | None = None) -> Roles:
         runs = [passes.calls(cell.cfg, settings, kind, n, seed) for n in lengths]
         counted = [tally(debate(calls), counted_as or kind, counting, repairs) for calls in runs]
-        asked = interviews(runs[0], asked_rounds(settings, lengths[0]), target * length_key(settings)[1])
+        asked = interviews(runs[0], asked_rounds(settings, lengths[0]), rounds_of(settings, target))
         interviewed = [tally(block, counted_as or kind, counting, repairs) for block in asked]
         return combine(extrapolate(counted, lengths[0], target, plateau), sum_roles(interviewed))
 
