@@ -41,6 +41,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +86,18 @@ def module_file(name: str) -> Path:
     return Path(spec.origin)
 
 
+_PARSING = threading.Lock()  # cells starting together parse each module once, not once apiece
+
+
 def prompt_digests(modules: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``{definition name: sha256}`` over the top-level definitions of ``modules``;
     a name two modules define hashes the sorted pair, so which holds which is no change."""
     found: dict[str, list[str]] = {}
     for name in modules:
-        for key, sha in definitions(module_file(name).read_text()).items():
+        source = module_file(name).read_text()
+        with _PARSING:
+            digests = definitions(source)
+        for key, sha in digests.items():
             found.setdefault(key, []).append(sha)
     return {
         key: shas[0] if len(shas) == 1 else sha256(" ".join(sorted(shas)).encode())
