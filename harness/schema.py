@@ -234,14 +234,21 @@ class CriticConfig:
         )
 
 
+FSYNC_POLICIES = ("record", "round")
+
+
 @dataclass
 class MemoryConfig:
     window_rounds: int = 2  # how many past rounds of the transcript an agent sees
     max_chars_per_item: int = 600  # each transcript item is clipped to this
     log_prompts: bool = True  # keep each prompt in the team's prompts.jsonl
+    fsync: str = (
+        "record"  # when log lines reach the disk: each "record", or each "round" (docs/run-folders.md)
+    )
 
     def check(self) -> None:
         _require(self.window_rounds >= 0, "memory.window_rounds", "must be >= 0")
+        _require(self.fsync in FSYNC_POLICIES, "memory.fsync", f"must be record or round, got {self.fsync!r}")
         _require(self.max_chars_per_item >= 50, "memory.max_chars_per_item", "must be >= 50")
 
 

@@ -16,7 +16,8 @@ how it reaches its providers, never what a request asks:
   part), tracing;
 - ``MODEL_TRANSPORT_KEYS`` and ``SEARCH_TRANSPORT_KEYS``: concurrency, rate
   limits, timeouts, the search cache; ``format.fan_out`` (whether a step's
-  independent calls go out together);
+  independent calls go out together); ``memory.fsync`` (when log lines
+  reach the disk);
 - the sections of ``OPTIONAL_SECTIONS`` a format does not read, and the
   ``probes`` section of a run that asks no probe;
 - a secret (``***REDACTED***`` in ``config.yaml``): given again on resume;
@@ -73,6 +74,8 @@ SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
 # Format keys on how calls go out, not what they ask (``harness.runtime.fanout``).
 FORMAT_TRANSPORT_KEYS = ("fan_out",)
+# When the logs reach the disk, not what they hold.
+MEMORY_TRANSPORT_KEYS = ("fsync",)
 
 
 def sha256(data: bytes) -> str:

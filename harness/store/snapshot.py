@@ -119,5 +119,6 @@ class Snapshotter:
             seed=self.seed,
             fingerprint=self.fingerprint,
         )
+        self.memory.sync()  # every line the snapshot points at is on disk before it is
         write_atomic(snapshot_path(self.run_dir, completed), snap.model_dump_json(indent=1))
         self.last_round = completed
