@@ -92,6 +92,9 @@ def test_recording_writes_how_a_run_ended_and_raises_on(run, raised, status, ent
         def totals(self) -> RunCounts:
             return RunCounts(model_calls=7)
 
+        def sync(self) -> None:
+            pass
+
     with pytest.raises(type(raised)), recording(made.run_dir, manifest, state, Snapshots(), 1):  # type: ignore[arg-type]
         assert read_manifest(made.run_dir).status == "running"
         raise raised

@@ -360,7 +360,7 @@ def recording(
             manifest.counts.rounds_completed = rounds_completed(state, total)
             manifest.ended_at = utcnow()
             manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
-            snapshots.memory.sync()  # the logs on disk before the manifest that counts them
+            snapshots.sync()  # the logs on disk before the manifest that counts them
             write_manifest(run_dir, manifest)
 
 
