@@ -16,6 +16,7 @@ from harness.runtime.calls import RoleModel
 from harness.schema import Config
 from harness.store.fingerprint import (
     FORMAT_TRANSPORT_KEYS,
+    MEMORY_TRANSPORT_KEYS,
     MODEL_TRANSPORT_KEYS,
     MUTABLE_KEYS,
     OPTIONAL_SECTIONS,
@@ -35,6 +36,7 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         ("search", SEARCH_TRANSPORT_KEYS),
         ("model", MODEL_TRANSPORT_KEYS),
         ("format", FORMAT_TRANSPORT_KEYS),
+        ("memory", MEMORY_TRANSPORT_KEYS),
     ):
         for key in keys:
             config.get(section, {}).pop(key, None)

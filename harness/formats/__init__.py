@@ -17,6 +17,7 @@ from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
+from harness.formats.sections import structured_config
 from harness.plugins import format_entry_points
 from harness.probes.catalog import check_specs
 from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
@@ -73,8 +74,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
 
     The schema checks its own keys (``harness.schema``); the chosen format's
     options, roles, seats and reply budgets are checked here, above it."""
-    obj = _structured(Config, cfg)
-    assert isinstance(obj, Config)
+    obj = structured_config(cfg)  # the schema's merge, section by section, each section's kept
     raw_format = dict(obj.format or {})
     fmt = get_format(str(raw_format.get("name", "drift")))
     obj.format = _structured(fmt.options, raw_format, "format.")
