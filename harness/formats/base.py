@@ -85,6 +85,8 @@ class Format:
     human_seats: bool = False
     # its graph asks behavioural probes after a turn (``probes.enabled``)
     probes: bool = False
+    # its persona node takes a seat's planted persona (``personas.<seat>``)
+    personas: bool = False
     # the key that sets a run's length and the planned rounds per unit of it
     # (``harness.plan``'s dry passes shorten and extrapolate a run by it)
     length_key: tuple[str, int] = ("rounds", 1)
