@@ -6,7 +6,8 @@ The story: check the group choices on the command line, let Hydra compose the
 config (its own errors held back and said in one line), validate every value,
 run the debate into a fresh run folder, print a one-line summary, and print
 the run folder's path as the last line. ``-m`` runs each cell of a sweep
-(``harness.sweep.cell``); ``resume=<run_dir>`` continues a run instead.
+(``harness.sweep.cell``); ``resume=<run_dir>`` continues a run instead, and
+``fork.parent=<run_dir> fork.at_round=k`` forks one (``harness.fork``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from harness.cli.errors import (
     release_stderr,
 )
 from harness.config import resolve
-from harness.engine import run_debate
+from harness.engine import RunResult, run_debate
+from harness.engine.forking import fork_run
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
 from harness.resume import main as resume_main
@@ -36,7 +38,7 @@ from harness.resume import report
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError, read_topics
 from harness.store.rundir import DiskFullError
-from harness.sweep.cell import is_sweep_job, run_cell
+from harness.sweep.cell import is_sweep_job, run_cell, task_overrides
 from harness.sweep.launcher import launcher_overrides
 
 
@@ -64,6 +66,15 @@ def run_error(exc: BaseException) -> str:
     return str(exc)
 
 
+def start(cfg: DictConfig) -> RunResult:
+    """A fresh run, or a fork (``fork.parent``: harness.engine.forking) made and run."""
+    if (cfg.get("fork") or {}).get("parent") is not None:
+        return fork_run(cfg, task_overrides())
+    container = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(container, dict)
+    return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
+
+
 def main(cfg: DictConfig) -> None:
     release_stderr()
     if is_sweep_job():  # a multirun cell: its own folder, log and status; it never exits
@@ -71,11 +82,8 @@ def main(cfg: DictConfig) -> None:
         return
     if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: the run's own config wins
         sys.exit(resume_main([str(cfg.resume)]))
-    container = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(container, dict)
-    raw = {str(k): v for k, v in container.items()}
     try:
-        result = run_debate(resolve(cfg), raw)
+        result = start(cfg)
     except RUN_ERRORS as exc:
         fail(run_error(exc), exit_code(exc))
     code = report(result)

@@ -33,6 +33,7 @@ from harness.schema_sections import SEARCH_TRANSPORTS as SEARCH_TRANSPORTS
 from harness.schema_sections import (
     BudgetConfig,
     ConfigError,
+    ForkConfig,
     PlantedPersona,
     PricesConfig,
     ProbesConfig,
@@ -304,6 +305,7 @@ class Config:
     prices: PricesConfig = field(default_factory=PricesConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
+    fork: ForkConfig = field(default_factory=ForkConfig)  # a fork's parent and round (docs/forks.md)
     progress: bool = True
     experiment_name: str = "default"
     replicates: int = 1  # sweeps: cells per grid point (see harness.sweep)
@@ -353,6 +355,7 @@ class Config:
             self.retry,
             self.search,
             self.budget,
+            self.fork,
         ):
             part.check()
         self.probes.check()

@@ -208,3 +208,25 @@ class BudgetConfig:
     @property
     def any(self) -> bool:
         return any(v is not None for v in (self.usd, self.tokens, self.sweep_usd, self.sweep_tokens))
+
+
+@dataclass
+class ForkConfig:
+    """A fork (``python -m harness.fork``; docs/forks.md): a new run that starts
+    from ``parent``'s snapshot at round ``at_round`` and goes on under the
+    overrides given with it. Both null: the run is no fork."""
+
+    parent: str | None = None  # the parent's run folder
+    at_round: int | None = None  # its rounds 1..at_round are the fork's, unpaid
+
+    def check(self) -> None:
+        require(
+            (self.parent is None) == (self.at_round is None),
+            "fork.at_round" if self.parent else "fork.parent",
+            "a fork needs both fork.parent and fork.at_round",
+        )
+        require(
+            self.at_round is None or self.at_round >= 1,
+            "fork.at_round",
+            f"must be >= 1 (a fork starts after a round of its parent), got {self.at_round}",
+        )

@@ -243,12 +243,13 @@ def run_graph(fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Sn
 @dataclass(frozen=True)
 class Resumption:
     """How a resume continues a run: from snapshot ``base`` (None: from the
-    start), described by ``detail`` (recorded as an event); ``forced``: past a
+    start), described by ``detail`` (recorded as an event; None: a fork's first
+    run from its copied snapshot, which is no resume); ``forced``: past a
     changed fingerprint, whose kept replies replay only for the very requests
     they answered."""
 
     base: Snapshot | None
-    detail: str
+    detail: str | None
     forced: bool = False
 
 

@@ -31,7 +31,7 @@ from harness.models.prices import PriceTable
 from harness.models.registry import build_model
 from harness.schema import REDACTED
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
-from harness.store.records import HistoryEntry
+from harness.store.records import HistoryEntry, Snapshot
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
 
@@ -50,6 +50,22 @@ def redacted_keys(node: Any, prefix: str = "") -> list[str]:
     return found
 
 
+def unredacted(node: Any) -> Any:
+    """A config as ``config.yaml`` keeps it, with each redacted secret unset
+    (it comes from the environment again, as at the start)."""
+    if isinstance(node, dict):
+        return {k: (None if v == REDACTED else unredacted(v)) for k, v in node.items()}
+    return node
+
+
+def continued_state(snap: Snapshot, run: Resolved) -> dict[str, Any]:
+    """The graph state to go on from after ``snap``; a finished run extended
+    with ``rounds=N`` (or a fork given more rounds) continues past its old end."""
+    state = dict(snap.state)
+    state["done"] = bool(state.get("stop_reason")) or state["round"] > run.fmt.planned_rounds(run.cfg)
+    return state
+
+
 def load_config(run_dir: Path, overrides: list[str]) -> Resolved:
     """The run's own config, with ``overrides`` applied and redacted secrets unset
     (they come from the environment again, as at the start)."""
@@ -57,14 +73,8 @@ def load_config(run_dir: Path, overrides: list[str]) -> Resolved:
     if not path.is_file():
         raise ResumeError(f"{path}: not found; is this a run folder?")
     raw = yaml.safe_load(path.read_text())
-
-    def unredact(node: Any) -> Any:
-        if isinstance(node, dict):
-            return {k: (None if v == REDACTED else unredact(v)) for k, v in node.items()}
-        return node
-
     merged = OmegaConf.merge(
-        OmegaConf.create(unredact(raw)),
+        OmegaConf.create(unredacted(raw)),
         OmegaConf.from_dotlist(overrides),
     )
     container = OmegaConf.to_container(merged, resolve=True)
@@ -125,12 +135,7 @@ def resume_run(
             return start_unstarted(run_dir, run, prices, build)
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
-        if snap is None:
-            state = dict(fmt.initial_state(cfg))
-        else:
-            state = dict(snap.state)
-            # a finished run extended with rounds=N continues past its old end
-            state["done"] = bool(state.get("stop_reason")) or state["round"] > fmt.planned_rounds(cfg)
+        state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
         if manifest.status == "completed" and state["done"]:
             return RunResult(
                 run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"

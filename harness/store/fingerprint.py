@@ -31,6 +31,24 @@ while comments, formatting, imports, function docstrings and moving a
 definition between those modules change nothing. The engine gathers the
 parts (``harness.engine.fingerprint``); this module hashes, stores and
 compares them.
+
+THE FORK CONTRACT. A fork (``harness.engine.forking``) is not a
+continuation: it is a new run whose rounds 1..k are its parent's, and whose
+own ``fingerprint.json`` is made from its own config, the parent's
+``config.yaml`` with only the fork's overrides applied. So it may change far
+more than a resume: any key that makes sense mid-run (the critic, a
+temperature, a seat's model or persona, the memory window, the seed of the
+continuation, the rounds), with a new price or prompt code too. What it may
+not change is what the shared prefix was made of:
+
+- ``FORK_FIXED_GROUPS``: the format and the experiment preset, as groups;
+- ``FORK_FIXED_KEYS``: the format's options (its seats among them), the
+  topic (the motion the prefix argued) and the control condition;
+- the run's layout (``RunLayout``: the format, each seat's name, role, side
+  and logs, the public logs), whatever key would change it.
+
+The ``fork`` section itself is kept out of every fingerprint
+(``MUTABLE_KEYS``): the manifest's ``lineage`` records it.
 """
 
 from __future__ import annotations
@@ -62,7 +80,12 @@ MUTABLE_KEYS = (
     "budget",
     "prices",
     "tracing",  # where a run's spans go, not what it computes
+    "fork",  # where a fork came from: its manifest's lineage records it
 )
+# A fork may not change these (THE FORK CONTRACT above): group choices, and
+# keys (with everything under them) the prefix was made with.
+FORK_FIXED_GROUPS = ("format", "experiment")
+FORK_FIXED_KEYS = ("format", "topic", "control")
 # Sections some formats read (``Format.sections``); a format that does not
 # read one computes the same whatever it holds, so its fingerprint leaves it out.
 OPTIONAL_SECTIONS = ("search",)

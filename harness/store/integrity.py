@@ -6,6 +6,8 @@ What every format promises, checked here:
 - every log's hash chain and sequence numbers, and unreadable lines;
 - duplicate record ids, and records of a kind the format does not write;
 - every snapshot agrees with the memory files;
+- a fork's shared prefix matches its lineage's hash, and its parent's logs
+  while the parent is there (``harness.store.lineage``);
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too.
 Then the format's own checks (``Format.checks``: for drift, that every
@@ -29,6 +31,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from harness.store.jsonl import scan
+from harness.store.lineage import check_lineage
 from harness.store.memory import line_hash
 from harness.store.records import (
     Envelope,
@@ -222,7 +225,8 @@ def verify(run_dir: Path, checks: Mapping[str, Sequence[Check]] | None = None) -
         problems += [f"snapshots/{path.name}: {p}" for p in snapshot_problems(run_dir, read_snapshot(path))]
     problems += check_isolation(layout, logs)
     problems += check_replies(layout, logs, manifest)  # every paid reply is kept
-    notes = []
+    problems_of_lineage, notes = check_lineage(run_dir, manifest)  # a fork's prefix, against its parent
+    problems += problems_of_lineage
     if checks is None:
         notes.append(
             f"format {layout.format!r}: its own checks were not run (none passed in; python -m harness.verify runs them)"

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from harness.store.jsonl import scan
+from harness.store.lineage import own_start
 from harness.store.records import Record, ReplyRecord, RunLayout, RunManifest, Usage
 from harness.store.rundir import read_manifest
 
@@ -97,8 +98,11 @@ def ledger(run_dir: Path) -> Usage:
 
 
 def replies(run_dir: Path) -> Iterator[ReplyRecord]:
-    """Every reply a run kept, a folder (``public``, each seat) at a time: one per paid call."""
+    """Every reply a run kept, a folder (``public``, each seat) at a time: one per
+    paid call. A fork's prefix was paid by its parent: its replies are not the fork's."""
+    own = own_start(run_dir, read_manifest(run_dir)) if (run_dir / "manifest.json").is_file() else {}
     for path in sorted(run_dir.glob("*/replies.jsonl")):
-        for line in scan(path):
+        start = own.get(str(path.relative_to(run_dir)))
+        for line in scan(path, start.offset if start else 0):
             if isinstance(line.record, ReplyRecord):
                 yield line.record

@@ -42,6 +42,7 @@ from harness.sweep.grid import Cell, replicate_seed
 from harness.sweep.index import CELL_LOG, INDEX_JSON, _manifest, read_index
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
+_CELL_OVERRIDES: ContextVar[list[str] | None] = ContextVar("drift_sweep_cell_overrides", default=None)
 # a budget stopped the run (harness.cli.report), resumable; the sweep goes on
 _EXIT_STATUS = {0: "completed", INTERRUPTED: "interrupted", BUDGET_STOPPED: "interrupted"}
 _PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
@@ -53,6 +54,15 @@ def is_sweep_job() -> bool:
     if _CELL.get() is not None or not HydraConfig.initialized():
         return False
     return HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def task_overrides() -> list[str]:
+    """The overrides of the run in this thread, as typed: its sweep cell's (cells
+    as threads share one Hydra config), else its Hydra job's (a fork reads them)."""
+    cell = _CELL_OVERRIDES.get()
+    if cell is not None:
+        return list(cell)
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def _planned(sweep_dir: Path) -> list[Cell]:
@@ -227,13 +237,14 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         seed=cell_cfg.get("seed"),
     )
     write_cell_record(sweep_dir, cell.name, record)
-    token = _CELL.set(cell.name)
+    token, given = _CELL.set(cell.name), _CELL_OVERRIDES.set(job.overrides)
     try:
         with cell_output(sweep_dir, cell.name) as log, sweep_budget_of(cell_cfg, sweep_dir):
             offset = log.stat().st_size
             code = _invoke(single_run, cell_cfg, run_dir, resume=manifest is not None)
     finally:
         _CELL.reset(token)
+        _CELL_OVERRIDES.reset(given)
     log = run_dir / CELL_LOG if run_dir.is_dir() else log
     record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
     record.exit_code, record.ended_at = code, utcnow()

@@ -68,7 +68,7 @@ _UNSUMMED = (*_KEYED, "cost_usd", "billed_usd")
 
 class HistoryEntry(BaseModel):
     ts: datetime = Field(default_factory=utcnow)
-    action: Literal["start", "resume", "complete", "fail", "interrupt", "resume_forced"]
+    action: Literal["start", "resume", "complete", "fail", "interrupt", "resume_forced", "fork"]
     detail: str = ""
 
 
@@ -160,6 +160,9 @@ class Lineage(BaseModel):
     at_round: int
     changed: dict[str, Any] = Field(default_factory=dict)  # dotted key -> its value in the fork
     prefix_sha256: str  # each shared log's bytes up to the fork point, hashed in file order
+    # the prefix's counts (the parent's at ``at_round``): paid by the parent, not
+    # in the fork's own ``counts``; the two add up to the whole transcript's
+    prefix_counts: RunCounts = Field(default_factory=RunCounts)
 
 
 class RunManifest(BaseModel):

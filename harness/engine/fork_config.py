@@ -1,0 +1,84 @@
+"""A fork's config: its parent's ``config.yaml`` with only the fork's
+overrides applied, never the defaults a fresh composition would bring.
+
+Hydra composes the command line as for any run; this module finds the keys
+each override touches (``touched``: a value override its key, a group
+override its whole section, which the group's file replaces) and copies
+their composed values onto the parent's config (``fork_config``). What a
+fork may not touch is THE FORK CONTRACT (``harness.store.fingerprint``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from harness.paths import conf_dir
+from harness.schema import ConfigError
+from harness.store.fingerprint import FORK_FIXED_GROUPS, FORK_FIXED_KEYS, flatten
+
+# Where a fork's folder goes and how it shows progress: taken from the command
+# line (or a sweep's cell), never from the parent.
+PLACE_KEYS = ("fork", "runs_root", "run_name", "progress", "resume")
+
+
+def is_group(key: str) -> bool:
+    return "." not in key and "/" not in key and (conf_dir() / key).is_dir()
+
+
+def touched(overrides: list[str]) -> list[str]:
+    """The dotted keys (a group: its section) the overrides set or delete, in order;
+    a key the fork contract fixes is refused in one line naming it."""
+    keys: list[str] = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key.startswith("hydra") or key.split(".")[0] in PLACE_KEYS:
+            continue
+        if key in FORK_FIXED_GROUPS and is_group(key):
+            raise ConfigError(f"{key}={override.value()}: a fork keeps its parent's {key} (docs/forks.md)")
+        if key.split(".")[0] in FORK_FIXED_KEYS:
+            raise ConfigError(f"{key}: cannot change mid-run; a fork keeps its parent's (docs/forks.md)")
+        keys.append(key)
+        if key == "replicate":  # a sweep's replicate derives the cell's seed (harness.sweep.cell)
+            keys.append("seed")
+    return list(dict.fromkeys(keys))
+
+
+def _set(node: dict[str, Any], key: str, value: Any, present: bool) -> None:
+    *path, last = key.split(".")
+    for part in path:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    if present:
+        node[last] = copy.deepcopy(value)
+    else:
+        node.pop(last, None)
+
+
+def _get(node: Any, key: str) -> tuple[Any, bool]:
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None, False
+        node = node[part]
+    return node, True
+
+
+def fork_config(
+    parent: dict[str, Any], composed: dict[str, Any], overrides: list[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the fork's config, ``{dotted key: new value}`` for each leaf it changed).
+    ``composed`` is the command line's config as Hydra composed it, resolved."""
+    out = copy.deepcopy(parent)
+    for key in touched(overrides):
+        _set(out, key, *_get(composed, key))
+    for key in PLACE_KEYS:
+        _set(out, key, *_get(composed, key))
+    before, after = flatten(parent), flatten(out)
+    changed = {
+        k: v for k, v in after.items() if k.split(".")[0] not in PLACE_KEYS and before.get(k, "<absent>") != v
+    }
+    changed.update({k: None for k in before if k not in after and k.split(".")[0] not in PLACE_KEYS})
+    return out, changed

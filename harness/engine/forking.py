@@ -1,0 +1,202 @@
+"""Forking a run (``python -m harness.fork``; docs/forks.md): a new run folder
+whose rounds 1..k are its parent's, which goes on from round k+1 under the
+fork's own config (``harness.engine.fork_config``; what may change is THE
+FORK CONTRACT, ``harness.store.fingerprint``).
+
+Every check comes first, and nothing is made if one fails: the parent is a
+run folder of this version, not running now (its lock is free, and held
+while it is read), clean under ``verify``, with a snapshot at round k; the
+fork's config validates and keeps the parent's format and seats. The folder
+is then filled in a hidden staging folder and renamed into place
+(``create_run_dir``), so a kill leaves either nothing or a whole fork:
+each log copied up to the positions of the parent's snapshot k (never past
+them: records of an unfinished round would replay), snapshots 1..k, the
+fork's config and fingerprint, and a manifest with its lineage. The parent
+is only read. The fork then runs from its snapshot k as a resume would,
+with no resume event, so a fork with no override writes the records its
+parent wrote. A fork killed later resumes like any run.
+
+The prefix's calls are the parent's: the fork's copied snapshots count
+nothing, so its manifest's counts are its own, and its ledger skips the
+prefix (``harness.store.lineage.own_start``); ``lineage.prefix_counts``
+holds the parent's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from harness.config import Resolved, resolve
+from harness.engine.execute import (
+    ModelFactory,
+    Resumption,
+    RunResult,
+    build_roles,
+    execute,
+    new_manifest,
+    preflight,
+)
+from harness.engine.fingerprint import components
+from harness.engine.fork_config import fork_config
+from harness.engine.resuming import continued_state, unredacted
+from harness.formats.checks import verify
+from harness.models.registry import build_model
+from harness.runtime.calls import RoleModel
+from harness.schema import ConfigError
+from harness.store.fingerprint import write_fingerprint
+from harness.store.lineage import copy_prefix
+from harness.store.reader import read_config
+from harness.store.records import HistoryEntry, Lineage, RunCounts, RunLayout, RunManifest, Snapshot
+from harness.store.rundir import (
+    FolderVersionError,
+    RunInUseError,
+    RunLock,
+    create_run_dir,
+    full_disk_in_one_line,
+    read_manifest,
+    write_atomic,
+    write_config,
+    write_manifest,
+)
+from harness.store.snapshot import SNAPSHOT_DIR, list_snapshots, read_snapshot, snapshot_path
+
+
+def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = build_model) -> RunResult:
+    """Make the fork ``cfg.fork`` names (its overrides: ``overrides``) and run it."""
+    composed = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(composed, dict)
+    parent, k = Path(str(cfg.fork.parent)), int(cfg.fork.at_round)
+    manifest = parent_manifest(parent)
+    raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
+    run = resolve(unredacted(raw))
+    check_layout(run, manifest.layout)
+    roles = build_roles(run, preflight(run), build)
+    with parent_held(parent):
+        snap = parent_snapshot(parent, k)
+        check_verified(parent)
+        lineage = Lineage(
+            parent=str(parent.resolve()),
+            parent_run_id=manifest.run_id,
+            parent_fingerprint=snap.fingerprint,
+            at_round=k,
+            changed=changed,
+            prefix_sha256="",  # set as the prefix is copied
+            prefix_counts=snap.counts,
+        )
+        name = run.cfg.run_name or f"{parent.name}-fork{k}"
+        with full_disk_in_one_line(None):  # None: no folder was made
+            fork_dir = create_run_dir(
+                Path(run.cfg.runs_root), name, filler(run, raw, roles, snap, lineage, name)
+            )
+    return start_fork(run, fork_dir, roles)
+
+
+def parent_manifest(parent: Path) -> RunManifest:
+    if not (parent / "manifest.json").is_file():
+        raise ConfigError(f"fork.parent: {parent}: no run folder there (no manifest.json)")
+    try:
+        return read_manifest(parent)
+    except (FolderVersionError, ValueError) as exc:
+        raise ConfigError(f"fork.parent: {str(exc).splitlines()[0]}") from None
+
+
+def _shape(layout: RunLayout) -> tuple[Any, ...]:
+    return layout.format, [(s.name, s.role, s.side, s.logs) for s in layout.seats], layout.public_logs
+
+
+def check_layout(run: Resolved, parent: RunLayout) -> None:
+    """The fork keeps its parent's format, seats and logs: its prefix is theirs."""
+    mine = run.fmt.layout(run.cfg)
+    if _shape(mine) != _shape(parent):
+        seats = lambda layout: ",".join(f"{s.name}:{'+'.join(s.logs)}" for s in layout.seats)  # noqa: E731
+        raise ConfigError(
+            f"fork: the overrides change the run's seats or logs ({seats(parent)} -> {seats(mine)}); "
+            "a fork keeps its parent's format and seats (docs/forks.md)"
+        )
+
+
+@contextmanager
+def parent_held(parent: Path) -> Iterator[None]:
+    """The parent's lock, held while the fork reads it: a parent running now is refused."""
+    if not (parent / ".lock").exists():  # no lock file to take: making one would write to the parent
+        yield
+        return
+    try:
+        lock = RunLock(parent).__enter__()
+    except RunInUseError:
+        raise ConfigError(f"fork.parent: {parent} is running now; fork it once it stops") from None
+    try:
+        yield
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def parent_snapshot(parent: Path, k: int) -> Snapshot:
+    path = snapshot_path(parent, k)
+    if not path.is_file():
+        snaps = list_snapshots(parent)
+        last = read_snapshot(snaps[-1]).round if snaps else 0
+        raise ConfigError(f"fork.at_round: {k} is past {parent}'s last snapshot (round {last})")
+    return read_snapshot(path)
+
+
+def check_verified(parent: Path) -> None:
+    problems, _ = verify(parent)
+    if problems:
+        raise ConfigError(
+            f"fork.parent: {parent} fails verify ({len(problems)} violation(s), first: {problems[0]}); "
+            f"see python -m harness.verify {parent}"
+        )
+
+
+def filler(
+    run: Resolved,
+    raw: dict[str, Any],
+    roles: dict[str, RoleModel],
+    snap: Snapshot,
+    lineage: Lineage,
+    name: str,
+) -> Callable[[Path], None]:
+    """What fills the fork's staging folder: the prefix, snapshots 1..k, config,
+    fingerprint, and the manifest last (a folder with a manifest is a run)."""
+    parent, k = Path(lineage.parent), lineage.at_round
+
+    def fill(folder: Path) -> None:
+        layout = run.fmt.layout(run.cfg)
+        lineage.prefix_sha256 = copy_prefix(parent, folder, layout, snap.logs)
+        (folder / SNAPSHOT_DIR).mkdir()
+        for path in list_snapshots(parent):
+            old = read_snapshot(path)
+            if old.round <= k:  # counted as nothing: the fork's counts are its own calls
+                mine = old.model_copy(update={"counts": RunCounts(rounds_completed=old.round), "window": {}})
+                write_atomic(snapshot_path(folder, old.round), mine.model_dump_json(indent=1))
+        write_config(folder, raw)
+        write_fingerprint(folder, components(run.cfg, roles, run.fmt))
+        manifest = new_manifest(run, folder, roles)
+        manifest.run_id = name  # the folder's name once claimed (``start_fork`` says if it differs)
+        changed = ", ".join(f"{key}={value}" for key, value in lineage.changed.items()) or "nothing"
+        manifest.history = [
+            HistoryEntry(action="fork", detail=f"from {parent} at round {k}; changed: {changed}")
+        ]
+        manifest.status, manifest.lineage = "interrupted", lineage
+        manifest.counts = RunCounts(rounds_completed=k)
+        write_manifest(folder, manifest)
+
+    return fill
+
+
+def start_fork(run: Resolved, fork_dir: Path, roles: dict[str, RoleModel]) -> RunResult:
+    """Run the new fork from its snapshot k, as a resume would but saying none."""
+    with RunLock(fork_dir):
+        manifest = read_manifest(fork_dir)
+        if manifest.run_id != fork_dir.name:  # another run took ``name`` first: the folder's own
+            manifest.run_id = fork_dir.name
+        assert manifest.lineage is not None
+        snap = read_snapshot(snapshot_path(fork_dir, manifest.lineage.at_round))
+        state = continued_state(snap, run)
+        return execute(run, fork_dir, roles, manifest, state, Resumption(snap, None))

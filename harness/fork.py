@@ -1,0 +1,66 @@
+"""python -m harness.fork <run> --at-round k [key=value ...] — fork a run.
+
+    python -m harness.fork research_runs/memory-v1-temp-0.7-max-tokens-256 --at-round 2 critic=strict
+    python -m harness.fork -m <run-or-sweep> --at-round 1,2 critic=lenient,strict
+
+A new run folder starts from the parent's snapshot at round k: its rounds
+1..k are the parent's, copied and never paid again, and it goes on from
+round k+1 with the overrides applied to the parent's own config (docs/forks.md;
+what may change: ``harness.store.fingerprint``, THE FORK CONTRACT). This is the
+front door of ``python -m harness.run fork.parent=<run> fork.at_round=k ...``,
+which it calls; with ``-m`` every run of a sweep (or one run) and every round
+given is forked, as a sweep of its own, with its index, status and resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from harness.cli.errors import BAD_INPUT, fail
+from harness.run import cli as run_cli
+from harness.store.reader import find_runs
+
+_PLAIN = re.compile(r"^[A-Za-z0-9_./:+-]+$")  # a path Hydra's override grammar reads unquoted
+
+
+def hydra_value(path: Path) -> str:
+    text = str(path.resolve())
+    return text if _PLAIN.match(text) else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def parents(path: Path, multirun: bool) -> list[Path]:
+    """The runs to fork: ``path`` itself, or with ``-m`` every run under it (a sweep)."""
+    runs = find_runs(path) if path.is_dir() else []
+    if not runs:
+        fail(f"{path}: no run folder there (no manifest.json)", BAD_INPUT)
+    if len(runs) > 1 and not multirun:
+        fail(f"{path}: holds {len(runs)} runs; fork them all with -m, or name one", BAD_INPUT)
+    return runs
+
+
+def run_argv(args: argparse.Namespace) -> list[str]:
+    """``harness.run``'s command line for this fork (or grid of forks)."""
+    if "," in args.at_round and not args.multirun:
+        fail(f"--at-round {args.at_round}: several rounds make a grid; add -m", BAD_INPUT)
+    runs = parents(args.run, args.multirun)
+    argv = ["-m"] if args.multirun else []
+    argv += [f"fork.parent={','.join(hydra_value(r) for r in runs)}", f"fork.at_round={args.at_round}"]
+    return argv + args.overrides
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m harness.fork", description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path, help="the parent run folder (with -m: a run or a sweep folder)")
+    parser.add_argument("--at-round", required=True, help="k: the fork's rounds 1..k are the parent's")
+    parser.add_argument("-m", "--multirun", action="store_true", help="a grid of forks, run as a sweep")
+    parser.add_argument("overrides", nargs="*", help="key=value changes, e.g. critic=strict seed=7")
+    args = parser.parse_intermixed_args(sys.argv[1:] if argv is None else argv)
+    sys.argv[1:] = run_argv(args)
+    run_cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Forks (``harness.engine.forking``; docs/forks.md): a new run from a
+parent's snapshot at round k. With no override it continues exactly as its
+parent did, on every format; its ledger holds only its own calls; bad input
+is one line and makes nothing; the parent is never written to."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import CONF_DIR, compose_cfg
+from fixtures.make_formats_golden import CASES, stable
+from omegaconf import OmegaConf
+
+from harness.config import resolve
+from harness.engine import RunResult, run_debate
+from harness.engine.forking import fork_run
+from harness.formats.checks import verify
+from harness.schema import ConfigError
+from harness.store.reader import replies
+from harness.store.rundir import RunLock, read_manifest
+
+FORMATS = {name: [o for o in overrides if not o.startswith("rounds=")] for name, overrides in CASES}
+
+
+def start(root: Path, name: str, *overrides: str) -> Path:
+    cfg = compose_cfg(
+        ["model=scripted", f"runs_root={root}", "progress=false", f"run_name={name}", *overrides]
+    )
+    return run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True)).run_dir  # type: ignore[arg-type]
+
+
+def fork(parent: Path, k: int, *overrides: str, root: Path | None = None) -> RunResult:
+    """``python -m harness.run fork.parent=<parent> fork.at_round=k <overrides>``, in-process."""
+    given = [f"fork.parent={parent}", f"fork.at_round={k}", f"runs_root={root or parent.parent}", *overrides]
+    return fork_run(compose_cfg([*given, "progress=false"]), given)
+
+
+@pytest.fixture(scope="module")
+def parents(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One 3-round scripted run per format (faults and all), shared by this module's tests."""
+    root = tmp_path_factory.mktemp("parents")
+    cache = tmp_path_factory.mktemp("search-cache")
+    out = {}
+    for name, overrides in FORMATS.items():
+        extra = [f"search.cache_dir={cache}"] if name == "grounded" else []
+        out[name] = start(root, name, "rounds=3", *overrides, *extra)
+    return out
+
+
+def logs(run_dir: Path) -> dict[str, list[dict]]:
+    """Every log's records, without what varies between identical runs (time)."""
+    return {
+        str(p.relative_to(run_dir)): [stable(json.loads(line)) for line in p.read_text().splitlines()]
+        for p in sorted(run_dir.rglob("*.jsonl"))
+    }
+
+
+def tamper(run_dir: Path) -> None:
+    """Change the first published turn's text, as an edit by hand would."""
+    path = run_dir / "shared_memory.jsonl"
+    first, *rest = path.read_text().splitlines(keepends=True)
+    record = json.loads(first)
+    record["text"] = "edited " + record["text"]
+    path.write_text(json.dumps(record) + "\n" + "".join(rest))
+
+
+def files(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_a_fork_with_no_override_continues_exactly_as_its_parent(parents, tmp_path, name):
+    parent = parents[name]
+    before = files(parent)
+    result = fork(parents[name], 1, root=tmp_path)
+    assert files(parent) == before  # the parent is only read
+    assert result.manifest.status == "completed"
+    assert logs(result.run_dir) == logs(parent)
+    lineage = result.manifest.lineage
+    assert lineage is not None and lineage.at_round == 1 and lineage.changed == {}
+    assert lineage.parent == str(parent.resolve()) and lineage.parent_run_id == parent.name
+    # its own calls only: the prefix's are the parent's, in the lineage
+    whole = read_manifest(parent).counts
+    assert result.manifest.counts.model_calls + lineage.prefix_counts.model_calls == whole.model_calls
+    own = [r for r in replies(result.run_dir)]
+    assert own and all(r.round > 1 for r in own)
+    assert len(own) + sum(r.round <= 1 for r in replies(parent)) == len(list(replies(parent)))
+    assert verify(result.run_dir) == ([], [])
+
+
+def test_a_new_seed_changes_only_the_rounds_after_the_fork(parents, tmp_path):
+    forked = fork(parents["drift"], 1, "seed=99", root=tmp_path)
+    assert forked.manifest.lineage and forked.manifest.lineage.changed == {"seed": 99}
+    mine, theirs = logs(forked.run_dir)["shared_memory.jsonl"], logs(parents["drift"])["shared_memory.jsonl"]
+    assert [r for r in mine if r["round"] <= 1] == [r for r in theirs if r["round"] <= 1]
+    assert [r["text"] for r in mine if r["round"] > 1] != [r["text"] for r in theirs if r["round"] > 1]
+
+
+def test_overrides_apply_to_the_parents_config_not_the_defaults(tmp_path):
+    parent = start(tmp_path, "p", "rounds=2", "llm.temperature=0.3", "memory.window_rounds=3")
+    forked = fork(parent, 1, "critic=strict", "rounds=3")
+    kept = yaml.safe_load((forked.run_dir / "config.yaml").read_text())
+    assert kept["llm"]["temperature"] == 0.3 and kept["memory"]["window_rounds"] == 3  # the parent's
+    assert kept["critic"] == yaml.safe_load((CONF_DIR / "critic" / "strict.yaml").read_text())
+    assert kept["rounds"] == 3 and forked.manifest.counts.rounds_completed == 3
+    assert forked.manifest.lineage and forked.manifest.lineage.changed["critic.name"] == "strict"
+    assert forked.run_dir.name == "p-fork1"
+
+
+BAD = {
+    "a round past the last snapshot": ((5,), "fork.at_round: 5 is past"),
+    "the format": ((1, "format=panel"), "format=panel: a fork keeps its parent's format"),
+    "the seats": ((1, "format.teams=[a,b]"), "format.teams: cannot change mid-run"),
+    "the motion": ((1, "topic.text=other"), "topic.text: cannot change mid-run"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_is_one_line_and_makes_nothing(tmp_path, case):
+    parent = start(tmp_path / "runs", "p", "rounds=2")
+    args, message = BAD[case]
+    with pytest.raises(ConfigError, match=message) as err:
+        fork(parent, *args)
+    assert "\n" not in str(err.value)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["p"]
+
+
+def test_a_running_or_broken_parent_is_refused(tmp_path):
+    parent = start(tmp_path / "runs", "p", "rounds=2")
+    with RunLock(parent), pytest.raises(ConfigError, match="is running now"):
+        fork(parent, 1)
+    broken = shutil.copytree(parent, tmp_path / "runs" / "broken")
+    tamper(broken)
+    with pytest.raises(ConfigError, match=r"broken fails verify \(\d+ violation"):
+        fork(broken, 1)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["broken", "p"]
+
+
+def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path):
+    parent = start(tmp_path, "p", "rounds=2")
+    forked = fork(parent, 1).run_dir
+    tamper(parent)
+    problems, _ = verify(forked)
+    assert any("no longer holds the prefix" in p for p in problems)
+    shutil.rmtree(parent)
+    assert verify(forked)[0] == [] and "is not there" in verify(forked)[1][0]
