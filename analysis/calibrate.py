@@ -17,7 +17,7 @@ process. Then, on the forks' own text:
 - the separability of the two personas' turns: the cross-validated AUC of a
   logistic regression (lexical TF-IDF, and embeddings) telling the planted
   seat's turns from k + 1 from the controls' turns of the same seats and
-  rounds, folds never splitting a fork. Near 0.5 the model's text carries no
+  rounds, folds never splitting a fork's seat. Near 0.5 the model's text carries no
   persona signal: a fact about the model, not about the detectors;
 - which detector, at which setting, to trust on that model.
 
@@ -162,16 +162,17 @@ def persona_turns(turns: pd.DataFrame) -> pd.DataFrame:
 
 def separability(turns: pd.DataFrame, embedder: str, seed: int = 0) -> dict[str, Any]:
     """The cross-validated AUC of a logistic regression on lexical and on embedding
-    features; folds group each fork's turns. NaN where a class has under two forks."""
+    features; each fold holds a fork's seat whole. NaN where a class has under two such seats."""
     model_selection = require("sklearn.model_selection", "scikit-learn")
     data = persona_turns(turns)
-    groups = data.groupby("label").run_id.nunique()
+    data = data.assign(group=data.run_id + "/" + data.team)  # a fork's seat: one stream of turns
+    groups = data.groupby("label").group.nunique()
     n_splits = int(min(5, *(groups.get(label, 0) for label in (0, 1))))
     head = {"turns": {"planted": int(data.label.sum()), "control": int((data.label == 0).sum())}}
     if n_splits < 2:
         return head | {"folds": 0, "lexical": math.nan, "embedding": math.nan}
     folds = model_selection.StratifiedGroupKFold(n_splits, shuffle=True, random_state=seed)
-    split = list(folds.split(data.text, data.label, data.run_id))
+    split = list(folds.split(data.text, data.label, data.group))
     texts, y = data.text.astype(str).tolist(), data.label.to_numpy()
     vectors = np.asarray(get_embedder(embedder).encode(texts), dtype=float)
     return head | {

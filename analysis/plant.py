@@ -68,12 +68,12 @@ def make_forks(
     overrides: Sequence[str] = (),
 ) -> list[Path]:
     """Fork and run each fork of ``fork_plan`` in process, under ``out``; their folders."""
-    from harness.fork import fork_run
+    from harness.fork import fork
 
     text, made = persona_text(persona), []
     for parent, name, changed in fork_plan(parents, at_round, text, seats, controls):
         extra = [f"runs_root={out}", f"run_name={name}", "progress=false", *overrides, *changed]
-        made.append(fork_run(parent, at_round, extra))
+        made.append(fork(parent, at_round, extra).run_dir)
     return made
 
 

