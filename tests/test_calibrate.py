@@ -82,3 +82,16 @@ def test_no_fork_to_measure_is_one_line(tmp_path, capsys):
         capsys.readouterr().err.strip()
         == f"error: calibrate: no fork under {tmp_path} (a fork's manifest.json has a lineage)"
     )
+
+
+def test_the_findings_section_reads_the_calibration_block(calibrated, tmp_path):
+    from analysis.calibrate import calibration_section
+
+    report = json.loads((calibrated / "forks" / "calibration.json").read_text())
+    path = tmp_path / "detector_validity.json"
+    assert calibration_section(path)[0].startswith("_Not available: no `calibration`")
+    path.write_text(json.dumps({"calibration": report}))
+    text = "\n".join(calibration_section(path))
+    assert "4 planted forks" in text and "2 controls" in text
+    assert f"- trust: {report['recommendation']['detector']} (hit 100%, false alarms 0%)" in text
+    assert "| pelt affect penalty=2 | 100% (4/4) | 0% (0/4) |" in text
