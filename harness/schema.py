@@ -8,7 +8,7 @@ has) are checked one layer up, in ``harness.formats.validate``, which
 ``harness.config.validate`` calls: the schema sits below the formats, the
 models and the store, which all read it.
 
-The sections that stand alone (topic, search, probes, prices, tracing,
+The sections that stand alone (topic, search, probes, interviews, prices, tracing,
 budget) and ``ConfigError`` live in ``harness.schema_sections``, redaction in
 ``harness.redact``; every name is re-exported here.
 """
@@ -34,6 +34,7 @@ from harness.schema_sections import (
     BudgetConfig,
     ConfigError,
     ForkConfig,
+    InterviewsConfig,
     PlantedPersona,
     PricesConfig,
     ProbesConfig,
@@ -41,6 +42,7 @@ from harness.schema_sections import (
     TopicConfig,
     TracingConfig,
 )
+from harness.schema_sections import InterviewItem as InterviewItem
 from harness.schema_sections import ProbeSpec as ProbeSpec
 from harness.schema_sections import read_text as read_text
 from harness.schema_sections import read_topics as read_topics
@@ -302,6 +304,7 @@ class Config:
     retry: RetryConfig = field(default_factory=RetryConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     probes: ProbesConfig = field(default_factory=ProbesConfig)
+    interviews: InterviewsConfig = field(default_factory=InterviewsConfig)
     prices: PricesConfig = field(default_factory=PricesConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     tracing: TracingConfig = field(default_factory=TracingConfig)
@@ -359,6 +362,7 @@ class Config:
         ):
             part.check()
         self.probes.check()
+        self.interviews.check()
         for seat, planted in self.personas.items():
             planted.check(f"personas.{seat}")
 

@@ -1,6 +1,6 @@
 """The config sections that stand on their own, and the error every check
 raises: the topic (and the files it is read from), the search tool, the
-behavioural probes, prices, tracing and budgets. ``harness.schema`` holds the
+behavioural probes, checkpoint interviews, prices, tracing and budgets. ``harness.schema`` holds the
 rest, the ``Config`` root that gathers them, and re-exports every name here.
 
 Each section's ``check()`` raises ``ConfigError`` with one line naming the key.
@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 # a probe's name, a version, a run folder: one safe path component
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -88,6 +90,62 @@ class ProbesConfig:
         require(not unknown, "probes.use", f"no probe {unknown} in set {self.name!r}: {list(self.catalog)}")
         require(len(set(active)) == len(active), "probes.use", "names a probe twice")
         require(not self.enabled or bool(active), "probes.use", "probes.enabled=true with no probe to ask")
+
+
+@dataclass
+class InterviewItem:
+    """One item of a checkpoint interview's questionnaire (``harness.interviews``):
+    the question a seat is asked, and the aspect of itself it asks about."""
+
+    question: str = ""
+    aspect: str = ""  # identity, values, stance, tone ...: how the analysis groups items
+
+
+@dataclass
+class InterviewsConfig:
+    """Checkpoint interviews (docs/interviews.md): off while ``rounds`` is empty.
+    ``questionnaire``: a YAML file whose ``items`` replace the shipped ones;
+    ``load_file`` inlines them, so config.yaml keeps the items the run asked."""
+
+    rounds: list[int] = field(default_factory=list)  # the rounds after which every seat is asked
+    name: str = "none"  # the shipped questionnaire (conf/interviews/<name>.yaml)
+    questionnaire: str | None = None
+    items: dict[str, InterviewItem] = field(default_factory=dict)
+
+    @property
+    def on(self) -> bool:
+        return bool(self.rounds)
+
+    def load_file(self) -> None:
+        if self.questionnaire is None:
+            return
+        key, path = "interviews.questionnaire", self.questionnaire
+        try:
+            data = yaml.safe_load(read_text(key, path))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{key}: {path} is not YAML: {str(exc).splitlines()[0]}") from None
+        items = data.get("items") if isinstance(data, dict) else None
+        require(isinstance(items, dict) and bool(items), key, f"{path} has no 'items' mapping")
+        assert isinstance(items, dict)
+        self.items = {}
+        for name, spec in items.items():
+            spec = {"question": spec} if isinstance(spec, str) else spec
+            unknown = sorted(set(spec) - {"question", "aspect"}) if isinstance(spec, dict) else ["?"]
+            require(not unknown, f"{key}: {path} items.{name}", "expected {question, aspect} or a question")
+            self.items[str(name)] = InterviewItem(**spec)
+        self.name, self.questionnaire = Path(path).stem, None
+
+    def check(self) -> None:
+        for name, item in self.items.items():
+            key = f"interviews.items.{name}"
+            require(bool(SAFE_NAME.match(name)), key, "a name of letters, digits, '.', '_' or '-'")
+            require(bool(item.question.strip()), f"{key}.question", "must not be empty")
+        bad = [r for r in self.rounds if r < 1]
+        require(not bad, "interviews.rounds", f"rounds count from 1, got {bad}")
+        require(len(set(self.rounds)) == len(self.rounds), "interviews.rounds", "names a round twice")
+        require(
+            not self.on or bool(self.items), "interviews.rounds", "set, with no questionnaire item to ask"
+        )
 
 
 @dataclass

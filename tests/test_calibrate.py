@@ -2,8 +2,8 @@
 planted forks of the researcher's own runs (a seat's persona replaced from
 round k + 1, in the prompt) and seed-only controls, run through the fork
 code; the scripted model follows the persona it is shown, so the detectors
-find the switches, the controls raise no alarm and the personas' turns
-separate."""
+(and the checkpoint interviews) find the switches, the controls raise no
+alarm and the personas' turns separate."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from harness.store.rundir import read_manifest
 
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):  # type: ignore[no-untyped-def]
-    """Two 8-round scripted parents, forked after round 4 and calibrated (hash embedder)."""
+    """Two 8-round scripted parents, interviewed at rounds 1, 5 and 6, forked after round 4
+    and calibrated (hash embedder)."""
     from conftest import compose_cfg
     from omegaconf import OmegaConf
 
@@ -27,7 +28,13 @@ def calibrated(tmp_path_factory):  # type: ignore[no-untyped-def]
 
     root = tmp_path_factory.mktemp("calibrate")
     for seed in (0, 1):
-        over = ["model=scripted", f"runs_root={root / 'parents'}", "progress=false", "rounds=8"]
+        over = [
+            "model=scripted",
+            f"runs_root={root / 'parents'}",
+            "progress=false",
+            "rounds=8",
+            "interviews.rounds=[1,5,6]",
+        ]
         cfg = compose_cfg([*over, f"seed={seed}", f"run_name=p{seed}"])
         run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True))  # type: ignore[arg-type]
     argv = [
@@ -74,6 +81,14 @@ def test_the_report_finds_the_planted_switches_and_separates_the_personas(calibr
         best["hit"]["n"] == 4 and best["false_alarm"]["n"] == 4
     )  # planted seats; both seats of each control
     assert "separable" in report["recommendation"]["signal"]
+    # the interviews too: a seat answers in the persona its prompt shows, a control as at round 1
+    asked = next(d for d in report["detectors"] if d["detector"] == "interview changed_share at least=0.5")
+    assert (
+        asked["hit"]["count"],
+        asked["hit"]["n"],
+        asked["false_alarm"]["count"],
+        asked["false_alarm"]["n"],
+    ) == (4, 4, 0, 4)
 
 
 def test_no_fork_to_measure_is_one_line(tmp_path, capsys):

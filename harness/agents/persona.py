@@ -17,10 +17,18 @@ from harness.agents.asking import Call, SeatAgent, ask_once, once
 from harness.agents.common import JSON_ONLY, chat
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
+from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, Usage
 
 Decision = Literal["keep", "evolve", "initial", "fallback", "planted"]
 DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
+
+
+def current_persona(view: SeatMemory) -> tuple[str, PersonaRecord | None]:
+    """The team's persona now (the default before its first) and its record, as a
+    fork of its view (a probe, an interview) is asked with it."""
+    current = view.persona.last()
+    return (current.persona if current else DEFAULT_PERSONA.format(stance=view.seat.stance)), current
 
 
 class PersonaOutput(BaseModel):

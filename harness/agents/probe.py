@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from harness.agents.asking import Call, SeatAgent, ask_once
 from harness.agents.common import chat
-from harness.agents.persona import DEFAULT_PERSONA
+from harness.agents.persona import current_persona
 from harness.agents.thinking import debater_system
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import PROBE_LOG, PROBE_ROLE, Probe, probe_id
@@ -59,8 +59,7 @@ class ProbeAgent(SeatAgent):
         call = Call(
             self.view.seat.role, PROBE_ROLE, round_, team, index, id=probe_id(round_, team, index, probe.name)
         )
-        current = self.view.persona.last()
-        persona = current.persona if current else DEFAULT_PERSONA.format(stance=self.view.seat.stance)
+        persona, current = current_persona(self.view)
         messages = self.messages(topic, round_, persona, probe)
         # asked once: a replayed turn reuses the record that landed
         return ask_once(

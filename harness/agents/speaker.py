@@ -19,7 +19,7 @@ from harness.agents.transcript import clip, render
 from harness.models.structured import StructuredResult
 from harness.runtime.context import AgentContext
 from harness.store.memory import JsonlLog, SeatMemory
-from harness.store.records import DraftRecord, FactCheckRecord, Published
+from harness.store.records import DraftRecord, FactCheckRecord, Published, SeatInfo
 
 # What each stage asks of its speaker.
 STAGE_TASKS = {
@@ -28,6 +28,11 @@ STAGE_TASKS = {
     "counter": "Counter the rebuttal: defend your case where it was attacked and press your advantage.",
     "closing": "Close: weigh the whole debate and say why your side should win.",
 }
+
+
+def speaker_system(seat: SeatInfo) -> str:
+    """How a moderated seat is addressed: in its speeches, and in an interview's fork of its view."""
+    return f"You are {seat.alias} in a moderated debate, arguing {seat.stance}. {JSON_ONLY}"
 
 
 class SpeechOutput(BaseModel):
@@ -52,7 +57,7 @@ class SpeakerAgent(SeatAgent):
     ) -> list[dict[str, str]]:
         seat = self.view.seat
         limit = self.ctx.cfg.memory.max_chars_per_item
-        system = f"You are {seat.alias} in a moderated debate, arguing {seat.stance}. {JSON_ONLY}"
+        system = speaker_system(seat)
         retry = ""
         if failed is not None:
             draft, check = failed

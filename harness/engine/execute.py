@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from harness.config import Resolved
 from harness.engine.fingerprint import components
+from harness.engine.interviews import Interviews
 from harness.engine.progress import Progress
 from harness.formats import Format, max_tokens_key
 from harness.models.base import ChatModel
@@ -201,7 +202,8 @@ def drive(
         if state["done"]:  # killed after its last snapshot: nothing is left to run, only to record
             return state
         moved = lambda: progress.round_done(rounds_completed(state, total))  # noqa: E731
-        while stream(graph, config, state, snapshots, moved, stop):
+        interviews = Interviews(fmt, ctx)
+        while stream(graph, config, state, snapshots, moved, stop, interviews):
             pass
     return state
 
@@ -213,12 +215,16 @@ def stream(
     snapshots: Snapshotter,
     moved: Callable[[], None],
     stop: StopOnSignal,
+    interviews: Interviews,
 ) -> bool:
     """One stream of the graph from ``state``; True when it broke off at a
-    snapshot boundary to be streamed again, False when it ended or was stopped."""
+    snapshot boundary to be streamed again, False when it ended or was stopped.
+    A round's checkpoint interviews are asked after its last step, before its snapshot."""
     start = snapshots.last_round
     for values in graph.stream(dict(state), config, stream_mode="values"):
         state.update(values)  # in place, so a caller sees the latest state even on error
+        if (completed := state["round"] - 1) > snapshots.last_round:
+            interviews.after(completed, state)
         snapshots.observe(state)
         moved()
         if stop.requested:
@@ -374,6 +380,10 @@ def run_debate(run: Resolved, raw_cfg: dict[str, Any], *, build: ModelFactory = 
     kept = {**raw_cfg, "topic": dataclasses.asdict(cfg.topic), "format": dataclasses.asdict(cfg.format)}
     if not cfg.probes.enabled:  # a run that probes nothing keeps no probe set (it reads as the default)
         kept.pop("probes", None)
+    if fmt.interviews(cfg):  # the items a questionnaire file gave, inlined as the run asks them
+        kept["interviews"] = dataclasses.asdict(cfg.interviews)
+    else:  # a run that interviews no seat keeps no questionnaire either
+        kept.pop("interviews", None)
 
     def fill(folder: Path) -> None:
         write_config(folder, kept)

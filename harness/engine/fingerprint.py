@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.formats.base import Format
 from harness.probes.catalog import PROBE_MODULES
+from harness.probes.questionnaire import INTERVIEW_MODULES
 from harness.redact import redact
 from harness.runtime.calls import RoleModel
 from harness.schema import Config
@@ -46,6 +47,13 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         prompt_modules += PROBE_MODULES
     else:  # an unprobed run asks no probe: its config.yaml keeps no probe set, nor does this
         config.pop("probes", None)
+    if fmt.interviews(
+        cfg
+    ):  # its answers, compared with the seat's first, come from this code and these items
+        prompt_modules += INTERVIEW_MODULES
+        config["interviews"].pop("rounds")  # when to ask may change: the debate computes the same
+    else:
+        config.pop("interviews", None)
     files: dict[str, str] = {}
     for bound in roles.values():
         files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})

@@ -81,6 +81,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj.format.check()
     obj.topic.load_files()
     check_personas(obj, fmt)  # seats first, then files read in, before the schema checks the text
+    obj.interviews.load_file()
     obj.check()
     check_specs(obj.probes)
     obj.check_roles(fmt.model_roles(obj))
@@ -89,6 +90,11 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
         not obj.probes.enabled or fmt.probes,
         "probes.enabled",
         f"only format={' or '.join(names_with('probes'))} runs probes, not {fmt.name}",
+    )
+    _require(
+        not obj.interviews.on or fmt.interview_view is not None,
+        "interviews.rounds",
+        f"only format={' or '.join(names_with('interview_view'))} interviews its seats, not {fmt.name}",
     )
     for role in fmt.model_roles(obj):
         check_context(obj, role)

@@ -28,6 +28,7 @@ from harness.store.records import RunLayout, SeatInfo
 if TYPE_CHECKING:
     from harness.runtime.context import EventLog, RunContext
     from harness.schema import Config
+    from harness.store.memory import SeatMemory
 
 # Each log a seat keeps under ``<seat>/``; ``prompts`` is always among them.
 PROMPTS = "prompts"
@@ -87,9 +88,18 @@ class Format:
     probes: bool = False
     # its persona node takes a seat's planted persona (``personas.<seat>``)
     personas: bool = False
+    # a seat's view as a checkpoint interview's fork shares it (``interviews.rounds``;
+    # ``harness.agents.interview``): the system prompt the seat's own turns carry and
+    # the id of the persona it holds; None: its seats are not interviewed
+    interview_view: Callable[[SeatMemory, Config], tuple[str, str | None]] | None = None
     # the key that sets a run's length and the planned rounds per unit of it
     # (``harness.plan``'s dry passes shorten and extrapolate a run by it)
     length_key: tuple[str, int] = ("rounds", 1)
+
+    def interviews(self, cfg: Config) -> bool:
+        """Whether a run of ``cfg`` interviews its seats (validation refuses
+        ``interviews.rounds`` on a format whose seats cannot be)."""
+        return cfg.interviews.on and self.interview_view is not None
 
     def window_rounds(self, cfg: Config) -> int:
         """The rounds a snapshot's window covers: ``memory.window_rounds``, or
@@ -127,12 +137,14 @@ class Format:
         # each seat's side is recorded, so the analysis needs no format to learn it
         seats = [SeatInfo(**{**seat.info().model_dump(), "side": seat.side}) for seat in self.seat_list(cfg)]
         probed = cfg.probes.enabled  # behavioural probes: each seat keeps its own probes log
+        interviewed = self.interviews(cfg)  # checkpoint interviews: its own interviews log
         for info in seats:
-            info.logs += [REPLIES, *(["probes"] if probed else [])]
+            info.logs += [REPLIES, *(["probes"] if probed else []), *(["interviews"] if interviewed else [])]
+        asides = [*(["probe"] if probed else []), *(["interview"] if interviewed else [])]
         return RunLayout(
             format=self.name,
             seats=seats,
             public_logs=[*self.public_logs, REPLIES],
-            record_kinds=[*self.record_kinds, "reply", *(["probe"] if probed else [])],
+            record_kinds=[*self.record_kinds, "reply", *asides],
             whole_logs=list(self.whole_logs),
         )

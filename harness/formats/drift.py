@@ -19,13 +19,16 @@ from langgraph.graph import END, START, StateGraph
 
 from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
 from harness.agents.human import HumanDebater, is_human
+from harness.agents.persona import current_persona
 from harness.agents.probe import ProbeAgent
+from harness.agents.thinking import debater_system
 from harness.agents.transcript import window
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.probes.catalog import active_probes
-from harness.probes.isolation import check_probes
+from harness.probes.isolation import check_interviews, check_probes
 from harness.runtime.context import RunContext
 from harness.schema import Config, ConfigError
+from harness.store.memory import SeatMemory
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
 
 # The side each team argues; a team's alias is its name in capitals.
@@ -309,6 +312,12 @@ def check_arguments(run: RunLogs) -> list[str]:
     return problems
 
 
+def interview_view(view: SeatMemory, cfg: Config) -> tuple[str, str | None]:
+    """A team's interview is asked as its debater is: the same system prompt, at its current persona."""
+    persona, record = current_persona(view)
+    return debater_system(view.seat.alias, persona, cfg), record.id if record else None
+
+
 def one_argument_per_turn(run: RunLogs) -> list[str]:
     turns = Counter((arg.round, arg.team) for arg in run.of("shared_memory.jsonl"))
     return [f"shared_memory.jsonl: {n} arguments for round {r} {t}" for (r, t), n in turns.items() if n > 1]
@@ -326,7 +335,7 @@ DRIFT = Format(
     initial_state=initial_state,  # type: ignore[arg-type]
     max_steps=max_steps,
     counts=("approvals", "rejections", "loop_locks", "schema_failures", "retries"),
-    checks=(check_arguments, one_argument_per_turn, check_probes),
+    checks=(check_arguments, one_argument_per_turn, check_probes, check_interviews),
     prompt_modules=(
         "harness.formats.drift",
         "harness.agents.persona",
@@ -340,4 +349,5 @@ DRIFT = Format(
     human_seats=True,
     probes=True,
     personas=True,
+    interview_view=interview_view,
 )

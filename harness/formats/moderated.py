@@ -33,6 +33,7 @@ from langgraph.graph import END, START, StateGraph
 
 from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
 from harness.agents.grounded_checker import MAX_CLAIMS, GroundedFactCheckerAgent
+from harness.agents.speaker import speaker_system
 from harness.agents.verdict import CRITERIA
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.fact_checks import check_fact_check_marks, check_grounded_strikes, check_strikes
@@ -42,8 +43,10 @@ from harness.formats.moderated_checks import (
     check_stage_order,
 )
 from harness.formats.searching import check_collection, open_search
+from harness.probes.isolation import check_interviews
 from harness.runtime.context import EventLog, RunContext
 from harness.schema import Config, ConfigError
+from harness.store.memory import SeatMemory
 from harness.store.records import (
     DraftRecord,
     FactCheckRecord,
@@ -396,6 +399,11 @@ def max_steps(cfg: Config) -> int:
     return planned_rounds(cfg) * per_speech + 10
 
 
+def interview_view(view: SeatMemory, cfg: Config) -> tuple[str, str | None]:
+    """A seat's interview is asked as its speeches are: the same system prompt (it holds no persona)."""
+    return speaker_system(view.seat), None
+
+
 MODERATED = Format(
     name="moderated",
     summary="Pro and Con speak in stages; every speech is fact-checked; strikes disqualify; a judge decides.",
@@ -415,6 +423,7 @@ MODERATED = Format(
         check_drafts_stay_private,
         check_fact_check_marks,
         check_grounded_strikes,
+        check_interviews,
     ),
     min_window_rounds=lambda cfg: cfg.format.judge_window,
     prompt_modules=(
@@ -434,4 +443,5 @@ MODERATED = Format(
     preflight=check_checker_collection,
     sections=("search",),
     length_key=("format.exchanges", 2),
+    interview_view=interview_view,
 )

@@ -3,6 +3,9 @@ scripted model writes in the reply fields that mean something to a format.
 
 - drift: a persona's text moves through graded styles as it drifts, and its
   decision is ``evolve`` when the style changes (or at a planted switch);
+  a checkpoint interview's answer is the same words for the same seat and
+  question, in the persona's style of the round (``interview``), and an
+  interview judge finds two answers the same when they share half their words;
   the critic approves from iteration ``reject_first`` on; private notes carry
   canary markers; published statements are written long.
 - panel: the judge says SYNTHESIZE at ``synthesize_rate``.
@@ -27,7 +30,7 @@ import re
 from typing import Any
 
 from harness.models.script import SKIP, Derived, FieldRule, Fixed, Rate, ReplyField, Text, deriver
-from harness.models.scripted_style import PERSONA_STYLES, SWITCHED, WORDS, Style, seeded_rng
+from harness.models.scripted_style import PERSONA_STYLES, SWITCHED, WORDS, Style, seeded_rng, sentence
 
 # The model settings the rules read, with their defaults: each is a model.* key
 # of ModelConfig (and conf/model/scripted.yaml), passed in by build_model.
@@ -40,6 +43,12 @@ SETTINGS: dict[str, Any] = {
 # A passage as a grounded prompt shows it: [id] (source) text
 PASSAGE = re.compile(r"^\[(\S+)\] \([^)]*\) (.+)$", re.MULTILINE)
 _CLAIM = re.compile(r"^Claim: (.+)$", re.MULTILINE)
+_QUESTION = re.compile(r"^Question: (.+)$", re.MULTILINE)  # an interview item's, as its prompt asks it
+# The two answers an interview judge compares (analysis.interviews.judge_messages).
+_ANSWERS = (
+    re.compile(r"^First answer: (.+)$", re.MULTILINE),
+    re.compile(r"^Later answer: (.+)$", re.MULTILINE),
+)
 # A grounded fact-check's prompt: the speech whose claims it names.
 _SPEECH = re.compile(r"^Speech to check \([^)]*\):\n(.+)$", re.MULTILINE)
 RULING_FIELDS = ("ruling", "passage", "quote")
@@ -70,6 +79,8 @@ BUILTIN_RULES: tuple[FieldRule, ...] = (
     FieldRule("grounded.action", ("action",), Derived("action"), on="enum", option="search"),
     FieldRule("critic.approval", ("is_approved", "approved"), Derived("approval"), on="boolean"),
     FieldRule("drift.persona", ("persona",), Derived("persona"), on="string", canary=True),
+    FieldRule("interview.answer", ("answer",), Derived("interview"), on="string", schema="InterviewOutput"),
+    FieldRule("interview.judge", ("same",), Derived("same_answer"), on="boolean", schema="SameAnswer"),
     # text private to a team: canary-tagged
     FieldRule(
         "private_notes",
@@ -101,6 +112,36 @@ def _persona(field: ReplyField) -> str:
     word = style.word(word, bank) if isinstance(style, Style) else word
     grade = field.model.persona_grade(field.tags.get("round", 0))
     return f"We are {PERSONA_STYLES[grade]} every {word}."
+
+
+@deriver("interview")
+def _interview(field: ReplyField) -> str:
+    """A seat's answer to an interview item: the same words whenever it is asked
+    (drawn from the seat and the question alone), in the persona style of the
+    round, so a planted switch or a drift changes the answer and time alone does not."""
+    round_, model = int(field.tags.get("round", 0)), field.model
+    question = _QUESTION.search(field.prompt)
+    rng = seeded_rng(model.seed, field.tags.get("team"), question.group(1) if question else "")
+    style = field.tags.get("style")
+    shown = "shown_switched" in field.tags  # a persona planted in the prompt, switched: as a planted switch
+    words = sentence(
+        rng,
+        field.tags.get("side"),
+        9,
+        shown or model.switched(round_),
+        style if isinstance(style, Style) else None,
+    )
+    grade = len(PERSONA_STYLES) - 1 if shown else model.persona_grade(round_)
+    return f"As {PERSONA_STYLES[grade]}, we say: {words}."
+
+
+@deriver("same_answer")
+def _same_answer(field: ReplyField) -> bool:
+    """An interview judge's verdict: the two answers share at least half their words."""
+    first, later = (
+        set(m.group(1).lower().split()) if (m := rx.search(field.prompt)) else set() for rx in _ANSWERS
+    )
+    return len(first & later) >= 0.5 * max(1, len(first | later))
 
 
 @deriver("evolve")

@@ -8,9 +8,13 @@ See docs/probes.md.
 - ``checkers``: the registry of checker functions (``CHECKERS``);
 - ``catalog``: the probe set a run carries (``active_probes``) and the rules
   text its prompts add (``rules``);
-- ``isolation``: the drift format's ``verify`` check that probes write only
-  to their own team.
-The probe role itself is ``harness.agents.probe``.
+- ``questionnaire``: checkpoint interviews' items (``questionnaire``) and
+  answer ids: a fixed questionnaire asked of each seat in a fork of its view
+  at chosen rounds (docs/interviews.md);
+- ``isolation``: the ``verify`` checks that probes and interviews write only
+  to their own seat.
+The probe and interview roles themselves are ``harness.agents.probe`` and
+``harness.agents.interview``.
 
 Import from the modules: this package imports none of them, so the schema
 can import ``checkers`` without loading the rest.

@@ -19,6 +19,13 @@ how it reaches its providers, never what a request asks:
   independent calls go out together);
 - the sections of ``OPTIONAL_SECTIONS`` a format does not read, and the
   ``probes`` section of a run that asks no probe;
+- ``interviews.rounds`` of an interviewed run: checkpoint interviews are
+  asked beside the debate, never in it, so when they are asked changes
+  nothing the debate computes (a run extended with ``rounds=N`` may
+  interview its new rounds). Whether a run is interviewed at all, its
+  questionnaire and the interview code may not change: each answer is read
+  against the seat's first answer to the same item, asked the same way, and
+  the run's layout declares its seats' interview logs from the start;
 - a secret (``***REDACTED***`` in ``config.yaml``): given again on resume;
 - a key added to the config after the run was made, at a default that does
   what the run did (the forward rule of ``differences``).

@@ -354,17 +354,24 @@ class RunMemory:
         return counts
 
 
+# Roles whose calls are asked beside the debate (harness.probes, harness.interviews):
+# each counts in RunCounts fields of its own, ``<role>_calls`` and ``<role>_tokens``.
+ASIDE_ROLES = ("probe", "interview")
+
+
 def count_record(counts: RunCounts, record: Envelope) -> None:
     """Add one record to ``counts``: its kind, its usage, what it decided."""
     if isinstance(record, (PromptRecord, ReplyRecord)):  # a reply's cost is counted where it ended
         return
     counts.cost_usd = add_cost(counts.cost_usd, record.usage.cost_usd)
     counts.billed_usd = add_billed(counts.billed_usd, record.usage.billed_usd)
-    if record.role == "probe":  # a behavioural probe (harness.probes): its own counts only
-        counts.probe_calls += record.usage.calls
-        counts.probe_tokens += record.usage.input_tokens + record.usage.output_tokens
+    if record.role in ASIDE_ROLES:  # a probe or an interview, asked beside the debate: its own counts only
+        calls, tokens = f"{record.role}_calls", f"{record.role}_tokens"
+        setattr(counts, calls, getattr(counts, calls) + record.usage.calls)
+        used = record.usage.input_tokens + record.usage.output_tokens
+        setattr(counts, tokens, getattr(counts, tokens) + used)
         if not isinstance(record, EventRecord):
-            counts.by_kind["probe"] = counts.by_kind.get("probe", 0) + 1
+            counts.by_kind[record.role] = counts.by_kind.get(record.role, 0) + 1
         return
     if isinstance(record, Published):
         counts.published += 1

@@ -3,7 +3,7 @@
 Every line of every memory file is one of these records, serialised as JSON.
 Readers (resume, verify, analysis) parse lines back through ``parse_record``.
 The package holds one module per part: ``core`` (the envelope, usage, ids),
-``calls`` (prompts, replies, probes, events and their open names), ``run``
+``calls`` (prompts, replies, probes, interviews, events and their open names), ``run``
 (manifest and snapshots), ``shared`` (kinds several formats write) and one
 module per format for the kinds only it writes. ``kinds`` holds the registry
 ``parse_record`` reads: a format defined outside the package adds its own
@@ -14,6 +14,7 @@ record classes with ``register_record`` and its event names with
 from harness.store.records.calls import (
     EventKind,
     EventRecord,
+    InterviewRecord,
     ProbeRecord,
     PromptRecord,
     ReplyRecord,
@@ -85,6 +86,7 @@ __all__ = [
     "EventRecord",
     "FactCheckRecord",
     "HistoryEntry",
+    "InterviewRecord",
     "Lineage",
     "Hit",
     "LogPosition",

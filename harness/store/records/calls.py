@@ -1,5 +1,5 @@
 """The records every format writes: the prompts and replies of its model
-calls, behavioural probes, and events, whose names are open.
+calls, behavioural probes, checkpoint interviews, and events, whose names are open.
 
 An event's name must be declared before a record of it is made or parsed:
 the store's own events below, each format's next to its records
@@ -110,6 +110,21 @@ class ProbeRecord(Envelope):
     reply: str | None
     passed: bool | None
     persona_id: str | None = None  # the persona the team held when asked
+
+
+class InterviewRecord(Envelope):
+    """One answer of a checkpoint interview (``harness.interviews``): a
+    questionnaire item asked of a seat in a fork of its view at the end of a
+    round. Private to the seat (``<seat>/interviews.jsonl``); ``iteration`` is
+    the item's place in the questionnaire. ``answer`` is None when no reply
+    validated. Its usage counts as ``interview_*``, not the debate's."""
+
+    kind: Literal["interview"] = "interview"
+    item: str
+    aspect: str = ""
+    question: str
+    answer: str | None
+    persona_id: str | None = None  # the persona the seat held when asked
 
 
 class EventRecord(Envelope):

@@ -15,7 +15,14 @@ from typing import Annotated, Any, Literal, TypeVar, cast, get_args, get_origin
 from pydantic import Field, TypeAdapter, ValidationError
 
 from harness.plugins import import_record_modules
-from harness.store.records.calls import UNDECLARED, EventRecord, ProbeRecord, PromptRecord, ReplyRecord
+from harness.store.records.calls import (
+    UNDECLARED,
+    EventRecord,
+    InterviewRecord,
+    ProbeRecord,
+    PromptRecord,
+    ReplyRecord,
+)
 from harness.store.records.core import Envelope
 from harness.store.records.drift import ArgumentRecord, CritiqueRecord, PersonaRecord
 from harness.store.records.grounded import CitedTurnRecord, NoteRecord
@@ -57,6 +64,7 @@ Record = Annotated[
     | PromptRecord
     | ReplyRecord
     | ProbeRecord
+    | InterviewRecord
     | EventRecord,
     Field(discriminator="kind"),
 ]

@@ -35,7 +35,10 @@ class RunCounts(BaseModel):
     # behavioural probes' calls and tokens, kept out of the debate's figures above
     probe_calls: int = 0
     probe_tokens: int = 0
-    # dollars of every paid call, probes included (None: some call's model has no price)
+    # checkpoint interviews' calls and tokens, kept out of the debate's figures likewise
+    interview_calls: int = 0
+    interview_tokens: int = 0
+    # dollars of every paid call, probes and interviews included (None: some call's model has no price)
     cost_usd: float | None = 0.0
     billed_usd: float | None = None  # what providers reported billing, where they did
 
