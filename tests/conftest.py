@@ -43,6 +43,7 @@ HEAVY_MODULES = frozenset(
         "test_durable_smollm2",
         "test_fault_proxy",
         "test_format_plugin",
+        "test_fork_grid",
         "test_grounded",
         "test_local_model",
         "test_moderated",

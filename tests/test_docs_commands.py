@@ -61,6 +61,7 @@ MODULES = {
     "harness.view": "harness.view.__main__:main",
     "harness.search": "harness.search.__main__:main",
     "harness.plan": "harness.plan.cli:main",
+    "harness.fork": "harness.fork:main",
     "analysis": "analysis.__main__:main",
 }
 # other programs run in bash: cheap, and they write only inside the page's folder

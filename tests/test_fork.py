@@ -109,6 +109,14 @@ def test_overrides_apply_to_the_parents_config_not_the_defaults(tmp_path):
     assert kept["rounds"] == 3 and forked.manifest.counts.rounds_completed == 3
     assert forked.manifest.lineage and forked.manifest.lineage.changed["critic.name"] == "strict"
     assert forked.run_dir.name == "p-fork1"
+    again = fork(forked.run_dir, 2)  # a fork of a fork: its prefix counts both rounds, of two runs
+    assert again.manifest.lineage is not None
+    whole = forked.manifest.counts + forked.manifest.lineage.prefix_counts
+    assert (
+        again.manifest.lineage.prefix_counts.model_calls + again.manifest.counts.model_calls
+        == whole.model_calls
+    )
+    assert logs(again.run_dir) == logs(forked.run_dir)
 
 
 BAD = {
@@ -120,24 +128,22 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_input_is_one_line_and_makes_nothing(tmp_path, case):
-    parent = start(tmp_path / "runs", "p", "rounds=2")
+def test_bad_input_is_one_line_and_makes_nothing(parents, tmp_path, case):
     args, message = BAD[case]
     with pytest.raises(ConfigError, match=message) as err:
-        fork(parent, *args)
+        fork(parents["drift"], *args, root=tmp_path / "forks")
     assert "\n" not in str(err.value)
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["p"]
+    assert not (tmp_path / "forks").exists()
 
 
-def test_a_running_or_broken_parent_is_refused(tmp_path):
-    parent = start(tmp_path / "runs", "p", "rounds=2")
-    with RunLock(parent), pytest.raises(ConfigError, match="is running now"):
-        fork(parent, 1)
-    broken = shutil.copytree(parent, tmp_path / "runs" / "broken")
+def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
+    with RunLock(parents["drift"]), pytest.raises(ConfigError, match="is running now"):
+        fork(parents["drift"], 1, root=tmp_path)
+    broken = shutil.copytree(parents["drift"], tmp_path / "broken")
     tamper(broken)
     with pytest.raises(ConfigError, match=r"broken fails verify \(\d+ violation"):
         fork(broken, 1)
-    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["broken", "p"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
 
 
 def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path):
@@ -148,3 +154,33 @@ def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path)
     assert any("no longer holds the prefix" in p for p in problems)
     shutil.rmtree(parent)
     assert verify(forked)[0] == [] and "is not there" in verify(forked)[1][0]
+
+
+def test_the_viewer_shows_a_runs_family(tmp_path):
+    from harness.view import Catalog, route
+
+    parent = start(tmp_path, "p", "rounds=2")
+    fork(parent, 1, "critic=strict")
+    catalog = Catalog(tmp_path)
+    mine = route(catalog, "/run/p-fork1")[1]
+    assert 'fork of <a href="/run/p">p</a>' in mine and "at round 1" in mine and "critic.name=strict" in mine
+    assert 'branches: <a href="/run/p-fork1">p-fork1</a> (at round 1)' in route(catalog, "/run/p")[1]
+
+
+def test_a_fork_killed_once_made_resumes_like_any_run(parents, tmp_path, monkeypatch):
+    from harness.engine import forking, resume_run
+
+    def killed(*args: object) -> RunResult:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(forking, "start_fork", killed)
+    with pytest.raises(KeyboardInterrupt):
+        fork(parents["drift"], 2, root=tmp_path)
+    (made,) = tmp_path.iterdir()  # whole, with its manifest: no half-made folder
+    assert read_manifest(made).lineage is not None
+    resumed = resume_run(made)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 3
+    mine, theirs = logs(made), logs(parents["drift"])
+    assert {k: v for k, v in mine.items() if k != "events.jsonl"} == {
+        k: v for k, v in theirs.items() if k != "events.jsonl"
+    }

@@ -29,6 +29,13 @@ def report(result: RunResult) -> int:
             f"resume with: python -m harness.resume {result.run_dir}",
             sys.stderr,
         )
+    if manifest.lineage is not None:  # its figures are its own: the prefix's are the parent's
+        lineage = manifest.lineage
+        say(
+            f"fork of {lineage.parent} at round {lineage.at_round}: rounds 1-{lineage.at_round} copied, "
+            f"not paid again ({lineage.prefix_counts.model_calls} calls of the parent's); the figures are the fork's own",
+            sys.stderr,
+        )
     say(summary_line(manifest, result.rounds), sys.stdout)
     say(str(result.run_dir), sys.stdout)
     if manifest.status != "interrupted":

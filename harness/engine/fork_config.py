@@ -19,9 +19,9 @@ from harness.paths import conf_dir
 from harness.schema import ConfigError
 from harness.store.fingerprint import FORK_FIXED_GROUPS, FORK_FIXED_KEYS, flatten
 
-# Where a fork's folder goes and how it shows progress: taken from the command
-# line (or a sweep's cell), never from the parent.
-PLACE_KEYS = ("fork", "runs_root", "run_name", "progress", "resume")
+# Where a fork's folder goes, what it is filed under and how it shows progress:
+# taken from the command line (or a sweep's cell), never from the parent.
+PLACE_KEYS = ("fork", "runs_root", "run_name", "experiment_name", "progress", "resume")
 
 
 def is_group(key: str) -> bool:

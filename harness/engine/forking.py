@@ -19,7 +19,7 @@ parent wrote. A fork killed later resumes like any run.
 The prefix's calls are the parent's: the fork's copied snapshots count
 nothing, so its manifest's counts are its own, and its ledger skips the
 prefix (``harness.store.lineage.own_start``); ``lineage.prefix_counts``
-holds the parent's.
+counts the prefix's records.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from harness.runtime.calls import RoleModel
 from harness.schema import ConfigError
 from harness.store.fingerprint import write_fingerprint
 from harness.store.lineage import copy_prefix
+from harness.store.memory import RunMemory
 from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, Lineage, RunCounts, RunLayout, RunManifest, Snapshot
 from harness.store.rundir import (
@@ -75,10 +76,11 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
     run = resolve(unredacted(raw))
     check_layout(run, manifest.layout)
-    roles = build_roles(run, preflight(run), build)
+    prices = preflight(run)
     with parent_held(parent):
         snap = parent_snapshot(parent, k)
         check_verified(parent)
+        roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
         lineage = Lineage(
             parent=str(parent.resolve()),
             parent_run_id=manifest.run_id,
@@ -86,7 +88,6 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
             at_round=k,
             changed=changed,
             prefix_sha256="",  # set as the prefix is copied
-            prefix_counts=snap.counts,
         )
         name = run.cfg.run_name or f"{parent.name}-fork{k}"
         with full_disk_in_one_line(None):  # None: no folder was made
@@ -127,7 +128,7 @@ def parent_held(parent: Path) -> Iterator[None]:
         yield
         return
     try:
-        lock = RunLock(parent).__enter__()
+        lock = RunLock(parent, shared=True).__enter__()  # forks of one parent may read it together
     except RunInUseError:
         raise ConfigError(f"fork.parent: {parent} is running now; fork it once it stops") from None
     try:
@@ -169,12 +170,20 @@ def filler(
     def fill(folder: Path) -> None:
         layout = run.fmt.layout(run.cfg)
         lineage.prefix_sha256 = copy_prefix(parent, folder, layout, snap.logs)
+        # counted from the copied records, not taken from the parent's snapshot:
+        # a fork's snapshots count only its own calls, so a fork of a fork would miss some
+        lineage.prefix_counts = RunMemory(folder, layout, fsync=False).tally()
+        lineage.prefix_counts.rounds_completed = k
         (folder / SNAPSHOT_DIR).mkdir()
-        for path in list_snapshots(parent):
-            old = read_snapshot(path)
-            if old.round <= k:  # counted as nothing: the fork's counts are its own calls
-                mine = old.model_copy(update={"counts": RunCounts(rounds_completed=old.round), "window": {}})
-                write_atomic(snapshot_path(folder, old.round), mine.model_dump_json(indent=1))
+        for j in range(1, k + 1):
+            if not (path := snapshot_path(parent, j)).is_file():
+                continue
+            # counted as nothing (the fork's counts are its own calls); read whole on resume,
+            # so a fork that widens the memory window sees every round it asks for
+            mine = read_snapshot(path).model_copy(
+                update={"counts": RunCounts(rounds_completed=j), "window": {}}
+            )
+            write_atomic(snapshot_path(folder, j), mine.model_dump_json(indent=1))
         write_config(folder, raw)
         write_fingerprint(folder, components(run.cfg, roles, run.fmt))
         manifest = new_manifest(run, folder, roles)

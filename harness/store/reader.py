@@ -90,7 +90,7 @@ def ledger(run_dir: Path) -> Usage:
     """What a run's model calls cost, summed over every reply it kept (each
     paid call keeps one, retries aside): the figure a budget is charged with
     and a provider's bill is checked against. Replayed replies are not kept
-    twice, so nothing is counted twice."""
+    twice, so nothing is counted twice; a fork's copied prefix is its parent's bill."""
     total = Usage()
     for reply in replies(run_dir):
         total = total + reply.usage

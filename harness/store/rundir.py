@@ -193,18 +193,21 @@ class RunInUseError(RuntimeError):
 class RunLock:
     """An exclusive ``flock`` on ``<run_dir>/.lock`` for the life of a run, so
     two processes never append to one run folder. The OS drops it if the
-    process dies, so a ``kill -9`` never leaves a stale lock."""
+    process dies, so a ``kill -9`` never leaves a stale lock. ``shared``: a
+    reader's lock (a fork reading its parent), which readers hold together
+    and no run may hold beside."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, shared: bool = False) -> None:
         self.path = run_dir / ".lock"
         self.fd: int | None = None
+        self.shared = shared
 
     def __enter__(self) -> RunLock:
         import fcntl
 
         self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(self.fd, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self.fd)
             raise RunInUseError(f"{self.path.parent}: in use by another process") from None

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, open_dict
 
 from harness.cli.errors import BUDGET_STOPPED, FAILED, INTERRUPTED, exit_code
 from harness.runtime.budget import in_sweep_budget
-from harness.store.reader import ledger
+from harness.store.reader import ledger, read_config
 from harness.store.records import utcnow
 from harness.streams import RoutedStream
 from harness.sweep.cell_status import CELLS_DIR, CellRecord, write_cell_record
@@ -247,6 +247,9 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         _CELL_OVERRIDES.reset(given)
     log = run_dir / CELL_LOG if run_dir.is_dir() else log
     record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
+    if (cell_cfg.get("fork") or {}).get("parent") and (run_dir / "config.yaml").is_file():
+        kept = read_config(run_dir)  # a fork's rounds and seed are its parent's unless overridden
+        record.rounds, record.seed = kept.get("rounds"), kept.get("seed")
     record.exit_code, record.ended_at = code, utcnow()
     record.error = _last_error(log, offset) if code else None
     write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))

@@ -56,12 +56,17 @@ def _labels(keys: list[str]) -> dict[str, str]:
     return out
 
 
+def _shown(key: str, value: str) -> str:
+    """What a cell's name shows of a value: a fork grid's parent by its folder's name."""
+    return value.strip("'\"").rstrip("/").rsplit("/", 1)[-1] if key == "fork.parent" else value
+
+
 def cell_name(params: dict[str, str], num: int) -> str:
     """``temp-0.2_model-smollm2_rep-1``; truncated with a hash suffix if very long."""
     if not params:
         return f"cell-{num:03d}"
     labels = _labels(list(params))
-    name = "_".join(f"{labels[k]}-{safe_value(v)}" for k, v in params.items())
+    name = "_".join(f"{labels[k]}-{safe_value(_shown(k, v))}" for k, v in params.items())
     if len(name) > _MAX_NAME:
         digest = hashlib.sha1(name.encode()).hexdigest()[:8]
         name = f"{name[: _MAX_NAME - 9]}-{digest}"

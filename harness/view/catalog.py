@@ -55,6 +55,16 @@ class RunRow:
         ]
 
 
+@dataclass
+class Family:
+    """A run's parent (its folder, and its key when it is under the viewer's
+    root) and its branches: (key, fork round) of each run forked from it."""
+
+    parent: str | None
+    parent_key: str | None
+    branches: list[tuple[str, int]]
+
+
 class Scan:
     """A walk of the viewer's root, reused while it is younger than ``SCAN_TTL_S``."""
 
@@ -116,6 +126,21 @@ class Catalog:
             except Exception as exc:  # a half-written folder is listed with why, never an error page
                 rows.append(RunRow(key, None, {}, problem=f"{type(exc).__name__}: {exc}"[:200]))
         return rows
+
+    def family(self, key: str, manifest: RunManifest) -> Family:
+        """A run's fork family: its parent (by key when under the root) and its branches."""
+        keys = {run_dir.resolve(): k for k, run_dir in self.runs().items()}
+        lineage, me = manifest.lineage, self.runs()[key].resolve()
+        branches = []
+        for k, run_dir in self.runs().items():
+            try:
+                theirs = read_manifest(run_dir).lineage
+            except Exception:  # an unreadable folder is no branch; the runs list says why
+                continue
+            if theirs is not None and Path(theirs.parent) == me:
+                branches.append((k, theirs.at_round))
+        parent_key = keys.get(Path(lineage.parent)) if lineage else None
+        return Family(lineage.parent if lineage else None, parent_key, sorted(branches, key=lambda b: b[1]))
 
     def read(self, key: str) -> RunFolder | None:
         run_dir = self.path(key)

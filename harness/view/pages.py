@@ -132,6 +132,7 @@ def run_page(catalog: Catalog, key: str, page: int, links: Links) -> str | None:
         manifest=run.manifest.model_dump_json(indent=1),
         config=yaml.safe_dump(run.config, sort_keys=False),
         others=[k for k in catalog.runs() if k != key][:50],
+        family=catalog.family(key, run.manifest),
     )
 
 
