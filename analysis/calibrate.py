@@ -283,9 +283,15 @@ def table_lines(report: dict[str, Any]) -> list[str]:
         *lines,
         "",
         f"- separability (cross-validated AUC, {auc['folds']} folds, {auc['turns']['planted']} planted "
-        f"and {auc['turns']['control']} control turns): lexical {auc['lexical']:.2f}, embedding {auc['embedding']:.2f}",
+        f"and {auc['turns']['control']} control turns): lexical {_two(auc['lexical'])}, "
+        f"embedding {_two(auc['embedding'])}",
         f"- trust: {rec['detector'] or 'none'} ({rec['why']}); {rec['signal']}",
     ]
+
+
+def _two(x: float | None) -> str:
+    """Two decimals; a dash for an AUC not measured (NaN, or null as JSON holds it)."""
+    return "–" if x is None or math.isnan(x) else f"{x:.2f}"
 
 
 def write(report: dict[str, Any], path: Path) -> Path:
