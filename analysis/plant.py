@@ -32,18 +32,27 @@ def persona_text(given: str) -> str:
 
 
 def fork_plan(
-    parents: Sequence[Path], at_round: int, persona: str, seats: Sequence[str], controls: int
+    parents: Sequence[Path],
+    at_round: int,
+    persona: str,
+    seats: Sequence[str],
+    controls: int,
+    planted: int = 1,
 ) -> list[tuple[Path, str, list[str]]]:
-    """(parent, fork name, overrides) per fork: a planted fork per seat, ``controls`` seed-only ones."""
+    """(parent, fork name, overrides) per fork: ``planted`` forks per seat (the first at the
+    parent's seed, the others also at a control's seed) and ``controls`` seed-only ones."""
     plan = []
     for parent in parents:
         seed = int(_config(parent).get("seed", 0))
+        seeds = [f"seed={seed + 1000 * (i + 1)}" for i in range(max(controls, planted))]
         for seat in seats or _seats(parent):
             text = json.dumps(persona)  # quoted: Hydra's grammar reads commas and brackets otherwise
-            planted = [f"personas.{seat}.text={text}", f"personas.{seat}.from_round={at_round + 1}"]
-            plan.append((parent, f"{parent.name}-planted-{seat}", planted))
-        for i in range(controls):
-            plan.append((parent, f"{parent.name}-control-{i}", [f"seed={seed + 1000 * (i + 1)}"]))
+            given = [f"personas.{seat}.text={text}", f"personas.{seat}.from_round={at_round + 1}"]
+            plan.append((parent, f"{parent.name}-planted-{seat}", given))
+            plan += [
+                (parent, f"{parent.name}-planted-{seat}-{i}", [*given, seeds[i]]) for i in range(1, planted)
+            ]
+        plan += [(parent, f"{parent.name}-control-{i}", [seeds[i]]) for i in range(controls)]
     return plan
 
 
@@ -65,13 +74,18 @@ def make_forks(
     persona: str = "hostile",
     seats: Sequence[str] = (),
     controls: int = 1,
+    planted: int = 1,
     overrides: Sequence[str] = (),
 ) -> list[Path]:
-    """Fork and run each fork of ``fork_plan`` in process, under ``out``; their folders."""
+    """Fork and run each fork of ``fork_plan`` in process, under ``out``; their folders.
+    A fork already there and completed is kept, so a calibration can be extended."""
     from harness.fork import fork
 
     text, made = persona_text(persona), []
-    for parent, name, changed in fork_plan(parents, at_round, text, seats, controls):
+    for parent, name, changed in fork_plan(parents, at_round, text, seats, controls, planted):
+        if (out / name / "manifest.json").is_file() and read_manifest(out / name).status == "completed":
+            made.append(out / name)
+            continue
         extra = [f"runs_root={out}", f"run_name={name}", "progress=false", *overrides, *changed]
         made.append(fork(parent, at_round, extra).run_dir)
     return made

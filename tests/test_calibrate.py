@@ -12,7 +12,7 @@ import json
 import pytest
 
 from analysis.__main__ import main
-from analysis.plant import PERSONAS
+from analysis.plant import PERSONAS, make_forks
 from harness.store.rundir import read_manifest
 
 
@@ -69,6 +69,9 @@ def test_the_forks_plant_a_persona_or_change_only_the_seed(calibrated):
             assert [p["decision"] == "planted" for p in personas] == [p["round"] >= 5 for p in personas]
         else:
             assert list(lineage.changed) == ["seed"]
+    # asked again, the forks already made are kept, not made anew
+    kept = make_forks([calibrated / "parents" / "p0"], 4, calibrated / "forks")
+    assert [f.name for f in kept] == ["p0-planted-cons", "p0-planted-pros", "p0-control-0"]
 
 
 def test_the_report_finds_the_planted_switches_and_separates_the_personas(calibrated):
