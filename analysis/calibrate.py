@@ -387,19 +387,37 @@ def calibration_section(json_path: str | Path) -> list[str]:
         ]
     design, forks = data.get("design", {}), data["forks"]
     shown = [d for d in data["detectors"] if (d["hit"]["count"] or d["false_alarm"]["count"])]
+    runs = ", ".join(f"{k}: {v}" for k, v in design.get("parent_runs", {}).items())
     head = (
         f"From `{path}` (`benchmarks/calibrate_smollm2.py`: `python -m analysis calibrate` on "
-        f"{', '.join(data['models'])}): {data['parents']} parent debates of {design.get('rounds', '?')} rounds, "
+        f"{', '.join(data['models'])}): {data['parents']} parent debate(s) of {design.get('rounds', '?')} rounds"
+        + (f" ({runs})" if runs else "")
+        + ", "
         f"forked after round {design.get('at_round', '?')}: {forks['planted']} planted forks (a seat given the "
         f"shipped hostile persona from the next round on) and {forks['control']} controls (only the seed changed); "
         f"a hit is a change point from the switch round to {data['tolerance']} round(s) after it in the planted "
         f"seat (a trend: significant), a false alarm the same in a control's seat; embedder `{data['embedder']}`."
     )
+    lines = table_lines({**data, "detectors": shown})
+    n, seats = len(data["detectors"]), data["detectors"][0]["hit"]["n"] if data["detectors"] else 0
+    fired = (
+        lines
+        if shown
+        else [
+            f"No detector fired, on any planted seat or control seat ({seats} of each), at any of its {n} settings.",
+            *lines[-3:],
+        ]
+    )
+    walls = design.get("wall_s", {})
+    asked = any(d["kind"] == "interview" for d in data["detectors"])
     return [
         head,
         "",
-        *table_lines({**data, "detectors": shown or data["detectors"]}),
+        *fired,
+        *([] if asked else ["- interviews: not measured (the parents ran without `interviews.rounds`)"]),
         "",
-        f"Detectors that fired nowhere are left out ({len(data['detectors']) - len(shown)} of "
-        f"{len(data['detectors'])}); the JSON holds them all. Counts are seats of forks, a few per parent.",
+        f"Detectors that fired nowhere are left out of a table ({n - len(shown)} of {n}); the JSON holds them "
+        f"all. Counts are seats of forks, a few per parent. Runs' wall time: parents "
+        f"{walls.get('parents_s', 0) / 60:.0f} min, forks {walls.get('forks_s', 0) / 60:.0f} min, one at a time "
+        f"on a shared 2-core machine (load {', '.join(f'{x:.1f}' for x in design.get('load', []))} at the end).",
     ]

@@ -3,13 +3,14 @@ on a few small SmolLM2 debates, the figures ``docs/findings.md`` shows beside
 the splice figures.
 
 1. Parents: ``--parents`` drift debates on SmolLM2 (``--rounds`` rounds, seeds
-   0, 1, ...), one at a time, one llama.cpp thread, 96 tokens a reply, one
-   critique a turn and one repair a reply (``SMALL``); a parent already in
-   ``--root`` is kept.
-2. ``analysis.calibrate``: from each parent, forks at ``--at-round``: a planted
-   fork per seat (``--seat``; the shipped hostile persona from the next round
-   on) and
-   ``--controls`` seed-only forks, run in process; then each detector's hit and
+   0, 1, ...), one at a time, one llama.cpp thread, 96 tokens a reply, up to
+   two critiques a turn as in the pilot study (``SMALL``); a parent already in
+   ``--root`` is kept, and one stopped after round ``--at-round`` serves as well
+   (its forks read rounds 1..k only).
+2. ``analysis.calibrate``: from each parent, forks at ``--at-round``:
+   ``--planted`` forks per seat (``--seat``; the shipped hostile persona from
+   the next round on) and ``--controls`` seed-only forks, each run in process
+   and kept if already made; then each detector's hit and
    false-alarm rates, the personas' separability (cross-validated AUC) and the
    detector to trust.
 3. Writes the report to ``<root>/calibration.json`` and, with ``--json``, into
@@ -18,7 +19,7 @@ the splice figures.
 
     .venv/bin/python benchmarks/calibrate_smollm2.py --json docs/detector_validity.json
 
-Prints the table and the wall time; asserts nothing.
+Prints the table and the runs' wall time (from their manifests); asserts nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -36,6 +36,7 @@ from analysis import calibrate
 from analysis.plant import make_forks
 from harness.config import resolve
 from harness.engine import run_debate
+from harness.store.rundir import read_manifest
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SMALL = [
@@ -66,6 +67,11 @@ def make_parent(root: Path, seed: int, rounds: int) -> Path:
     return run_debate(resolve(cfg), {str(k): v for k, v in raw.items()}).run_dir
 
 
+def wall(runs: list[Path]) -> float:
+    """The runs' wall seconds, as their manifests hold them (a run kept from before counts too)."""
+    return sum(read_manifest(r).wall_s for r in runs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path("research_runs/calibrate-smollm2"))
@@ -80,11 +86,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the report as this file's calibration block")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    started = time.perf_counter()
     parents = [make_parent(args.root, seed, args.rounds) for seed in range(args.parents)]
-    walls = {"parents_s": time.perf_counter() - started}
     if args.parents_only:
-        print(f"{len(parents)} parents under {args.root / 'parents'} in {walls['parents_s']:.0f} s")
+        print(f"{len(parents)} parents under {args.root / 'parents'}, {wall(parents):.0f} s")
         return
     forks = args.root / "forks"
     overrides = [o for o in SMALL if not o.startswith("model=")]  # a fork keeps its parent's model
@@ -98,7 +102,8 @@ def main() -> None:
         planted=args.planted,
         overrides=overrides,
     )
-    walls["forks_s"] = time.perf_counter() - started - walls["parents_s"]
+    made = sorted(d for d in forks.iterdir() if (d / "manifest.json").is_file())
+    walls = {"parents_s": wall(parents), "forks_s": wall(made)}  # each run's own, kept ones too
     report = calibrate.calibrate(forks, args.embedder)
     report["design"] = {"parents": args.parents, "rounds": args.rounds, "at_round": args.at_round}
     report["design"] |= {
@@ -109,13 +114,21 @@ def main() -> None:
         "wall_s": walls,
     }
     report["design"]["load"] = os.getloadavg()
+    report["design"][
+        "parent_runs"
+    ] = {  # a parent stopped after round k serves as well: forks read rounds 1..k
+        p.name: f"{read_manifest(p).status}, {read_manifest(p).counts.rounds_completed} rounds"
+        for p in parents
+    }
     calibrate.write(report, args.root / "calibration.json")
     if args.json:
         data = json.loads(args.json.read_text()) if args.json.is_file() else {}
         data["calibration"] = json.loads((args.root / "calibration.json").read_text())
         args.json.write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(calibrate.table_lines(report)))
-    print(f"wall: parents {walls['parents_s']:.0f} s, forks {walls['forks_s']:.0f} s; load {os.getloadavg()}")
+    print(
+        f"runs' wall: parents {walls['parents_s']:.0f} s, forks {walls['forks_s']:.0f} s; load {os.getloadavg()}"
+    )
 
 
 if __name__ == "__main__":
