@@ -408,8 +408,11 @@ def calibration_block(path: Path, data: dict[str, Any]) -> list[str]:
         + (f" ({runs})" if runs else "")
         + ", "
         f"forked after round {design.get('at_round', '?')}: {forks['planted']} planted forks (a seat given the "
-        f"shipped hostile persona from the next round on) and {forks['control']} controls (only the seed changed); "
-        f"a hit is a change point from the switch round to {data['tolerance']} round(s) after it in the planted "
+        f"shipped hostile persona from the next round on) and {forks['control']} controls (only the seed changed"
+        + ("; every fork also runs the rounds its parent did not" if design.get("short_parents") else "")
+        + "); "
+        + (f"interviews: `{design['interviews'][0]}`; " if design.get("interviews") else "")
+        + f"a hit is a change point from the switch round to {data['tolerance']} round(s) after it in the planted "
         f"seat (a trend: significant), a false alarm the same in a control's seat; embedder `{data['embedder']}`."
     )
     lines = table_lines({**data, "detectors": shown})

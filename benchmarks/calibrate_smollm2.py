@@ -119,6 +119,7 @@ def main() -> None:
         "rounds": args.rounds,
         "at_round": args.at_round,
         "interviews": asked,
+        "short_parents": args.short_parents,
     }
     report["design"] |= {
         "seats": seats,
