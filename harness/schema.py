@@ -36,6 +36,7 @@ from harness.schema_sections import (
     ConfigError,
     ForkConfig,
     InterviewsConfig,
+    PlantedPersona,
     PricesConfig,
     ProbesConfig,
     SearchConfig,
@@ -325,6 +326,8 @@ class Config:
     chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
     # which control condition this run is (set by the experiment=control_* presets), or None
     control: str | None = None
+    # planted personas (harness.schema_sections.PlantedPersona), by seat: empty, none
+    personas: dict[str, PlantedPersona] = field(default_factory=dict)
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
@@ -368,6 +371,8 @@ class Config:
             part.check()
         self.probes.check()
         self.interviews.check()
+        for seat, planted in self.personas.items():
+            planted.check(f"personas.{seat}")
 
     def check_control(self) -> None:
         """A control condition needs the settings its preset makes."""

@@ -29,6 +29,10 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     config = redact(dataclasses.asdict(cfg))
     for key in MUTABLE_KEYS:
         config.pop(key, None)
+    # only the seats given a persona: a run that plants none has the fingerprint it had before planting
+    config["personas"] = {s: p for s, p in config.get("personas", {}).items() if p["text"] or p["file"]}
+    if not config["personas"]:
+        config.pop("personas")
     for section in OPTIONAL_SECTIONS:
         if section not in fmt.sections:
             config.pop(section, None)

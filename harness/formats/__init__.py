@@ -80,6 +80,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj.format = _structured(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
+    check_personas(obj, fmt)  # seats first, then files read in, before the schema checks the text
     obj.interviews.load_file()
     obj.check()
     check_specs(obj.probes)
@@ -103,6 +104,26 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
 def names_with(flag: str) -> list[str]:
     """The registered formats whose ``Format.<flag>`` is true (for error messages)."""
     return sorted(name for name, fmt in FORMATS.items() if getattr(fmt, flag))
+
+
+def check_personas(cfg: Config, fmt: Format) -> None:
+    """``personas.<seat>``: a seat of the format, which has a persona node, then each file read in."""
+    planted = {seat: p for seat, p in cfg.personas.items() if p.planted}
+    if not planted:
+        return
+    _require(
+        fmt.personas and getattr(cfg.format, "persona", True),
+        "personas",
+        f"only format={' or '.join(names_with('personas'))} with format.persona=true plants a persona",
+    )
+    names = [s.name for s in fmt.seat_list(cfg)]
+    for seat, persona in planted.items():
+        _require(
+            seat in names,
+            f"personas.{seat}",
+            f"no such seat in format {fmt.name!r}; its seats: {', '.join(names)}",
+        )
+        persona.load_file(f"personas.{seat}")
 
 
 def check_chat(cfg: Config, fmt: Format) -> None:

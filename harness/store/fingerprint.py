@@ -45,7 +45,8 @@ continuation: it is a new run whose rounds 1..k are its parent's, and whose
 own ``fingerprint.json`` is made from its own config, the parent's
 ``config.yaml`` with only the fork's overrides applied. So it may change far
 more than a resume: any key that makes sense mid-run (the critic, a
-temperature, a seat's model or persona, the memory window, the seed of the
+temperature, a seat's model or persona (``personas.<seat>``: the planted
+switch of ``analysis.calibrate``), the memory window, the seed of the
 continuation, the rounds), with a new price or prompt code too. What it may
 not change is what the shared prefix was made of:
 
