@@ -27,6 +27,7 @@ what it planted), so forks made by hand are calibrated the same way.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from collections.abc import Sequence
@@ -313,9 +314,7 @@ def _plain(x: Any) -> Any:
     return None if isinstance(x, float) and math.isnan(x) else x
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    import argparse
-
+def parser() -> argparse.ArgumentParser:
     from analysis.embed import DEFAULT_EMBEDDER
 
     parser = argparse.ArgumentParser(
@@ -350,7 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--measure", action="store_true", help="make no fork: measure the forks under PARENTS"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     paths = [Path(p) for p in args.parents.split(",")]
     if args.measure:
         out = paths[0]
