@@ -13,6 +13,7 @@
     python -m analysis pairs research_runs/forks       # forks of one parent: paired contrasts (docs/forks.md)
     python -m analysis power --paired --pilot research_runs/forks --d-from-pilot   # pairs each contrast needs
     python -m analysis prereg --write docs/prereg.md --contrast A:B     # preregister one (--check, --run)
+    python -m analysis calibrate research_runs/pilot --at-round 3     # detectors on planted persona forks
 
 Errors are one line on stderr: a missing analysis package, a folder with no runs.
 """
@@ -301,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
             from analysis.power import main as power
 
             return power(argv[1:])
+        if argv[:1] == ["calibrate"]:
+            from analysis.calibrate import main as calibrate
+
+            return calibrate(argv[1:])
         if argv[:1] == ["prereg"]:
             from analysis.prereg import main as prereg
 

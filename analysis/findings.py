@@ -28,6 +28,7 @@ from pydantic import BaseModel
 
 import analysis.plots as plots
 from analysis.baseline_splices import baseline_validity_section
+from analysis.calibrate import calibration_section
 from analysis.confirm import section as confirmatory_section
 from analysis.echoes import echo_section
 from analysis.embed import DEFAULT_EMBEDDER
@@ -286,6 +287,10 @@ def write_findings(
         "## Detector validity on real text",
         "",
         *real_text_section(detector),
+        "",
+        "## Calibration: persona switches planted in SmolLM2's own debates",
+        "",
+        *calibration_section(detector),
         "",
         "## Persona loss against the no-persona baseline, on spliced real turns",
         "",

@@ -9,15 +9,23 @@ pointed at the simulator, cells ``llm.temperature`` (4 values) x
 ``replicates=N/4``, ``rounds=R``, each sweep under its own API key (so the
 simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
 
-1. Unlimited: the simulator without limits. The command's wall time divided
-   by the longest cell's ``wall_s`` in that sweep (from the cells'
-   ``manifest.json``), for the process launcher (``hydra/launcher=joblib
-   hydra.launcher.n_jobs=N``) and the in-process launcher
-   (``sweep.concurrency=N model.concurrency=N model.max_concurrency=N``).
-   Beside it, the same wall divided by a 1-cell in-process sweep's cell
-   (timed separately: a cell alone, no contention). Goal <= 1.15 (inspect_ai
-   measured 1.20 on the same shape). Also printed: when the first cell
-   started, how far the last start lagged the first, and the exit's lag.
+0. Driver CPU a call: the same sweep on the scripted model at zero latency,
+   one cell and N cells, each command in its own process; (user + sys) of the
+   N-cell command over its calls (start-up included; goal <= 2 ms), and the
+   marginal figure (what the other N - 1 cells added, over their calls).
+1. Unlimited: the simulator without limits. The whole-process ratio: the
+   N-cell command's wall over the 1-cell command's, each timed alone in its
+   own process in the same run of this script, start-up included (goal <= 1.10
+   at 64 cells, <= 1.25 at 256: ``--big``), for the in-process launcher
+   (``sweep.concurrency=N model.concurrency=N model.max_concurrency=N``) and
+   the process launcher (``hydra/launcher=joblib hydra.launcher.n_jobs=N``).
+   Beside it, wall over the longest cell (which the load itself slows) and
+   the driver's CPU a call, when the first cell started, how far the last
+   start lagged the first, and the exit's lag. Then inspect_ai on the same
+   shape (benchmarks/inspect_side.py: N samples of one cell's calls on a
+   ``ModelAPI`` sleeping ``--latency``, max_connections=N), one sample and N
+   samples each in its own process: its ratio and memory a sample; skipped
+   with a line when inspect_ai is not installed (the ``compare`` extra).
 2. At the provider's limit: the in-process sweep again, the simulator's RPM
    and TPM each set to a third of the demand the unlimited in-process sweep
    made (its calls, and tokens charged on admission, over its longest cell),
@@ -35,12 +43,16 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    of the summed RSS of the driver and every worker, per cell (summed RSS
    counts shared library pages once in every process). Goal <= 1 MB a cell in-process
    (the process launcher holds about 110 MB a cell).
-4. Ledger: per sweep, the harness's tokens (``counts.input_tokens`` +
+4. Sustained: ``--rpm-cells`` cells (256) against a simulator limited to
+   ``--rpm`` (10,000) requests a minute, ``model.rpm`` the same: the RPM
+   reached, wall over the limit's own minimum (calls / rate), 429s and failed
+   cells (goal 0).
+5. Ledger: per sweep, the harness's tokens (``counts.input_tokens`` +
    ``output_tokens`` over every cell's manifest) against what the simulator
    billed that sweep's key: "equal" or "differ".
 
     python benchmarks/api_sweep.py               # 64 cells x 5 rounds (the issue's figure)
-    python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, < 3 min on 2 cores
+    python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, no 256-cell or 10,000 RPM sweep
     python benchmarks/api_sweep.py --cells 32 --rounds 3 --window 5 --skip-process
 
 The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Nothing is asserted.
@@ -52,6 +64,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -111,6 +124,8 @@ class Sweep:
     start_spread_s: float = 0.0  # first cell start to last cell start
     tail_s: float = 0.0  # last cell end to the command's exit
     statuses: dict[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0  # the command's user + sys, its children included
+    calls: int = 0  # model calls answered (the simulator's bill, or the replies kept)
 
 
 def grid(cells: int) -> list[str]:
@@ -127,7 +142,13 @@ def environment(key: str) -> dict[str, str]:
     return {**env, "OPENAI_API_KEY": key, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1"}
 
 
-def command(sim: ProviderSim, sweep_dir: Path, cells: int, rounds: int, extra: list[str]) -> list[str]:
+def command(sim: ProviderSim | None, sweep_dir: Path, cells: int, rounds: int, extra: list[str]) -> list[str]:
+    """The sweep's command: against ``sim``, or on the scripted model at zero latency (None)."""
+    model = (
+        ["model=scripted"]
+        if sim is None
+        else ["model=openai", "model.spec=openai:sim", f"model.kwargs.base_url={sim.base_url}"]
+    )
     return [
         sys.executable,
         "-m",
@@ -135,9 +156,7 @@ def command(sim: ProviderSim, sweep_dir: Path, cells: int, rounds: int, extra: l
         "-m",
         f"hydra.sweep.dir={sweep_dir}",
         f"runs_root={sweep_dir.parent}",
-        "model=openai",
-        "model.spec=openai:sim",
-        f"model.kwargs.base_url={sim.base_url}",
+        *model,
         f"rounds={rounds}",
         "progress=false",
         *grid(cells),
@@ -159,9 +178,16 @@ def tree_rss(proc: psutil.Process) -> tuple[int, int]:
     return driver, total
 
 
+def children_cpu() -> float:
+    """user + sys of every child process waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> tuple[float, int, int, int]:
     """Run ``cmd``, polling its RSS; kill its process group past ``timeout_s``.
-    Returns (wall s, exit code, peak driver RSS, peak tree RSS)."""
+    Returns (wall s, exit code, peak driver RSS, peak tree RSS); the command's CPU
+    is the rise of ``children_cpu`` over the call (nothing else runs meanwhile)."""
     with log.open("w") as err:
         started = time.perf_counter()
         proc = subprocess.Popen(
@@ -206,16 +232,22 @@ def read_sweep(sweep: Sweep, sweep_dir: Path, began: float) -> None:
 
 
 def run_sweep(
-    sim: ProviderSim, label: str, cells: int, rounds: int, extra: list[str], timeout_s: float
+    sim: ProviderSim | None, label: str, cells: int, rounds: int, extra: list[str], timeout_s: float
 ) -> Sweep:
     """One sweep under the API key ``sk-<label>``, in a temp folder removed afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix=f"api-sweep-{label}-"))
     try:
         sweep_dir = tmp / "sweep"
         cmd = command(sim, sweep_dir, cells, rounds, extra)
-        began = time.time()
+        began, cpu = time.time(), children_cpu()
         wall, code, driver, tree = watch(cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s)
-        sweep = Sweep(label, cells, wall, driver, tree)
+        sweep = Sweep(label, cells, wall, driver, tree, cpu_s=children_cpu() - cpu)
+        replies = sweep_dir.glob("*/*/replies.jsonl")  # one line a call answered
+        sweep.calls = (
+            sim.billing(f"sk-{label}").billed_requests
+            if sim
+            else sum(len(f.read_bytes().splitlines()) for f in replies)
+        )
         if code != 0:
             tail = (tmp / "stderr.txt").read_text()[-1500:]
             print(f"  {label}: exit {code} after {wall:.0f} s (timeout {timeout_s:.0f} s)\n{tail}")
@@ -242,18 +274,48 @@ def starts_line(sweep: Sweep) -> str:
     )
 
 
-def timing_line(sweep: Sweep, alone_s: float) -> str:
+def timing_line(sweep: Sweep, one: Sweep) -> str:
+    """The whole-process ratio first (this command's wall over the 1-cell command's,
+    each process alone); then wall over the longest cell, which the load itself slows."""
     return (
-        f"wall {sweep.wall_s:6.1f} s, longest cell {sweep.longest_cell_s:5.1f} s -> "
-        f"wall/longest {sweep.wall_s / max(sweep.longest_cell_s, 1e-9):.2f} "
-        f"(wall/one cell alone {sweep.wall_s / max(alone_s, 1e-9):.2f}); goal <= 1.15 "
-        f"(inspect_ai 1.20)\n      {starts_line(sweep)}"
+        f"wall {sweep.wall_s:6.1f} s vs the 1-cell command's {one.wall_s:.1f} s -> whole-process "
+        f"ratio {sweep.wall_s / max(one.wall_s, 1e-9):.2f} (goal <= 1.10 at 64 cells, 1.25 at 256)\n"
+        f"      longest cell {sweep.longest_cell_s:5.1f} s (wall/longest "
+        f"{sweep.wall_s / max(sweep.longest_cell_s, 1e-9):.2f}); driver CPU {cpu_line(sweep)}\n"
+        f"      {starts_line(sweep)}"
+    )
+
+
+def cpu_line(sweep: Sweep) -> str:
+    return (
+        f"{sweep.cpu_s:.1f} s (user + sys) over {sweep.calls} calls = "
+        f"{sweep.cpu_s / max(sweep.calls, 1) * 1000:.1f} ms a call"
+    )
+
+
+def in_process(n: int) -> list[str]:
+    """Overrides for ``n`` cells in flight in one driver, each call free to go out."""
+    return [f"sweep.concurrency={n}", f"model.concurrency={n}", f"model.max_concurrency={n}"]
+
+
+def driver_cpu(n: int, r: int, timeout_s: float) -> None:
+    """Phase 0: the driver's CPU a model call, scripted model at zero latency: one
+    cell and ``n`` cells, each command in its own process. Whole: the n-cell
+    command's user + sys over its calls (start-up included); marginal: what the
+    other n - 1 cells added, over the calls they added."""
+    one = run_sweep(None, "cpu-one", 1, r, ["sweep.concurrency=1"], timeout_s)
+    many = run_sweep(None, "cpu-many", n, r, [f"sweep.concurrency={n}"], timeout_s)
+    marginal = (many.cpu_s - one.cpu_s) / max(many.calls - one.calls, 1) * 1000
+    print(
+        f"0. driver CPU a call (scripted, zero latency): 1 cell {cpu_line(one)}; {n} cells {cpu_line(many)}"
+        f" (whole, goal <= 2); marginal {marginal:.1f} ms a call; failed cells {one.failed + many.failed}",
+        flush=True,
     )
 
 
 def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tuple[Sweep, dict[str, float]]:
     """Phase 1 (and the memory figures): returns the in-process sweep and its demand rates."""
-    inproc = ["sweep.concurrency=" + str(n), f"model.concurrency={n}", f"model.max_concurrency={n}"]
+    inproc = in_process(n)
     with ChargedSim(rpm=10**9, tpm=10**12, latency_s=args.latency) as sim:
         one = run_sweep(sim, "one", 1, r, ["sweep.concurrency=1"], timeout_s)
         print(
@@ -263,8 +325,13 @@ def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tup
         )
         print(f"1. unlimited, {n} cells x {r} rounds")
         swept = run_sweep(sim, "inprocess", n, r, inproc, timeout_s)
-        print(f"  in-process (sweep.concurrency={n}): {timing_line(swept, one.longest_cell_s)}")
+        print(f"  in-process (sweep.concurrency={n}): {timing_line(swept, one)}")
         print(f"      {ledger_line(sim, swept)}", flush=True)
+        for big in [b for b in args.big if b > n]:
+            large = run_sweep(sim, f"inprocess{big}", big, r, in_process(big), timeout_s)
+            print(f"  in-process, {big} cells: {timing_line(large, one)}")
+            print(f"      {ledger_line(sim, large)}; failed cells {large.failed}", flush=True)
+        inspect_side(args, n, one.calls, timeout_s)
         key = "sk-inprocess"
         demand = {
             "calls": sim.billing(key).billed_requests,
@@ -275,10 +342,38 @@ def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tup
         if not args.skip_process:
             launcher = ["hydra/launcher=joblib", f"hydra.launcher.n_jobs={n}"]
             joblib = run_sweep(sim, "joblib", n, r, launcher, timeout_s)
-            print(f"  process (joblib n_jobs={n}):    {timing_line(joblib, one.longest_cell_s)}")
+            print(f"  process (joblib n_jobs={n}):    {timing_line(joblib, one)}")
             print(f"      {ledger_line(sim, joblib)}", flush=True)
     memory(one, swept, joblib, n)
     return swept, demand
+
+
+def inspect_side(args: argparse.Namespace, n: int, calls: int, timeout_s: float) -> None:
+    """inspect_ai beside: ``n`` samples of ``calls`` calls on a sleeping ModelAPI
+    (benchmarks/inspect_side.py), one sample and n samples each in its own process."""
+    env = dict(os.environ)
+    if args.inspect_path:  # inspect_ai installed apart from the harness's environment
+        env["PYTHONPATH"] = os.pathsep.join([args.inspect_path, env.get("PYTHONPATH", "")])
+    walls, peaks = [], []
+    with tempfile.TemporaryDirectory(prefix="api-sweep-inspect-") as tmp:
+        for samples in (1, n):
+            cmd = [sys.executable, str(REPO / "benchmarks" / "inspect_side.py"), f"--samples={samples}"]
+            cmd += [f"--calls={calls}", f"--latency={args.latency}"]
+            wall, code, peak, _ = watch(cmd, env, Path(tmp) / "stderr.txt", timeout_s)
+            if code == 3:
+                print("   inspect_ai: not installed, skipped (pip install -e '.[compare]')")
+                return
+            if code != 0:
+                print(f"   inspect_ai: exit {code}: {(Path(tmp) / 'stderr.txt').read_text()[-600:]}")
+                return
+            walls.append(wall)
+            peaks.append(peak)
+    print(
+        f"   inspect_ai beside ({n} samples x {calls} calls, max_connections={n}): one sample {walls[0]:.1f} s,"
+        f" {n} samples {walls[1]:.1f} s -> whole-process ratio {walls[1] / walls[0]:.2f}; peak RSS "
+        f"{peaks[0] / MB:.0f} -> {peaks[1] / MB:.0f} MB, {(peaks[1] - peaks[0]) / MB / n:.2f} MB a sample",
+        flush=True,
+    )
 
 
 def memory(one: Sweep, swept: Sweep, joblib: Sweep | None, n: int) -> None:
@@ -303,7 +398,7 @@ def limited(args: argparse.Namespace, n: int, r: int, demand: dict[str, float], 
     rpm_w, tpm_w = max(1, round(rate_calls * w)), max(1, round(rate_tokens * w))
     rate_calls, rate_tokens = rpm_w / w, tpm_w / w  # what the simulator enforces, after rounding
     harness = [f"model.rpm={round(rate_calls * 60)}", f"model.tpm={round(rate_tokens * 60)}"]
-    inproc = ["sweep.concurrency=" + str(n), f"model.concurrency={n}", f"model.max_concurrency={n}"]
+    inproc = in_process(n)
     print(
         f"2. at the limit: simulator {rpm_w} requests and {tpm_w} tokens per {w:g} s sliding window "
         f"(1/{args.share:g} of the unlimited demand), {' '.join(harness)}"
@@ -327,6 +422,26 @@ def limited(args: argparse.Namespace, n: int, r: int, demand: dict[str, float], 
         print(f"      {ledger_line(sim, swept)}", flush=True)
 
 
+def sustained(args: argparse.Namespace, r: int, timeout_s: float) -> None:
+    """Phase 4: ``args.rpm_cells`` cells against a simulator limited to ``args.rpm``
+    requests a minute (over a ``args.window`` s sliding window, the limit scaled to
+    it), with ``model.rpm`` at the same figure: wall over the limit's own minimum."""
+    n, w = args.rpm_cells, args.window
+    per_window = max(1, round(args.rpm * w / 60))
+    with ChargedSim(rpm=per_window, tpm=10**12, window_s=w, latency_s=args.latency) as sim:
+        swept = run_sweep(sim, "rpm", n, r, [*in_process(n), f"model.rpm={args.rpm}"], timeout_s)
+        bill = sim.billing("sk-rpm")
+        floor = bill.billed_requests / (args.rpm / 60)
+        print(
+            f"4. {args.rpm} RPM sustained: {n} cells x {r} rounds, simulator {per_window} requests per {w:g} s; "
+            f"{bill.billed_requests} calls in {swept.wall_s:.1f} s = {bill.billed_requests / swept.wall_s * 60:.0f} "
+            f"RPM; wall/limit's minimum ({floor:.1f} s) {swept.wall_s / max(floor, 1e-9):.2f}; 429s "
+            f"{bill.rate_limited}; failed cells {swept.failed} of {n} (goal 0); driver CPU {cpu_line(swept)}"
+        )
+        print(f"      {starts_line(swept)}")
+        print(f"      {ledger_line(sim, swept)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="12 cells x 2 rounds")
@@ -337,21 +452,33 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=3.0, help="limited: demand / limit (3)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per sweep (900)")
     parser.add_argument("--skip-process", action="store_true", help="no joblib sweep")
+    parser.add_argument("--big", type=int, nargs="*", default=[256], help="also these many cells (256)")
+    parser.add_argument("--rpm", type=int, default=10_000, help="phase 4's limit, requests a minute")
+    parser.add_argument("--rpm-cells", type=int, default=256, help="phase 4's cells (256; 0: skip)")
+    parser.add_argument("--inspect-path", default=None, help="a folder holding inspect_ai, if apart")
     args = parser.parse_args()
     n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
+    if args.quick:
+        args.big, args.rpm_cells = [], 0
     timeout_s = min(args.timeout, 150.0) if args.quick else args.timeout
-    print(
-        f"{n} cells x {r} rounds, latency {args.latency:g} s, {os.cpu_count()} cores, "
-        f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
-        flush=True,
-    )
+    print(f"{n} cells x {r} rounds, latency {args.latency:g} s, {os.cpu_count()} cores, {load()}", flush=True)
     began = time.perf_counter()
+    driver_cpu(n, r, timeout_s)
+    print(f"   ({load()})")
     swept, demand = unlimited(args, n, r, timeout_s)
+    print(f"   ({load()})")
     if swept.failed == 0:
         limited(args, n, r, demand, timeout_s)
     else:
         print("2. at the limit: skipped, the unlimited in-process sweep had failed cells")
-    print(f"total {time.perf_counter() - began:.0f} s, load {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.rpm_cells:
+        print(f"   ({load()})")
+        sustained(args, r, timeout_s)
+    print(f"total {time.perf_counter() - began:.0f} s, {load()}")
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ the machine's load. Folders of cycles that found a problem are kept and their
 path printed; everything else is deleted. Prints figures; asserts nothing.
 
     .venv/bin/python benchmarks/fault_soak.py [--format drift|panel|moderated|judge_refine|grounded|all]
-        [--cycles 72] [--rounds 3] [--seed 0] [--jobs 2]
+        [--cycles 72] [--rounds 3] [--seed 0] [--jobs 2] [--fsync record|round]
 """
 
 from __future__ import annotations
@@ -84,8 +84,15 @@ FORMATS = {
 }
 
 
-def run_args(fmt: str, rounds: int, seed: int) -> list[str]:
-    return [*FORMATS[fmt], "model.latency_s=0.1", f"rounds={rounds}", f"seed={seed}", "progress=false"]
+def run_args(args: argparse.Namespace) -> list[str]:
+    return [
+        *FORMATS[args.format],
+        "model.latency_s=0.1",
+        f"rounds={args.rounds}",
+        f"seed={args.seed}",
+        f"memory.fsync={args.fsync}",
+        "progress=false",
+    ]
 
 
 def harness(module: str, *args: str) -> list[str]:
@@ -343,7 +350,7 @@ def cycle(index: int, root: Path, args: argparse.Namespace, timing: Timing, seed
     """One run killed, resumed (and maybe killed again) to the end, then checked."""
     rng, tally = random.Random(seed), Tally(cycles=1)
     runs_root = root / f"cycle-{index:04d}"
-    run_dir = first_run(runs_root, run_args(args.format, args.rounds, args.seed), rng, timing, tally)
+    run_dir = first_run(runs_root, run_args(args), rng, timing, tally)
     if run_dir is None:
         tally.never_completed += 1
     elif resume_to_completion(run_dir, rng, timing, args.kill_resume, tally):
@@ -392,7 +399,7 @@ def soak(args: argparse.Namespace, root: Path) -> Tally:
     master = random.Random(args.seed)
     seeds = [master.getrandbits(64) for _ in range(args.cycles)]  # fixed per cycle, whatever runs first
     total = Tally()
-    timing = time_reference(root / "reference", run_args(args.format, args.rounds, args.seed))
+    timing = time_reference(root / "reference", run_args(args))
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for tally in pool.map(lambda i: cycle(i, root, args, timing, seeds[i]), range(args.cycles)):
             total.add(tally)
@@ -408,6 +415,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the runs' seed and the kill times' seed")
     parser.add_argument("--jobs", type=int, default=2, help="cycles run at once")
     parser.add_argument("--kill-resume", type=float, default=0.5, help="chance each resume is killed too")
+    parser.add_argument(
+        "--fsync", default="record", choices=["record", "round"], help="memory.fsync (record)"
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="fault-soak-"))
     failed = False

@@ -10,6 +10,8 @@ what may change: ``harness.store.fingerprint``, THE FORK CONTRACT). This is the
 front door of ``python -m harness.run fork.parent=<run> fork.at_round=k ...``,
 which it calls; with ``-m`` every run of a sweep (or one run) and every round
 given is forked, as a sweep of its own, with its index, status and resume.
+``fork`` makes and runs one fork in process (``analysis.calibrate`` forks
+through it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+
 from harness.cli.errors import BAD_INPUT, fail
+from harness.engine import RunResult
+from harness.engine.forking import fork_run
+from harness.models.registry import build_model
+from harness.paths import conf_dir
 from harness.run import cli as run_cli
 from harness.store.reader import find_runs
 
@@ -30,6 +38,14 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_./:+-]+$")  # a path Hydra's override grammar 
 def hydra_value(path: Path) -> str:
     text = str(path.resolve())
     return text if _PLAIN.match(text) else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def fork(parent: Path, at_round: int, overrides: list[str], *, build=build_model) -> RunResult:  # type: ignore[no-untyped-def]
+    """One fork of ``parent`` after round ``at_round``, made and run in process."""
+    given = [f"fork.parent={hydra_value(parent)}", f"fork.at_round={at_round}", *overrides]
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=given)
+    return fork_run(cfg, given, build=build)
 
 
 def parents(path: Path, multirun: bool) -> list[Path]:

@@ -15,10 +15,11 @@ budget) and ``ConfigError`` live in ``harness.schema_sections``, redaction in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 # Redaction and the sections that stand alone have their own modules; their
@@ -35,6 +36,7 @@ from harness.schema_sections import (
     ConfigError,
     ForkConfig,
     InterviewsConfig,
+    PlantedPersona,
     PricesConfig,
     ProbesConfig,
     SearchConfig,
@@ -236,14 +238,21 @@ class CriticConfig:
         )
 
 
+FSYNC_POLICIES = ("record", "round")
+
+
 @dataclass
 class MemoryConfig:
     window_rounds: int = 2  # how many past rounds of the transcript an agent sees
     max_chars_per_item: int = 600  # each transcript item is clipped to this
     log_prompts: bool = True  # keep each prompt in the team's prompts.jsonl
+    fsync: str = (
+        "record"  # when log lines reach the disk: each "record", or each "round" (docs/run-folders.md)
+    )
 
     def check(self) -> None:
         _require(self.window_rounds >= 0, "memory.window_rounds", "must be >= 0")
+        _require(self.fsync in FSYNC_POLICIES, "memory.fsync", f"must be record or round, got {self.fsync!r}")
         _require(self.max_chars_per_item >= 50, "memory.max_chars_per_item", "must be >= 50")
 
 
@@ -317,6 +326,8 @@ class Config:
     chat: str | None = None  # a seat a person plays at the terminal (chat mode): roles.<chat>.spec=human:you
     # which control condition this run is (set by the experiment=control_* presets), or None
     control: str | None = None
+    # planted personas (harness.schema_sections.PlantedPersona), by seat: empty, none
+    personas: dict[str, PlantedPersona] = field(default_factory=dict)
 
     def check(self) -> None:
         _require(self.rounds >= 1, "rounds", f"must be >= 1, got {self.rounds}")
@@ -360,6 +371,8 @@ class Config:
             part.check()
         self.probes.check()
         self.interviews.check()
+        for seat, planted in self.personas.items():
+            planted.check(f"personas.{seat}")
 
     def check_control(self) -> None:
         """A control condition needs the settings its preset makes."""
@@ -407,9 +420,14 @@ class Config:
 def _structured(schema: type, data: Any, prefix: str = "") -> Any:
     """``data`` merged onto the dataclass ``schema``; OmegaConf errors become one line."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), data)
+        merged = OmegaConf.merge(_schema_node(schema), data)  # merge copies it first
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         key = getattr(exc, "full_key", None) or "config"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{prefix}{key}: {first}") from None
+
+
+@functools.cache  # a schema's node tree, built once a process (10 ms a cell, each cell validates)
+def _schema_node(schema: type) -> DictConfig:
+    return OmegaConf.structured(schema)  # shared by every cell: merge copies it, nothing writes it

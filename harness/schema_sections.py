@@ -202,6 +202,35 @@ def read_text(key: str, path: str) -> str:
 
 
 @dataclass
+class PlantedPersona:
+    """``personas.<seat>``: the seat's persona taken as given from round
+    ``from_round`` on, in place of its persona agent's (recorded, with no
+    model call, as a persona record whose decision is ``planted``): the
+    planted switch a calibration forks in (``analysis.calibrate``). ``file``
+    is read into ``text`` when the config is validated, so config.yaml keeps
+    the text the run used."""
+
+    text: str | None = None
+    file: str | None = None
+    from_round: int = 1
+
+    def load_file(self, key: str) -> None:
+        if self.file is not None:
+            require(self.text is None, f"{key}.file", f"give {key}.text or {key}.file, not both")
+            self.text, self.file = read_text(f"{key}.file", self.file), None
+
+    @property
+    def planted(self) -> bool:
+        return self.text is not None or self.file is not None
+
+    def check(self, key: str) -> None:
+        if not self.planted:
+            return  # the seat's persona agent runs, as in every run before planting
+        require(bool((self.text or "").strip()), f"{key}.text", f"is empty; set it or {key}.file")
+        require(self.from_round >= 1, f"{key}.from_round", f"must be >= 1, got {self.from_round}")
+
+
+@dataclass
 class PricesConfig:
     """Where dollars come from (harness.models.prices): the shipped table,
     then ``file`` (a YAML table of the same shape), then ``models`` entries."""

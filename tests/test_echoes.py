@@ -273,3 +273,34 @@ def test_echo_rates_on_hand_made_tables(settings, tmp_path):
         f"- 1 of 4 published turns of {spec} (25.0%) echo their instructions or schema (8 words of them"
         in "\n".join(lines)
     )
+
+
+def test_cells_starting_together_parse_the_prompt_code_once(monkeypatch):
+    """64 cells of an in-process sweep asking at once: each prompt module is parsed
+    once in the process, not once a thread (functools.cache alone lets them race)."""
+    import threading
+
+    from harness.models import echo
+
+    parsed: list[str] = []
+    real = echo.literals
+
+    def counting(source: str):  # type: ignore[no-untyped-def]
+        parsed.append(source)
+        return real(source)
+
+    monkeypatch.setattr(echo, "literals", counting)
+    echo._templates.cache_clear()
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        echo.templates()
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(parsed) == len(echo.prompt_code())
+    echo._templates.cache_clear()  # the next test parses the real thing again

@@ -312,3 +312,35 @@ def said(path) -> list:  # type: ignore[no-untyped-def]
     """What a log says, less what differs between identical runs (time, speed, the chain over time)."""
     volatile = {"ts": True, "prev_hash": True, "usage": {"latency_s"}}
     return [(r.id, r.model_dump(mode="json", exclude=volatile)) for r in records_of(path)]
+
+
+def test_fsync_round_syncs_the_logs_before_each_snapshot_and_the_manifest(run, monkeypatch):
+    """``memory.fsync=round``: no log line is fsynced as it is appended; every log
+    written since the last sync is fsynced before the next snapshot or manifest, and
+    the logs hold what ``record`` writes (goldens: tests/test_formats_golden.py)."""
+    import os
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    run_dir = run("rounds=2", "memory.fsync=round").run_dir
+    names = [os.path.basename(p) for p in synced]
+    first_snapshot = next(i for i, n in enumerate(names) if n.startswith(".round-0001.json"))
+    before = {str(run_dir / f) for f in ("pros/replies.jsonl", "cons/prompts.jsonl", "shared_memory.jsonl")}
+    assert before <= set(synced[:first_snapshot])  # round 1's logs on disk before its snapshot
+    replies = (run_dir / "pros/replies.jsonl").read_text().count("\n")
+    assert synced.count(str(run_dir / "pros/replies.jsonl")) < replies  # not once a line
+    assert names[-2].startswith(".manifest.json")  # the manifest (then its folder) last
+    assert verify(run_dir) == ([], [])
+
+
+def test_fsync_policy_is_checked_before_anything_is_written(settings):
+    from harness.schema import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^memory.fsync: must be record or round, got 'call'$"):
+        settings("memory.fsync=call")

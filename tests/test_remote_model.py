@@ -208,3 +208,17 @@ def test_the_per_call_seed_goes_to_the_server(canned):
     seeded = ModelRequest(messages=[{"role": "user", "content": "judge"}], seed=1234)
     bare(canned["base_url"]).complete(seeded)
     assert canned["bodies"][0]["seed"] == 1234
+
+
+def test_models_of_the_same_settings_share_one_chat_model(monkeypatch):
+    """The cells of an in-process sweep share a chat model (and its HTTP client)
+    per distinct settings; another key, temperature or environment gets its own."""
+    one = LangChainModel("openai:shared", kwargs={"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-a"})
+    two = LangChainModel("openai:shared", kwargs={"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-a"})
+    other = LangChainModel("openai:shared", kwargs={"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-b"})
+    assert one._chat(0.7, 64) is two._chat(0.7, 64)
+    assert one._chat(0.7, 64) is not other._chat(0.7, 64)
+    assert one._chat(0.7, 64) is not one._chat(0.2, 64)
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-other")  # what the SDK reads when it is built
+    three = LangChainModel("openai:shared", kwargs={"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-a"})
+    assert three._chat(0.7, 64) is not one._chat(0.7, 64)

@@ -92,6 +92,9 @@ def test_recording_writes_how_a_run_ended_and_raises_on(run, raised, status, ent
         def totals(self) -> RunCounts:
             return RunCounts(model_calls=7)
 
+        def sync(self) -> None:
+            pass
+
     with pytest.raises(type(raised)), recording(made.run_dir, manifest, state, Snapshots(), 1):  # type: ignore[arg-type]
         assert read_manifest(made.run_dir).status == "running"
         raise raised
@@ -101,3 +104,51 @@ def test_recording_writes_how_a_run_ended_and_raises_on(run, raised, status, ent
     assert kept.counts.model_calls == 7 and kept.counts.rounds_completed == 1 and kept.ended_at is not None
     if isinstance(raised, ModelCallError):
         assert raised.run_dir == made.run_dir  # so the command can say how to resume it
+
+
+# Configs of every format and model preset, role overrides and probes: the section-by-section
+# check must make exactly the Config the whole merge makes.
+SECTION_CASES = [
+    ["format=panel"],
+    ["format=moderated", "model.factcheck_fail_rate=0.3"],
+    ["format=judge_refine"],
+    ["format=grounded"],
+    ["experiment=control_monologue"],
+    [
+        "probes.enabled=true",
+        "roles.critic.temperature=0.2",
+        "llm.temperature=1.0",
+        "replicates=4",
+        "replicate=3",
+    ],
+    ["model=openai"],
+    ["model=anthropic"],
+]
+
+
+@pytest.mark.parametrize("overrides", SECTION_CASES, ids=lambda o: o[0])
+def test_the_section_check_makes_the_config_the_whole_merge_makes(make_cfg, overrides) -> None:
+    from harness.formats.sections import _whole, structured_config
+
+    cfg = make_cfg(*overrides)
+    fresh = structured_config(cfg)
+    assert fresh == _whole(cfg) and repr(fresh) == repr(_whole(cfg))
+    fresh.topic.text = "changed in place"  # each config gets its own copy of a kept section
+    assert structured_config(cfg) == _whole(cfg)
+
+
+@pytest.mark.parametrize(
+    ("override", "error"),
+    [
+        ("llm.temperature=hot", "llm.temperature: Value 'hot' of type 'str' could not be converted to Float"),
+        ("+llm.nope=1", "llm.nope: Key 'nope' not in 'LLMConfig'"),
+        ("+nope=1", "nope: Key 'nope' not in 'Config'"),
+        ("rounds=x", "rounds: Value 'x' of type 'str' could not be converted to Integer"),
+    ],
+)
+def test_a_config_the_schema_refuses_fails_in_the_whole_merges_words(make_cfg, override, error) -> None:
+    from harness.formats.sections import structured_config
+    from harness.schema import ConfigError
+
+    with pytest.raises(ConfigError, match=f"^{error}$"):
+        structured_config(make_cfg(override))

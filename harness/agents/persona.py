@@ -2,6 +2,8 @@
 
 Every call writes a versioned ``PersonaRecord``; ``evolve`` bumps the version.
 On a schema failure the previous persona is kept (decision ``fallback``).
+A planted persona (``personas.<seat>``) is recorded the same way with no call
+(decision ``planted``; a new text bumps the version).
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from harness.agents.asking import Call, SeatAgent, ask_once
+from harness.agents.asking import Call, SeatAgent, ask_once, once
 from harness.agents.common import JSON_ONLY, chat
 from harness.models.structured import StructuredResult
 from harness.probes.catalog import rules
 from harness.store.memory import SeatMemory
 from harness.store.records import PersonaRecord, Usage
 
-Decision = Literal["keep", "evolve", "initial", "fallback"]
+Decision = Literal["keep", "evolve", "initial", "fallback", "planted"]
 DEFAULT_PERSONA = "A careful debater who argues {stance} with concrete reasons."
 
 
@@ -60,6 +62,23 @@ class PersonaAgent(SeatAgent):
         messages = self.messages(topic, round_, feedback)
         return ask_once(
             self.ctx, self.view.persona, call, messages, PersonaOutput, partial(self.record, call)
+        )
+
+    def plant(self, text: str, round_: int, iteration: int) -> PersonaRecord:
+        """The seat's planted persona (``personas.<seat>``), recorded in place of a reply."""
+        call = Call(self.view.seat.role, "persona", round_, self.view.name, iteration)
+        previous = self.view.persona.last()
+        version = (previous.version if previous else 0) + (previous is None or previous.persona != text)
+        return once(
+            self.view.persona,
+            call.rid,
+            lambda: PersonaRecord(
+                **call.envelope(self.ctx, Usage()),
+                decision="planted",
+                persona=text,
+                rationale=f"planted: personas.{self.view.name}",
+                version=version,
+            ),
         )
 
     def record(self, call: Call, result: StructuredResult[PersonaOutput]) -> PersonaRecord:

@@ -299,7 +299,11 @@ def run_context(
     """What the format's nodes run with; the memory starts from ``base``'s window (None: the start)."""
     cfg, fmt = run.cfg, run.fmt
     memory = RunMemory(
-        run_dir, fmt.layout(cfg), start=base.window if base else None, keep_rounds=fmt.window_rounds(cfg)
+        run_dir,
+        fmt.layout(cfg),
+        fsync=cfg.memory.fsync == "record",  # "round": the snapshot syncs them (Snapshotter.observe)
+        start=base.window if base else None,
+        keep_rounds=fmt.window_rounds(cfg),
     )
     return RunContext(
         cfg=cfg,
@@ -363,6 +367,7 @@ def recording(
             manifest.counts.rounds_completed = rounds_completed(state, total)
             manifest.ended_at = utcnow()
             manifest.wall_s = round(manifest.wall_s + time.perf_counter() - started, 3)
+            snapshots.sync()  # the logs on disk before the manifest that counts them
             write_manifest(run_dir, manifest)
 
 

@@ -16,6 +16,7 @@ from harness.runtime.calls import RoleModel
 from harness.schema import Config
 from harness.store.fingerprint import (
     FORMAT_TRANSPORT_KEYS,
+    MEMORY_TRANSPORT_KEYS,
     MODEL_TRANSPORT_KEYS,
     MUTABLE_KEYS,
     OPTIONAL_SECTIONS,
@@ -28,6 +29,10 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
     config = redact(dataclasses.asdict(cfg))
     for key in MUTABLE_KEYS:
         config.pop(key, None)
+    # only the seats given a persona: a run that plants none has the fingerprint it had before planting
+    config["personas"] = {s: p for s, p in config.get("personas", {}).items() if p["text"] or p["file"]}
+    if not config["personas"]:
+        config.pop("personas")
     for section in OPTIONAL_SECTIONS:
         if section not in fmt.sections:
             config.pop(section, None)
@@ -35,6 +40,7 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         ("search", SEARCH_TRANSPORT_KEYS),
         ("model", MODEL_TRANSPORT_KEYS),
         ("format", FORMAT_TRANSPORT_KEYS),
+        ("memory", MEMORY_TRANSPORT_KEYS),
     ):
         for key in keys:
             config.get(section, {}).pop(key, None)

@@ -17,6 +17,7 @@ from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
+from harness.formats.sections import structured_config
 from harness.plugins import format_entry_points
 from harness.probes.catalog import check_specs
 from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
@@ -73,13 +74,13 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
 
     The schema checks its own keys (``harness.schema``); the chosen format's
     options, roles, seats and reply budgets are checked here, above it."""
-    obj = _structured(Config, cfg)
-    assert isinstance(obj, Config)
+    obj = structured_config(cfg)  # the schema's merge, section by section, each section's kept
     raw_format = dict(obj.format or {})
     fmt = get_format(str(raw_format.get("name", "drift")))
     obj.format = _structured(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
+    check_personas(obj, fmt)  # seats first, then files read in, before the schema checks the text
     obj.interviews.load_file()
     obj.check()
     check_specs(obj.probes)
@@ -103,6 +104,26 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
 def names_with(flag: str) -> list[str]:
     """The registered formats whose ``Format.<flag>`` is true (for error messages)."""
     return sorted(name for name, fmt in FORMATS.items() if getattr(fmt, flag))
+
+
+def check_personas(cfg: Config, fmt: Format) -> None:
+    """``personas.<seat>``: a seat of the format, which has a persona node, then each file read in."""
+    planted = {seat: p for seat, p in cfg.personas.items() if p.planted}
+    if not planted:
+        return
+    _require(
+        fmt.personas and getattr(cfg.format, "persona", True),
+        "personas",
+        f"only format={' or '.join(names_with('personas'))} with format.persona=true plants a persona",
+    )
+    names = [s.name for s in fmt.seat_list(cfg)]
+    for seat, persona in planted.items():
+        _require(
+            seat in names,
+            f"personas.{seat}",
+            f"no such seat in format {fmt.name!r}; its seats: {', '.join(names)}",
+        )
+        persona.load_file(f"personas.{seat}")
 
 
 def check_chat(cfg: Config, fmt: Format) -> None:

@@ -86,6 +86,8 @@ class Format:
     human_seats: bool = False
     # its graph asks behavioural probes after a turn (``probes.enabled``)
     probes: bool = False
+    # its persona node takes a seat's planted persona (``personas.<seat>``)
+    personas: bool = False
     # a seat's view as a checkpoint interview's fork shares it (``interviews.rounds``;
     # ``harness.agents.interview``): the system prompt the seat's own turns carry and
     # the id of the persona it holds; None: its seats are not interviewed

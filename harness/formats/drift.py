@@ -2,6 +2,8 @@
 persona -> thinking -> critique, until the critic approves or the loop-lock
 cap applies. With ``format.persona=false`` (the no-persona control) no persona
 agent runs: each turn starts at thinking, whose prompt carries no persona.
+A seat with a planted persona (``personas.<seat>``) takes it as given from
+its ``from_round`` on, with no persona call.
 
 The state holds counters and record ids only; the transcript lives in the
 memory files. ``iteration`` counts the critiques already done in this turn.
@@ -133,6 +135,10 @@ class DriftNodes:
         team = state["team"]
         if team in self.humans:
             return {"persona_id": self.humans[team].persona(state["round"], state["iteration"]).id}
+        planted = self.cfg.personas.get(team)
+        if planted is not None and planted.text and state["round"] >= planted.from_round:
+            record = self.persona_agent[team].plant(planted.text, state["round"], state["iteration"])
+            return {"persona_id": record.id}
         feedback = self.last_feedback(state)
         record = self.persona_agent[team](state["topic"], state["round"], state["iteration"], feedback)
         return {"persona_id": record.id}
@@ -342,5 +348,6 @@ DRIFT = Format(
     ),
     human_seats=True,
     probes=True,
+    personas=True,
     interview_view=interview_view,
 )

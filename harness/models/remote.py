@@ -6,7 +6,9 @@ through ``model.kwargs.base_url``. SDKs are imported only when used.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import threading
 import time
 from typing import Any
 
@@ -192,14 +194,8 @@ class LangChainModel:
     def _chat(self, temperature: float, max_tokens: int) -> Any:
         key = (temperature, max_tokens)
         if key not in self._chats:
-            from langchain.chat_models import init_chat_model
-
-            self._chats[key] = init_chat_model(
-                self.name,
-                model_provider=self.provider,
-                temperature=temperature,
-                max_tokens=max_tokens,
-                **self.client_kwargs,
+            self._chats[key] = shared_chat(
+                self.provider, self.name, temperature, max_tokens, self.client_kwargs
             )
         return self._chats[key]
 
@@ -316,3 +312,25 @@ def _length_cut(exc: BaseException) -> tuple[str, int, int] | None:
         getattr(usage, "prompt_tokens", 0) or 0,
         getattr(usage, "completion_tokens", 0) or 0,
     )
+
+
+# One LangChain chat model per distinct set of settings in the process: the cells
+# of a sweep share them (and their HTTP client's connection pool) instead of each
+# building its own, which cost a cell milliseconds of CPU apiece (an SDK client
+# and its SSL context). A chat model holds no per-request state. The environment
+# is part of the key: an SDK reads its key, base URL and proxies from it when built.
+_SHARED_CHATS: dict[str, Any] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_chat(provider: str, name: str, temperature: float, max_tokens: int, client: dict[str, Any]) -> Any:
+    settings = [provider, name, temperature, max_tokens, client, sorted(os.environ.items())]
+    key = json.dumps(settings, sort_keys=True, default=repr)
+    with _SHARED_LOCK:
+        if key not in _SHARED_CHATS:
+            from langchain.chat_models import init_chat_model
+
+            _SHARED_CHATS[key] = init_chat_model(
+                name, model_provider=provider, temperature=temperature, max_tokens=max_tokens, **client
+            )
+        return _SHARED_CHATS[key]

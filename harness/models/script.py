@@ -128,9 +128,10 @@ class ReplyField:
         return self.model.settings[key]
 
     def sentence(self, words: int) -> str:
-        """``words`` words in the seat's register, switched once a planted switch is due."""
+        """``words`` words in the seat's register, switched once a planted switch is due
+        or the prompt shows a persona in the switched register."""
         style: Style | None = self.tags.get("style")
-        switched = self.model.switched(self.tags.get("round", 0))
+        switched = self.model.switched(self.tags.get("round", 0)) or "shown_switched" in self.tags
         return sentence(self.rng, self.tags.get("side"), words, switched, style)
 
 

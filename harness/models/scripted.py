@@ -25,7 +25,10 @@ persona with ``persona_drift_rate`` r argues in round n with a share
 min(1, r * (n - 1)) of its register words taken from the switched register
 (the one a planted ``persona_switch_round`` switches to at once), and its
 persona text moves through graded styles toward the switched one, evolving
-when the grade changes. All of this draws from a stream of its own (seeded
+when the grade changes. A persona its prompt shows that is written in the
+switched register (two or more of its words: a planted ``personas.<seat>``
+can be, the model's own persona texts never are) switches its replies too,
+so a switch planted in the prompt reaches the text as on any model. All of this draws from a stream of its own (seeded
 like the content), so the content stream's draws are the same at every
 temperature and rate, and at 0.7 with no drift nothing is drawn from it.
 """
@@ -51,6 +54,7 @@ from harness.models.scripted_style import (
     grade,
     seeded_rng,
     sentence,
+    shows_switched_persona,
 )
 
 __all__ = ["REFERENCE_TEMPERATURE", "ScriptedModel", "drift_share"]
@@ -114,12 +118,14 @@ class ScriptedModel:
         # on the request alone, so injected errors never change what is argued.
         faults = seeded_rng(self.seed, request.seed, key, self._calls[key], "faults")
         rng = seeded_rng(self.seed, request.seed, key)
+        if shows_switched_persona(request.messages):
+            tags = {**tags, "shown_switched": True}  # read by ReplyField.sentence
         drift = drift_share(self.persona_drift_rate, int(tags.get("round", 0)))
         style = Style(request.temperature, drift, seeded_rng(self.seed, request.seed, key, "style"))
         if self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:
-            text = sentence(rng, tags.get("side"), 24, style=style)
+            text = sentence(rng, tags.get("side"), 24, "shown_switched" in tags, style=style)
         elif self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:

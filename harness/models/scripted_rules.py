@@ -129,6 +129,7 @@ def _interview(field: ReplyField) -> str:
     question = _QUESTION.search(field.prompt)
     rng = seeded_rng(model.seed, field.tags.get("team"), question.group(1) if question else "", style)
     restyle = field.tags.get("style")
+    switched = switched or "shown_switched" in field.tags  # a planted persona in the prompt, switched
     words = sentence(
         rng, field.tags.get("side"), 9, switched, restyle if isinstance(restyle, Style) else None
     )

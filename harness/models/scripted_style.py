@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 
 WORDS = {
     "for": [
@@ -60,6 +61,23 @@ FILLER = [
     "suggests",
     "we",
 ]
+
+
+# The persona a debater's prompt shows (harness.agents.thinking.debater_system).
+_SHOWN_PERSONA = re.compile(r"Persona: (.+)")
+# A shown persona holding this many switched-register words argues in that register:
+# a planted one can (personas.<seat>); the model's own persona texts hold at most one ("furious").
+SWITCHED_PERSONA_WORDS = 2
+
+
+def shows_switched_persona(messages: list[dict[str, str]]) -> bool:
+    """Whether a message shows a persona written in the switched register."""
+    bank = {*SWITCHED, *WIDE["switched"]}
+    for message in messages:
+        for persona in _SHOWN_PERSONA.findall(message["content"]):
+            if sum(w in bank for w in re.findall(r"[a-z]+", persona.lower())) >= SWITCHED_PERSONA_WORDS:
+                return True
+    return False
 
 
 def seeded_rng(*parts: object) -> random.Random:

@@ -106,6 +106,8 @@ class AgentContext:
     replies: JsonlLog[ReplyRecord] | None = None  # None: a context that keeps no replies (a unit test's)
     forced: bool = False  # a ``--force`` resume: a kept reply answers only the very request it was for
     budgets: Budgets = field(default_factory=Budgets)  # the run's and its sweep's, passed by every call
+    # the config's instruction texts for the echo check, found once (a run's config does not change)
+    _instructions: dict[int, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -293,7 +295,7 @@ class AgentContext:
             seed=call_seed(self.cfg.seed, round_, team, agent, iteration),
             max_repairs=self.cfg.structured.max_repairs,
             echo_words=echo_words,
-            instructions=config_texts(self.cfg, echo_words) if echo_words else (),  # harness-written
+            instructions=self._config_texts(echo_words),  # harness-written
             tags={
                 **{k: v for k, v in tags.items() if k != "model"},
                 **({"side": self.side} if self.side else {}),
@@ -304,6 +306,13 @@ class AgentContext:
         if not result.ok:
             self._record_failure(result, schema_cls, at, tags, bound.spec)
         return result
+
+    def _config_texts(self, n: int) -> tuple[str, ...]:
+        if not n:
+            return ()
+        if n not in self._instructions:
+            self._instructions[n] = config_texts(self.cfg, n)
+        return self._instructions[n]
 
     def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
         """A ``cut`` event for each field a length cap cut (ended at its last sentence)."""

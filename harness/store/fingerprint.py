@@ -16,7 +16,8 @@ how it reaches its providers, never what a request asks:
   part), tracing;
 - ``MODEL_TRANSPORT_KEYS`` and ``SEARCH_TRANSPORT_KEYS``: concurrency, rate
   limits, timeouts, the search cache; ``format.fan_out`` (whether a step's
-  independent calls go out together);
+  independent calls go out together); ``memory.fsync`` (when log lines
+  reach the disk);
 - the sections of ``OPTIONAL_SECTIONS`` a format does not read, and the
   ``probes`` section of a run that asks no probe;
 - ``interviews.rounds`` of an interviewed run: checkpoint interviews are
@@ -44,7 +45,8 @@ continuation: it is a new run whose rounds 1..k are its parent's, and whose
 own ``fingerprint.json`` is made from its own config, the parent's
 ``config.yaml`` with only the fork's overrides applied. So it may change far
 more than a resume: any key that makes sense mid-run (the critic, a
-temperature, a seat's model or persona, the memory window, the seed of the
+temperature, a seat's model or persona (``personas.<seat>``: the planted
+switch of ``analysis.calibrate``), the memory window, the seed of the
 continuation, the rounds), with a new price or prompt code too. What it may
 not change is what the shared prefix was made of:
 
@@ -66,6 +68,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,8 @@ SEARCH_TRANSPORT_KEYS = ("transport", "timeout_s", "cache_dir")
 MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
 # Format keys on how calls go out, not what they ask (``harness.runtime.fanout``).
 FORMAT_TRANSPORT_KEYS = ("fan_out",)
+# When the logs reach the disk, not what they hold.
+MEMORY_TRANSPORT_KEYS = ("fsync",)
 
 
 def sha256(data: bytes) -> str:
@@ -115,12 +120,18 @@ def module_file(name: str) -> Path:
     return Path(spec.origin)
 
 
+_PARSING = threading.Lock()  # cells starting together parse each module once, not once apiece
+
+
 def prompt_digests(modules: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``{definition name: sha256}`` over the top-level definitions of ``modules``;
     a name two modules define hashes the sorted pair, so which holds which is no change."""
     found: dict[str, list[str]] = {}
     for name in modules:
-        for key, sha in definitions(module_file(name).read_text()).items():
+        source = module_file(name).read_text()
+        with _PARSING:
+            digests = definitions(source)
+        for key, sha in digests.items():
             found.setdefault(key, []).append(sha)
     return {
         key: shas[0] if len(shas) == 1 else sha256(" ".join(sorted(shas)).encode())

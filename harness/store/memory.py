@@ -1,6 +1,10 @@
 """Append-only memory: JSONL logs, shared and team-private.
 
-Each append is one ``write`` of one complete line, flushed and fsynced. Each
+Each append is one ``write`` of one complete line, so a killed process loses
+no line it appended. With ``fsync`` (``memory.fsync=record``, the default)
+each line is also fsynced before ``append`` returns; without it the line
+waits for ``sync`` (``memory.fsync=round``: before each round's snapshot and
+the manifest, so what they point at is on disk first). Each
 record carries the sha256 of the previous line in its file (a hash chain),
 and ids are deterministic, so a replayed node cannot append a second copy.
 Logs keep their last rounds in memory too (``keep_rounds``), so reading the
@@ -87,6 +91,7 @@ class JsonlLog(Generic[R]):
         self._last_hash = self._base.last_hash
         self._size = self._base.offset
         self._top: int | None = None  # the newest round seen, for eviction
+        self._unsynced = False  # lines written since the last fsync (only without ``fsync``)
         self.quarantined: list[str] = []
         # told of each record newly appended (the engine checks a published turn for copies)
         self.on_append: list[Callable[[R], None]] = []
@@ -170,6 +175,7 @@ class JsonlLog(Generic[R]):
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 if self.fsync:
                     os.fsync(fd)
+                self._unsynced = not self.fsync
             finally:
                 os.close(fd)
         except OSError as exc:  # named, so the one-line error can say which file
@@ -178,6 +184,17 @@ class JsonlLog(Generic[R]):
         for hook in self.on_append:
             hook(record)
         return record
+
+    def sync(self) -> None:
+        """fsync the lines appended since the last sync (none with ``fsync``: each was)."""
+        if not self._unsynced:
+            return
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     def position(self) -> LogPosition:
         """The end of the log."""
@@ -326,6 +343,11 @@ class RunMemory:
 
     def seat(self, name: str) -> SeatMemory:
         return self._seats[name]
+
+    def sync(self) -> None:
+        """Every log's unsynced lines to disk (``memory.fsync=round``)."""
+        for log in self._logs.values():
+            log.sync()
 
     def logs(self) -> dict[str, JsonlLog]:  # type: ignore[type-arg]
         """Every log by its path relative to the run folder."""

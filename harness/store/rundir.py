@@ -10,6 +10,7 @@ of the folder).
 from __future__ import annotations
 
 import errno
+import functools
 import importlib.metadata
 import os
 import shutil
@@ -165,15 +166,21 @@ def read_manifest(run_dir: Path) -> RunManifest:
 
 
 def package_versions() -> dict[str, str]:
-    out = {}
+    return dict(_package_versions())
+
+
+@functools.cache  # once a process: what is imported cannot change under it
+def _package_versions() -> tuple[tuple[str, str], ...]:
+    out = []
     for name in PACKAGES:
         try:
-            out[name] = importlib.metadata.version(name)
+            out.append((name, importlib.metadata.version(name)))
         except importlib.metadata.PackageNotFoundError:
             continue
-    return out
+    return tuple(out)
 
 
+@functools.cache  # once a process (a subprocess a cell cost 15 ms): the code it runs is loaded
 def git_commit() -> str | None:
     """The harness checkout's commit, if it is a git checkout."""
     here = Path(__file__).resolve().parent

@@ -99,6 +99,10 @@ class Snapshotter:
         """Counts so far: up to the last snapshot, plus everything since."""
         return self.counts + self.memory.tally(self.since)
 
+    def sync(self) -> None:
+        """The logs' lines on disk (``memory.fsync=round``; a no-op under ``record``)."""
+        self.memory.sync()
+
     def observe(self, state: dict[str, Any]) -> None:
         completed = state["round"] - 1
         if completed <= self.last_round:
@@ -119,5 +123,6 @@ class Snapshotter:
             seed=self.seed,
             fingerprint=self.fingerprint,
         )
+        self.sync()  # every line the snapshot points at is on disk before it is
         write_atomic(snapshot_path(self.run_dir, completed), snap.model_dump_json(indent=1))
         self.last_round = completed

@@ -11,7 +11,8 @@ from harness.store.records.core import Envelope, Published
 
 class PersonaRecord(Envelope):
     kind: Literal["persona"] = "persona"
-    decision: Literal["keep", "evolve", "initial", "fallback"]
+    # planted: taken as given from ``personas.<seat>``, with no model call
+    decision: Literal["keep", "evolve", "initial", "fallback", "planted"]
     persona: str
     rationale: str
     version: int
