@@ -63,7 +63,10 @@ def _config(run_dir: Path) -> dict[str, Any]:
 
 
 def _seats(run_dir: Path) -> list[str]:
-    return sorted((_config(run_dir).get("personas") or {}).keys()) or ["pros", "cons"]
+    """The parent's seats, from its layout (a format names its own)."""
+    from harness.store.rundir import read_manifest
+
+    return sorted(seat.name for seat in read_manifest(run_dir).layout.seats)
 
 
 def make_forks(

@@ -212,7 +212,7 @@ class PlantedPersona:
 
     text: str | None = None
     file: str | None = None
-    from_round: int = 1
+    from_round: int | None = None  # None: from round 1 (null, so a seat planting nothing sets no key)
 
     def load_file(self, key: str) -> None:
         if self.file is not None:
@@ -227,7 +227,11 @@ class PlantedPersona:
         if not self.planted:
             return  # the seat's persona agent runs, as in every run before planting
         require(bool((self.text or "").strip()), f"{key}.text", f"is empty; set it or {key}.file")
-        require(self.from_round >= 1, f"{key}.from_round", f"must be >= 1, got {self.from_round}")
+        require(
+            self.from_round is None or self.from_round >= 1,
+            f"{key}.from_round",
+            f"must be >= 1, got {self.from_round}",
+        )
 
 
 @dataclass

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,27 @@ PRICED = [
 ]
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_orphans() -> Iterator[None]:
+    """A failed test leaves no sweep of its own running (they start in sessions of their own)."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
 def start(sweep_dir: Path, args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "harness.run", "-m", *args, f"hydra.sweep.dir={sweep_dir}"]
+    _STARTED.append(_popen(cmd, sweep_dir, env))
+    return _STARTED[-1]
+
+
+def _popen(cmd: list[str], sweep_dir: Path, env: dict[str, str] | None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         cmd,
         cwd=sweep_dir.parent,
@@ -97,10 +117,8 @@ def test_raise_pause_cancel_requeue_and_resume_on_the_simulator(tmp_path: Path) 
         assert "sweep.concurrency 4 -> 16" in ctl(steered_dir, "set", "sweep.concurrency=16")
         until(lambda: len(running(steered_dir)) == 16, driver)  # 16 cells in flight at once
 
-        ctl(steered_dir, "pause")
-        sim.settle()
-        time.sleep(0.5)  # a call through the gate before the pause may still be on its way
-        at_pause, held = sent(sim), running(steered_dir)
+        assert "paused every model call and every cell start; quiet" in ctl(steered_dir, "pause")
+        at_pause, held = sent(sim), running(steered_dir)  # the calls sent before the pause returned
         time.sleep(1.0)
         assert sent(sim) == at_pause  # nothing sent while paused
 

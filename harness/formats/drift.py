@@ -136,7 +136,7 @@ class DriftNodes:
         if team in self.humans:
             return {"persona_id": self.humans[team].persona(state["round"], state["iteration"]).id}
         planted = self.cfg.personas.get(team)
-        if planted is not None and planted.text and state["round"] >= planted.from_round:
+        if planted is not None and planted.text and state["round"] >= (planted.from_round or 1):
             record = self.persona_agent[team].plant(planted.text, state["round"], state["iteration"])
             return {"persona_id": record.id}
         feedback = self.last_feedback(state)

@@ -72,7 +72,7 @@ SWITCHED_PERSONA_WORDS = 2
 
 def shows_switched_persona(messages: list[dict[str, str]]) -> bool:
     """Whether a message shows a persona written in the switched register."""
-    bank = {*SWITCHED, *WIDE["switched"]}
+    bank = {*SWITCHED, *WIDE["switched"]} - {"never", "always"}  # words an instruction uses too (probes)
     for message in messages:
         for persona in _SHOWN_PERSONA.findall(message["content"]):
             if sum(w in bank for w in re.findall(r"[a-z]+", persona.lower())) >= SWITCHED_PERSONA_WORDS:

@@ -89,8 +89,8 @@ class ModelCallError(RuntimeError):
 
 def _sent(bound: RoleModel, request: ModelRequest) -> Completion:
     """One attempt of a call; a paused sweep holds it at the gate first (retries too)."""
-    gate().wait(bound.spec)
-    return traced_call(bound.model, request)
+    with gate().through(bound.spec):
+        return traced_call(bound.model, request)
 
 
 @dataclass

@@ -14,6 +14,10 @@ pays one set lookup.
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from harness.runtime.interrupt import RunStopped, stop_reason
 
@@ -28,6 +32,7 @@ class Gate:
         self._cond = threading.Condition()
         self._held: frozenset[str] = frozenset()
         self.waiting = 0  # calls held right now
+        self._sent: Counter[str] = Counter()  # calls past the gate and not yet answered, by spec
 
     @property
     def held(self) -> list[str]:
@@ -60,6 +65,30 @@ class Gate:
                     self._cond.wait(POLL_S)
             finally:
                 self.waiting -= 1
+
+    @contextmanager
+    def through(self, spec: str) -> Iterator[None]:
+        """Wait at the gate, then count the call as sent until it returns (``settle``)."""
+        self.wait(spec)
+        with self._cond:
+            self._sent[spec] += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sent[spec] -= 1
+                self._cond.notify_all()
+
+    def settle(self, seconds: float) -> int:
+        """Wait up to ``seconds`` for the calls sent to held endpoints to return (a
+        pause's quiesce); how many are still out."""
+        deadline = time.monotonic() + seconds
+        with self._cond:
+            while (out := sum(n for spec, n in self._sent.items() if self.holds(spec))) and (
+                left := deadline - time.monotonic()
+            ) > 0:
+                self._cond.wait(min(left, POLL_S))
+            return out
 
 
 _GATE = Gate()

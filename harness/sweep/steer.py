@@ -47,6 +47,7 @@ from harness.sweep.index import read_index
 from harness.sweep.launcher import MAX_CONCURRENCY
 
 POLL_S = 0.1  # how often the driver looks for commands and free slots
+QUIESCE_S = 5.0  # how long a pause waits for calls already sent (within ctl's ANSWER_S)
 CANCELLED = "cancelled (python -m harness.sweep ctl)"
 
 Job = tuple[int, list[str]]  # (job number, overrides), as Hydra hands them
@@ -144,8 +145,11 @@ class Steering:
     def do_pause(self, endpoint: str, _: str) -> tuple[bool, str]:
         gate().hold(endpoint or EVERY)
         what = f"calls to {endpoint}" if endpoint else "every model call and every cell start"
+        # answered once the calls already sent have returned, so "paused" means quiet
+        out = gate().settle(QUIESCE_S)
+        sent = f"{out} call(s) sent before the pause still out after {QUIESCE_S:.0f} s" if out else "quiet"
         return True, (
-            f"paused {what}; calls already sent finish ({self.in_flight()}); "
+            f"paused {what}; {sent} ({self.in_flight()}); "
             f"go on with: python -m harness.sweep ctl {self.dir} resume"
         )
 
