@@ -31,6 +31,7 @@ import fcntl
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -40,6 +41,7 @@ from typing import Any
 
 from omegaconf import DictConfig, open_dict
 
+from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import JsonlSink, LimitChange
 from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
@@ -147,8 +149,10 @@ class Processes:
         try:
             yield
         finally:
-            for proc in procs:  # the driver's share is done (or stopped): wait for theirs
-                proc.wait()
+            for k, proc in enumerate(procs, start=1):  # the driver's share is done (or stopped)
+                if proc.wait() not in (0, INTERRUPTED):  # its cells are left to resume
+                    log = self.sweep_dir / WORKERS_DIR / f"{k}.log"
+                    print(f"[sweep] worker {k} exited {proc.returncode}; see {log}", file=sys.stderr)
             done.set()
             relay.join()
 
