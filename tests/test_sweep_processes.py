@@ -21,6 +21,7 @@ import pytest
 from test_sweep_inprocess import ARGS, api_sweep, ledger, resume_to_the_end, sweep
 
 from harness.schema import ConfigError
+from harness.sweep.control import ControlError, reachable
 from harness.sweep.index import current_index, read_index
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.processes import MAX_PROCESSES, divisions
@@ -69,6 +70,8 @@ def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> N
     divided = {d["key"]: (d["old"], d["new"]) for d in divisions(sweep_dir)}
     assert divided["model.rpm per process"] == (6000, 3000)
     assert divided["model.max_concurrency per process"] == (64, 32)
+    with pytest.raises(ControlError, match="several driver processes"):
+        reachable(sweep_dir)  # ctl: refused in one line, not steering one process of two
 
 
 def test_a_killed_driver_stops_its_worker_and_the_sweep_resumes(tmp_path: Path) -> None:
