@@ -26,6 +26,9 @@ The first SIGINT or SIGTERM asks every cell to stop after its node in flight
 (each is left ``interrupted``, resumable) and starts no new cell; the sweep
 then exits 130, as the other launchers do.
 
+With ``sweep.processes=P`` the cells split over P driver processes, each
+running its share here, with the model's limits divided (``harness.sweep.processes``).
+
 While the cells run, the cyclic garbage collector runs less often
 (``fewer_collections``): 1,000 cells in flight hold millions of objects, and
 at Python's default thresholds the collector took about a third of the
