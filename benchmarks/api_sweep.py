@@ -46,7 +46,9 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
 4. Sustained: ``--rpm-cells`` cells (256) against a simulator limited to
    ``--rpm`` (10,000) requests a minute, ``model.rpm`` the same: the RPM
    reached, wall over the limit's own minimum (calls / rate), 429s and failed
-   cells (goal 0).
+   cells (goal 0); once in one driver process and once in two
+   (``--processes 1 2``: ``sweep.processes=2``, each process holding half of
+   ``model.rpm``, one simulator key and bill for both).
 5. Ledger: per sweep, the harness's tokens (``counts.input_tokens`` +
    ``output_tokens`` over every cell's manifest) against what the simulator
    billed that sweep's key: "equal" or "differ".
@@ -54,6 +56,7 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
     python benchmarks/api_sweep.py               # 64 cells x 5 rounds (the issue's figure)
     python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, no 256-cell or 10,000 RPM sweep
     python benchmarks/api_sweep.py --cells 32 --rounds 3 --window 5 --skip-process
+    python benchmarks/api_sweep.py --only-rpm --rounds 3   # the 10,000 RPM runs, 1 and 2 processes
 
 The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Nothing is asserted.
 """
@@ -422,21 +425,26 @@ def limited(args: argparse.Namespace, n: int, r: int, demand: dict[str, float], 
         print(f"      {ledger_line(sim, swept)}", flush=True)
 
 
-def sustained(args: argparse.Namespace, r: int, timeout_s: float) -> None:
+def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int) -> None:
     """Phase 4: ``args.rpm_cells`` cells against a simulator limited to ``args.rpm``
     requests a minute (over a ``args.window`` s sliding window, the limit scaled to
-    it), with ``model.rpm`` at the same figure: wall over the limit's own minimum."""
+    it), with ``model.rpm`` at the same figure: wall over the limit's own minimum.
+    With ``processes`` > 1 the cells split over that many driver processes
+    (``sweep.processes``), each holding the limit ÷ processes; one key, one bill."""
     n, w = args.rpm_cells, args.window
     per_window = max(1, round(args.rpm * w / 60))
+    label = "rpm" if processes == 1 else f"rpm-p{processes}"
+    extra = [*in_process(n), f"model.rpm={args.rpm}", f"sweep.processes={processes}"]
     with ChargedSim(rpm=per_window, tpm=10**12, window_s=w, latency_s=args.latency) as sim:
-        swept = run_sweep(sim, "rpm", n, r, [*in_process(n), f"model.rpm={args.rpm}"], timeout_s)
-        bill = sim.billing("sk-rpm")
+        swept = run_sweep(sim, label, n, r, extra, timeout_s)
+        bill = sim.billing(f"sk-{label}")
         floor = bill.billed_requests / (args.rpm / 60)
         print(
-            f"4. {args.rpm} RPM sustained: {n} cells x {r} rounds, simulator {per_window} requests per {w:g} s; "
-            f"{bill.billed_requests} calls in {swept.wall_s:.1f} s = {bill.billed_requests / swept.wall_s * 60:.0f} "
-            f"RPM; wall/limit's minimum ({floor:.1f} s) {swept.wall_s / max(floor, 1e-9):.2f}; 429s "
-            f"{bill.rate_limited}; failed cells {swept.failed} of {n} (goal 0); driver CPU {cpu_line(swept)}"
+            f"4. {args.rpm} RPM sustained, {processes} driver process(es): {n} cells x {r} rounds, simulator "
+            f"{per_window} requests per {w:g} s; {bill.billed_requests} calls in {swept.wall_s:.1f} s = "
+            f"{bill.billed_requests / swept.wall_s * 60:.0f} RPM; wall/limit's minimum ({floor:.1f} s) "
+            f"{swept.wall_s / max(floor, 1e-9):.2f}; 429s {bill.rate_limited}; failed cells {swept.failed} "
+            f"of {n} (goal 0); CPU of every process {cpu_line(swept)}"
         )
         print(f"      {starts_line(swept)}")
         print(f"      {ledger_line(sim, swept)}", flush=True)
@@ -455,6 +463,14 @@ def main() -> None:
     parser.add_argument("--big", type=int, nargs="*", default=[256], help="also these many cells (256)")
     parser.add_argument("--rpm", type=int, default=10_000, help="phase 4's limit, requests a minute")
     parser.add_argument("--rpm-cells", type=int, default=256, help="phase 4's cells (256; 0: skip)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        nargs="*",
+        default=[1, 2],
+        help="phase 4's driver processes, each a run (1 2)",
+    )
+    parser.add_argument("--only-rpm", action="store_true", help="phase 4 alone")
     parser.add_argument("--inspect-path", default=None, help="a folder holding inspect_ai, if apart")
     args = parser.parse_args()
     n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
@@ -463,17 +479,18 @@ def main() -> None:
     timeout_s = min(args.timeout, 150.0) if args.quick else args.timeout
     print(f"{n} cells x {r} rounds, latency {args.latency:g} s, {os.cpu_count()} cores, {load()}", flush=True)
     began = time.perf_counter()
-    driver_cpu(n, r, timeout_s)
-    print(f"   ({load()})")
-    swept, demand = unlimited(args, n, r, timeout_s)
-    print(f"   ({load()})")
-    if swept.failed == 0:
-        limited(args, n, r, demand, timeout_s)
-    else:
-        print("2. at the limit: skipped, the unlimited in-process sweep had failed cells")
-    if args.rpm_cells:
+    if not args.only_rpm:
+        driver_cpu(n, r, timeout_s)
         print(f"   ({load()})")
-        sustained(args, r, timeout_s)
+        swept, demand = unlimited(args, n, r, timeout_s)
+        print(f"   ({load()})")
+        if swept.failed == 0:
+            limited(args, n, r, demand, timeout_s)
+        else:
+            print("2. at the limit: skipped, the unlimited in-process sweep had failed cells")
+    for processes in args.processes if args.rpm_cells else []:
+        print(f"   ({load()})")
+        sustained(args, r, timeout_s, processes)
     print(f"total {time.perf_counter() - began:.0f} s, {load()}")
 
 

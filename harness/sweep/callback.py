@@ -45,6 +45,7 @@ from harness.sweep.index import (
     status_table,
     write_index,
 )
+from harness.sweep.processes import worker_share
 
 _PROGRESS: dict[str, Any] = {}
 
@@ -179,6 +180,10 @@ class SweepIndexCallback(Callback):
         params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
         expanded = task + replicate_override(params + task)
         sweep_dir = Path(str(config.hydra.sweep.dir))
+        if worker_share():  # a worker of sweep.processes=P: the index is its driver's
+            with read_write(config.hydra), open_dict(config.hydra):
+                config.hydra.overrides.task = expanded
+            return
         index = _start_index(sweep_dir, config, params + expanded)
         write_index(sweep_dir, index, parquet=False)
         (sweep_dir / EVENTS_JSONL).touch()  # its presence says: status may read the log
@@ -198,6 +203,8 @@ class SweepIndexCallback(Callback):
         _PROGRESS.update(stop=stop, thread=thread, index=index, sweep_dir=sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _PROGRESS:  # a worker's (see on_multirun_start)
+            return
         _PROGRESS["stop"].set()
         _PROGRESS["thread"].join()
         sweep_dir: Path = _PROGRESS["sweep_dir"]

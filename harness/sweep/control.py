@@ -168,6 +168,13 @@ def reachable(sweep_dir: Path) -> None:
             f"stop it with Ctrl-C and continue with: python -m harness.sweep resume {sweep_dir} "
             "(start a sweep with sweep.concurrency=N to steer it)"
         )
+    if any(
+        o.startswith("hydra.launcher.processes=") and o != "hydra.launcher.processes=1"
+        for o in index.hydra_overrides
+    ):
+        raise ControlError(
+            f"{sweep_dir}: runs in several driver processes (sweep.processes), which ctl does not steer yet"
+        )
     if not driver_running(sweep_dir):
         raise ControlError(
             f"{sweep_dir}: driver not running; continue with: python -m harness.sweep resume {sweep_dir}"

@@ -26,6 +26,9 @@ The first SIGINT or SIGTERM asks every cell to stop after its node in flight
 (each is left ``interrupted``, resumable) and starts no new cell; the sweep
 then exits 130, as the other launchers do.
 
+With ``sweep.processes=P`` the cells split over P driver processes, each
+running its share here, with the model's limits divided (``harness.sweep.processes``).
+
 While the cells run, the cyclic garbage collector runs less often
 (``fewer_collections``): 1,000 cells in flight hold millions of objects, and
 at Python's default thresholds the collector took about a third of the
@@ -56,8 +59,8 @@ from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
-from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL
+from harness.sweep.processes import Processes, check_processes
 
 if TYPE_CHECKING:
     from harness.sweep.steer import Steering
@@ -160,8 +163,10 @@ class CellConfigs:
 class InProcessLauncher(Launcher):
     """Hydra's launcher for cells as threads (see the module docstring)."""
 
-    def __init__(self, concurrency: int = 8) -> None:
+    def __init__(self, concurrency: int = 8, processes: int = 1) -> None:
         self.concurrency = check_concurrency(concurrency)
+        self.processes = check_processes(processes)  # > 1: harness.sweep.processes
+        self.share: Processes | None = None
         self.config: DictConfig | None = None
         self.loader: Any = None
         self.configs: CellConfigs | None = None
@@ -183,10 +188,13 @@ class InProcessLauncher(Launcher):
         release_stderr()  # what Hydra said before the first cell, held by harness.run.cli
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
+        self.share = share = Processes(sweep_dir, self.processes, self.stopped, repr(self))
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
             self.steering = steered(sweep_dir, self.concurrency, self.stopped)
-            with driver_lock(sweep_dir, repr(self)):
-                self.steering.drive(jobs, lambda num, overrides: self._run(sweep_dir, num, overrides))
+            with share.held(self.config):  # the driver's lock, and its workers if processes > 1
+                self.steering.drive(
+                    share.mine(jobs), lambda num, overrides: self._run(sweep_dir, num, overrides)
+                )
         if self.stopped.is_set():
             raise SystemExit(INTERRUPTED)  # every cell in flight was left interrupted, resumable
         # a cell's outcome is in its record; these only tell Hydra each job ran
@@ -200,6 +208,8 @@ class InProcessLauncher(Launcher):
         try:
             job_cfg = self.configs.compose(overrides)
             self.steering.configure(job_cfg)  # what ctl set since the sweep started
+            if self.share is not None:
+                self.share.divide(job_cfg)  # this process's part of the model's limits
         except Exception as exc:  # a value Hydra cannot compose: this cell fails, not the sweep
             fail_cell(SweepJob(sweep_dir, num, overrides), exc)
             return
@@ -217,7 +227,7 @@ class InProcessLauncher(Launcher):
         self.task_function(cfg)
 
     def __repr__(self) -> str:
-        return f"InProcessLauncher(concurrency={self.concurrency})"
+        return f"InProcessLauncher(concurrency={self.concurrency}, processes={self.processes})"
 
 
 def steered(sweep_dir: Path, concurrency: int, stopped: threading.Event) -> Steering:
@@ -302,16 +312,38 @@ def launcher_overrides(argv: list[str]) -> list[str]:
     out = []
     for arg in argv:
         key, sep, value = arg.partition("=")
-        if key.lstrip("+") != "sweep.concurrency" or not sep:
+        key = key.lstrip("+")
+        if key not in ("sweep.concurrency", "sweep.processes") or not sep:
             out.append(arg)
             continue
         if "-m" not in argv and "--multirun" not in argv:
             from harness.schema import ConfigError
 
-            raise ConfigError("sweep.concurrency: sets how many cells of a sweep run at once; add -m")
-        out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
+            raise ConfigError(f"{key}: sets how a sweep's cells run; add -m")
+        if key == "sweep.processes":
+            out.append(f"hydra.launcher.processes={check_multi_process(argv, value)}")
+        else:
+            out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
     check_sweep_budget(argv)
     return out
+
+
+def check_multi_process(argv: list[str], value: str) -> int:
+    """``sweep.processes=P``: the in-process launcher's cells in P processes, whose limits
+    are divided; a sweep budget is one process's, so more than one refuses it."""
+    from harness.schema import ConfigError
+
+    processes = check_processes(value)
+    if not any(a.lstrip("+").startswith("sweep.concurrency=") for a in argv):
+        raise ConfigError(
+            "sweep.processes: runs the in-process launcher's cells in P processes; add sweep.concurrency=N"
+        )
+    budget = [a.split("=", 1)[0].lstrip("+") for a in argv if a.lstrip("+").startswith("budget.sweep_")]
+    if processes > 1 and budget:
+        raise ConfigError(
+            f"{budget[0]}: a sweep budget is one process's; not with sweep.processes={processes}"
+        )
+    return processes
 
 
 def check_sweep_budget(argv: list[str]) -> None:

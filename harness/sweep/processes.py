@@ -1,0 +1,195 @@
+"""One sweep, several driver processes: ``sweep.processes=P`` (issue 37).
+
+One interpreter drives about 90-100 model calls a second; past that the
+in-process launcher runs its cells in P processes that share one sweep
+folder. The driver runs its own share and starts P-1 workers, each the
+sweep's own command line (``harness.sweep.index.relaunch_command``) with
+``DRIFT_SWEEP_SHARE=k/P`` set:
+
+- cells are split round-robin by cell number: process k runs the cells whose
+  number is k modulo P, as threads, exactly as a one-process sweep would;
+- the limit is divided, not shared: each process's ``model.rpm``, ``model.tpm``,
+  ``model.max_concurrency`` (and ``model.concurrency``) are the sweep's ÷ P,
+  rounded down, at least 1; the division is appended to ``limits.jsonl``;
+- a worker writes its cells' records and nothing of the sweep's own
+  (``sweep.json`` and the progress are the driver's);
+- the first SIGINT or SIGTERM to the driver is passed to every worker, and a
+  worker gets SIGTERM if the driver dies (``PR_SET_PDEATHSIG``, Linux): cells in
+  flight are left interrupted, resumable; a worker that dies leaves its cells
+  to ``python -m harness.sweep resume``;
+- workers hold ``processes.lock`` shared, so a new driver (a resume) waits for
+  the workers of a killed one to stop before it starts any cell.
+
+A sweep budget (``budget.sweep_*``) and ``ctl`` belong to one process and are
+refused with more than one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, open_dict
+
+from harness.cli.errors import INTERRUPTED
+from harness.models.limiter import JsonlSink, LimitChange
+from harness.store.records import utcnow
+from harness.sweep.control import driver_lock
+from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
+
+SHARE_ENV = "DRIFT_SWEEP_SHARE"  # "k/P": this process is worker k of P
+DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is its parent's
+PROCESSES_LOCK = "processes.lock"
+WORKERS_DIR = "workers"  # each worker's console output: workers/<k>.log
+MAX_PROCESSES = max(2, os.cpu_count() or 1)  # past the cores, processes only contend
+DIVIDED = ("rpm", "tpm", "max_concurrency", "concurrency")
+
+
+def check_processes(value: object) -> int:
+    """``sweep.processes``'s value, or a one-line error naming the key."""
+    from harness.schema import ConfigError
+
+    n = int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_PROCESSES:
+        raise ConfigError(
+            f"sweep.processes: must be a whole number from 1 to {MAX_PROCESSES} (this machine's cores), "
+            f"got {value!r}"
+        )
+    return n
+
+
+def worker_share() -> tuple[int, int] | None:
+    """(k, P) when this process is a worker started by a driver, else None."""
+    share = os.environ.get(SHARE_ENV)
+    if not share:
+        return None
+    k, _, p = share.partition("/")
+    return int(k), int(p)
+
+
+@dataclass
+class Processes:
+    """This process's part of a sweep run by ``processes`` driver processes."""
+
+    sweep_dir: Path
+    processes: int
+    stopped: threading.Event
+    launcher: str
+
+    def __post_init__(self) -> None:
+        share = worker_share()
+        self.k, self.processes = share if share else (0, self.processes)
+        self.worker = share is not None
+
+    def mine(self, jobs: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
+        """This process's cells: round-robin by cell number."""
+        return [job for job in jobs if job[0] % self.processes == self.k]
+
+    def divide(self, cfg: DictConfig) -> None:
+        """Set this process's part of the model's limits in a cell's config."""
+        model = cfg.get("model")
+        if self.processes == 1 or not model:
+            return
+        with open_dict(model):
+            for name in DIVIDED:
+                if model.get(name) is not None:
+                    model[name] = max(1, int(model[name]) // self.processes)
+
+    @contextmanager
+    def held(self, master: DictConfig) -> Iterator[None]:
+        """The driver: its lock, the division recorded, and P-1 workers until they end.
+        A worker: the shared lock that tells a later driver it still runs."""
+        lock = os.open(self.sweep_dir / PROCESSES_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if self.worker:
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                _die_with_driver(self.stopped)
+                yield
+                return
+            with driver_lock(self.sweep_dir, self.launcher):
+                fcntl.flock(lock, fcntl.LOCK_EX)  # a killed driver's workers are still stopping
+                fcntl.flock(lock, fcntl.LOCK_SH)
+                if self.processes == 1:
+                    yield
+                    return
+                self.record(master)
+                with self.workers():
+                    yield
+        finally:
+            os.close(lock)
+
+    def record(self, master: DictConfig) -> None:
+        """Append the division of each set limit to the sweep's ``limits.jsonl``."""
+        model, sink = master.get("model") or {}, JsonlSink(self.sweep_dir / LIMITS_JSONL)
+        reason = f"divided by sweep.processes={self.processes}"
+        for name in DIVIDED:
+            if (value := model.get(name)) is not None:
+                new = max(1, int(value) // self.processes)
+                sink(LimitChange(utcnow().isoformat(), f"model.{name} per process", value, new, reason))
+
+    @contextmanager
+    def workers(self) -> Iterator[None]:
+        """P-1 workers running the sweep's command line; a stop of the driver is theirs."""
+        command = relaunch_command(self.sweep_dir, read_index(self.sweep_dir))
+        (self.sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
+        procs = [self._start(command, k) for k in range(1, self.processes)]
+        done = threading.Event()
+        relay = threading.Thread(target=self._relay, args=(procs, done), name="sweep-workers", daemon=True)
+        relay.start()
+        try:
+            yield
+        finally:
+            for k, proc in enumerate(procs, start=1):  # the driver's share is done (or stopped)
+                if proc.wait() not in (0, INTERRUPTED):  # its cells are left to resume
+                    log = self.sweep_dir / WORKERS_DIR / f"{k}.log"
+                    print(f"[sweep] worker {k} exited {proc.returncode}; see {log}", file=sys.stderr)
+            done.set()
+            relay.join()
+
+    def _start(self, command: list[str], k: int) -> subprocess.Popen[bytes]:
+        env = {**os.environ, SHARE_ENV: f"{k}/{self.processes}", DRIVER_ENV: str(os.getpid())}
+        with open(self.sweep_dir / WORKERS_DIR / f"{k}.log", "ab") as log:
+            return subprocess.Popen(
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+
+    def _relay(self, procs: list[subprocess.Popen[bytes]], done: threading.Event) -> None:
+        """Pass the driver's stop to every worker still running."""
+        while not done.wait(0.1):
+            if self.stopped.is_set():
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.send_signal(signal.SIGTERM)
+                return
+
+
+def _die_with_driver(stopped: threading.Event) -> None:
+    """In a worker: SIGTERM when the driver dies (Linux's PR_SET_PDEATHSIG; elsewhere
+    nothing), and a stop at once if it died before that was set."""
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+    if str(os.getppid()) != os.environ.get(DRIVER_ENV):
+        stopped.set()
+
+
+def divisions(sweep_dir: Path) -> list[dict[str, Any]]:
+    """The divisions recorded in ``limits.jsonl`` (what a test or a reader checks)."""
+    import json
+
+    path = sweep_dir / LIMITS_JSONL
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [c for c in map(json.loads, filter(None, lines)) if c["reason"].startswith("divided by")]

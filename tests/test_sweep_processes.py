@@ -1,0 +1,108 @@
+"""One sweep in several driver processes (``sweep.processes=P``, issue 37).
+
+Against the provider simulator with the real client: both processes run
+cells, every cell runs once and completes, the harness's ledger equals the
+simulator's bill, and the division of the model's limits is in the sweep's
+``limits.jsonl``. A driver SIGKILLed mid-sweep takes its worker with it
+(cells left resumable), and ``python -m harness.sweep resume`` completes the
+sweep with no call made twice. Bad values are one line before anything starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from test_sweep_inprocess import ARGS, api_sweep, ledger, resume_to_the_end, sweep
+
+from harness.schema import ConfigError
+from harness.sweep.control import ControlError, reachable
+from harness.sweep.index import current_index, read_index
+from harness.sweep.launcher import launcher_overrides
+from harness.sweep.processes import MAX_PROCESSES, divisions
+
+
+def cell_pids(run_dir: Path) -> list[str]:
+    return re.findall(r"^=== cell .* \(pid (\d+),", (run_dir / "cell.log").read_text(), re.M)
+
+
+def worker_running(sweep_dir: Path) -> bool:
+    """Whether the worker (cells of odd number) has a cell running."""
+    if not (sweep_dir / "cells.jsonl").is_file():
+        return False
+    return any(c.status == "running" and c.num % 2 for c in current_index(sweep_dir).cells)
+
+
+def worker_stops(lock_path: Path, within_s: float) -> bool:
+    """Whether every worker let go of the sweep's ``processes.lock`` in time."""
+    deadline = time.monotonic() + within_s
+    with open(lock_path) as lock:
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                time.sleep(0.05)
+    return False
+
+
+@pytest.mark.network_loopback
+def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> None:
+    from provider_sim import ProviderSim
+
+    sweep_dir = tmp_path / "sweep"
+    with ProviderSim(rpm=600, window_s=1.0) as sim:
+        args = ["replicates=4", "sweep.concurrency=2", "sweep.processes=2", "model.rpm=6000"]
+        out = api_sweep(sweep_dir, sim.base_url, *args)
+        billed = sim.billing("sk-sweep")
+    assert out.returncode == 0, out.stderr[-2000:]
+    cells = read_index(sweep_dir).cells
+    assert [c.status for c in cells] == ["completed"] * 4
+    pids = [cell_pids(sweep_dir / c.name) for c in cells]
+    assert all(len(p) == 1 for p in pids)  # each cell ran once
+    assert pids[0] == pids[2] != pids[1] == pids[3]  # round-robin over two processes
+    assert billed.rate_limited == 0 and ledger(sweep_dir) == (billed.billed_requests, billed.total_tokens)
+    divided = {d["key"]: (d["old"], d["new"]) for d in divisions(sweep_dir)}
+    assert divided["model.rpm per process"] == (6000, 3000)
+    assert divided["model.max_concurrency per process"] == (64, 32)
+    with pytest.raises(ControlError, match="several driver processes"):
+        reachable(sweep_dir)  # ctl: refused in one line, not steering one process of two
+
+
+def test_a_killed_driver_stops_its_worker_and_the_sweep_resumes(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    driver = sweep(sweep_dir, "sweep.concurrency=2", "sweep.processes=2", args=ARGS)
+    deadline = time.monotonic() + 120
+    while not worker_running(sweep_dir) and driver.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(driver.pid, signal.SIGKILL)  # the driver only: its worker must notice by itself
+    driver.communicate(timeout=60)
+    assert worker_stops(sweep_dir / "processes.lock", within_s=30)
+    theirs = [c.status for c in current_index(sweep_dir).cells if c.num % 2 == 1]
+    assert "interrupted" in theirs  # it stopped its cells in flight, as on Ctrl-C, not ran on
+    resume_to_the_end(sweep_dir, cells=6, rounds=3)  # waits for the worker to let go first
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["-m", "sweep.concurrency=4", "sweep.processes=0"],
+            f"sweep.processes: must be a whole number from 1 to {MAX_PROCESSES}",
+        ),
+        (["-m", "sweep.processes=2"], "sweep.processes: runs the in-process launcher's cells in P processes"),
+        (
+            ["-m", "sweep.concurrency=4", "sweep.processes=2", "budget.sweep_usd=1"],
+            "budget.sweep_usd: a sweep budget",
+        ),
+    ],
+)
+def test_a_bad_processes_value_is_one_line(argv: list[str], says: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(says)) as err:
+        launcher_overrides(argv)
+    assert "\n" not in str(err.value)
