@@ -57,7 +57,7 @@ MODULES = {
     "harness.verify": "harness.verify:main",
     "harness.export": "harness.export.__main__:main",
     "harness.store": "harness.store.__main__:main",
-    "harness.sweep": "harness.sweep.index:main",
+    "harness.sweep": "harness.sweep.commands:main",
     "harness.view": "harness.view.__main__:main",
     "harness.search": "harness.search.__main__:main",
     "harness.plan": "harness.plan.cli:main",

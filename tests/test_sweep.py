@@ -19,9 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.store.records import parse_record
 from harness.sweep.callback import concurrent_workers, replicate_override
+from harness.sweep.commands import main as sweep_main
 from harness.sweep.grid import plan_cells, replicate_seed
 from harness.sweep.index import current_index, read_index
-from harness.sweep.index import main as sweep_main
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]

@@ -28,8 +28,9 @@ from omegaconf import OmegaConf
 from harness.formats.checks import verify
 from harness.schema import ConfigError
 from harness.store.rundir import read_manifest
+from harness.sweep.concurrency import check_concurrency
 from harness.sweep.index import read_index
-from harness.sweep.launcher import check_concurrency, launcher_overrides, uses_local_model
+from harness.sweep.launcher import launcher_overrides, uses_local_model
 
 CELLS = ["llm.temperature=0.2,0.6,1.0", "replicates=2"]  # 6 cells
 ARGS = ["model=scripted", "model.latency_s=0.05", "rounds=3", "progress=false", *CELLS]

@@ -26,8 +26,8 @@ import pytest
 from provider_sim import ProviderSim
 
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
+from harness.sweep.commands import main as sweep_main
 from harness.sweep.control import ControlError, ControlLog, send
-from harness.sweep.index import main as sweep_main
 from harness.sweep.index import read_index
 
 API = ["model=openai", "model.spec=openai:sim-model", "rounds=1", "progress=false"]

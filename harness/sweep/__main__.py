@@ -2,6 +2,6 @@
 
 import sys
 
-from harness.sweep.index import main
+from harness.sweep.commands import main
 
 sys.exit(main())

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from harness.appended import lines_after
+
 if TYPE_CHECKING:
     from harness.store.records import RunManifest
 
@@ -119,16 +121,3 @@ class CellLog:
                 continue  # torn by a shared file system: the cell's status file still has it
         self.latest.update((e.cell, e) for e in events)
         return events
-
-
-def lines_after(path: Path, offset: int) -> tuple[list[bytes], int]:
-    """The whole lines appended to ``path`` after byte ``offset``, and the offset after them
-    (a line still being written waits for the next read; no file: none yet)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
-    complete = data.rfind(b"\n") + 1
-    return data[:complete].splitlines(), offset + complete

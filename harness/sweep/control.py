@@ -35,8 +35,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from harness.appended import lines_after
 from harness.schema import ConfigError
-from harness.sweep.cell_status import lines_after, utcnow
+from harness.sweep.cell_status import utcnow
+from harness.sweep.concurrency import MAX_CONCURRENCY, check_concurrency
 from harness.sweep.index import read_index
 
 CONTROL_JSONL = "control.jsonl"  # harness.view.watch reads both by these names
@@ -72,8 +74,6 @@ class ControlEntry(BaseModel):
 
 def check_command(words: list[str]) -> tuple[str, str, str]:
     """(verb, key or cell or endpoint, value) of a well-formed command, or a ``ControlError``."""
-    from harness.sweep.launcher import MAX_CONCURRENCY, check_concurrency
-
     verb, rest = (words[0], words[1:]) if words else ("", [])
     if verb not in VERBS or len(rest) > 1 or (verb in ("set", "cancel", "requeue") and not rest):
         raise ControlError(USAGE)

@@ -340,10 +340,6 @@ USAGE = (
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["ctl"]:  # steering a running in-process sweep: harness.sweep.control
-        from harness.sweep.control import ctl_main
-
-        return ctl_main(args[1:])
     changes = args[2:]
     well_formed = all("=" in c and not c.startswith("hydra") for c in changes)
     if (

@@ -44,7 +44,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
@@ -59,27 +59,12 @@ from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
+from harness.sweep.concurrency import check_concurrency
 from harness.sweep.index import LIMITS_JSONL
 from harness.sweep.processes import Processes, check_processes
+from harness.sweep.steer import Steering
 
-if TYPE_CHECKING:
-    from harness.sweep.steer import Steering
-
-MAX_CONCURRENCY = 4096  # threads, not processes; past this a machine runs out of descriptors first
 _LOCAL_MODEL = threading.Lock()
-
-
-def check_concurrency(value: object) -> int:
-    """``sweep.concurrency``'s value (a number, or its text on the command line),
-    or a one-line error naming the key."""
-    from harness.schema import ConfigError
-
-    n = int(value) if isinstance(value, str) and value.strip().isdigit() else value
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_CONCURRENCY:
-        raise ConfigError(
-            f"sweep.concurrency: must be a whole number from 1 to {MAX_CONCURRENCY}, got {value!r}"
-        )
-    return n
 
 
 def uses_local_model(cfg: DictConfig) -> bool:
@@ -190,7 +175,7 @@ class InProcessLauncher(Launcher):
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
         self.share = share = Processes(sweep_dir, self.processes, self.stopped, repr(self))
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
-            self.steering = steered(sweep_dir, self.concurrency, self.stopped)
+            self.steering = Steering(sweep_dir, self.concurrency, self.stopped)
             with share.held(self.config):  # the driver's lock, and its workers if processes > 1
                 self.steering.drive(
                     share.mine(jobs), lambda num, overrides: self._run(sweep_dir, num, overrides)
@@ -228,12 +213,6 @@ class InProcessLauncher(Launcher):
 
     def __repr__(self) -> str:
         return f"InProcessLauncher(concurrency={self.concurrency}, processes={self.processes})"
-
-
-def steered(sweep_dir: Path, concurrency: int, stopped: threading.Event) -> Steering:
-    from harness.sweep.steer import Steering  # it imports this module's limits
-
-    return Steering(sweep_dir, concurrency, stopped)
 
 
 def fail_cell(job: SweepJob, exc: Exception) -> None:

@@ -42,9 +42,9 @@ from harness.runtime.gate import EVERY, gate
 from harness.runtime.interrupt import request_stop_of, stoppable_as
 from harness.sweep.cell import find_cell
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
+from harness.sweep.concurrency import MAX_CONCURRENCY
 from harness.sweep.control import ControlEntry, ControlLog, append_entry, check_command
 from harness.sweep.index import read_index
-from harness.sweep.launcher import MAX_CONCURRENCY
 
 POLL_S = 0.1  # how often the driver looks for commands and free slots
 QUIESCE_S = 5.0  # how long a pause waits for calls already sent (within ctl's ANSWER_S)

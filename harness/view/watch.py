@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from harness.appended import lines_after
+
 CONTROL_LOG = "control.jsonl"
 DRIVER_LOCK = "driver.lock"
 STALL_S = 120.0  # a running cell with nothing written for this long is marked stalled (--stall-s)
@@ -30,22 +32,16 @@ STALL_S = 120.0  # a running cell with nothing written for this long is marked s
 
 def json_lines(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     """The whole JSON lines after byte ``offset`` (a torn one skipped), and the new offset."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            data = fh.read()
-    except FileNotFoundError:
-        return [], offset
-    complete = data.rfind(b"\n") + 1
+    lines, offset = lines_after(path, offset)
     out = []
-    for line in data[:complete].splitlines():
+    for line in lines:
         try:
             value = json.loads(line)
         except ValueError:
             continue
         if isinstance(value, dict):
             out.append(value)
-    return out, offset + complete
+    return out, offset
 
 
 @dataclass

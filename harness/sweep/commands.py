@@ -1,0 +1,16 @@
+"""``python -m harness.sweep`` (``drift-sweep``): ``resume`` and ``status``
+(``harness.sweep.index``), ``ctl`` (``harness.sweep.control``)."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.sweep.control import ctl_main
+from harness.sweep.index import main as index_main
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["ctl"]:  # steering a running in-process sweep
+        return ctl_main(args[1:])
+    return index_main(args)
