@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from pydantic import BaseModel
 
@@ -15,6 +16,7 @@ import harness.models.local as local
 from harness.formats import FORMATS
 from harness.models.base import ModelRequest
 from harness.models.completion_frame import REPLY, render
+from harness.models.llama_sampling import COPY_PENALTY, COPY_TOKENS, NoCopy
 from harness.models.structured import fit_schema, json_schema
 from harness.runtime.calls import request_sha
 
@@ -119,8 +121,8 @@ class FakeLlama:
         pass
 
     def tokenize(self, text: bytes, add_bos: bool, special: bool) -> list[int]:
-        assert add_bos and not special  # the document's text is never read as control tokens
-        return list(text)
+        assert not special  # the document's text is never read as control tokens
+        return [0] * add_bos + list(text)
 
     def create_completion(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append({**kwargs, "plan": self.plan})
@@ -146,7 +148,11 @@ def test_a_completion_model_continues_the_document_under_the_json_grammar(
     completion = model.complete(ModelRequest([SYSTEM, USER], schema, max_tokens=50, seed=3))
     (call,) = fake.calls
     frame = render([SYSTEM, USER], schema)
-    assert bytes(call["prompt"]).decode() == frame.prompt
+    assert call["prompt"][0] == 0 and bytes(call["prompt"][1:]).decode() == frame.prompt
+    (no_copy,) = call["logits_processor"]  # kept off the worked example's texts, in the reply only
+    assert frame.shown and no_copy.start == len(call["prompt"])
+    first = list(frame.shown[0].encode())
+    assert no_copy.next[tuple(first[:COPY_TOKENS])] == {first[COPY_TOKENS]}
     assert call["plan"].marks == (frame.stable,)  # the prefix cache saves frame, task and example
     assert (call["max_tokens"], call["seed"], call["stop"]) == (50, 3, None)
     assert grammars == [schema]
@@ -178,3 +184,18 @@ def test_a_reply_copying_the_worked_example_is_an_echo() -> None:
         }
     )
     assert echoed_run(own, check) is None
+
+
+def test_no_copy_pushes_down_only_the_token_that_would_extend_a_copied_run() -> None:
+    shown = [[1, 2, 3, 4, 5, 6], [7, 2, 3, 4, 5, 8]]
+    no_copy = NoCopy(shown, start=2)
+
+    def pushed(ids: list[int]) -> set[int]:
+        scores = no_copy(np.array(ids), np.zeros(10, dtype=np.float32))
+        assert set(scores[scores != 0]) <= {-COPY_PENALTY}
+        return set(np.flatnonzero(scores))
+
+    assert pushed([9, 9, 1, 2, 3, 4]) == {5}  # the reply ran along a shown text for COPY_TOKENS
+    assert pushed([9, 9, 2, 3, 4, 5]) == {6, 8}  # the run goes on differently in each text
+    assert pushed([9, 9, 1, 2, 3]) == set()  # shorter runs are the model's own to write
+    assert pushed([1, 2, 3, 4]) == set()  # the prompt may quote the example; only the reply is checked

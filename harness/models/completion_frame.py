@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.models.reply_example import EXAMPLE_MOTION, example_reply
+from harness.models.reply_example import EXAMPLE_MOTION, example_reply, example_texts
 
 HEADER = "Requests to a debate assistant, each followed by its reply: one JSON object.\n\n"
 REQUEST, REPLY = "Request:\n", "Reply:\n"
@@ -33,6 +33,7 @@ STOP = ("\nRequest:", "\nTask:")
 class Frame:
     prompt: str  # the whole document, ending in an open reply
     stable: str  # its leading part shared by every call of the same agent and motion
+    shown: tuple[str, ...] = ()  # the worked example's texts, which the reply must not copy
 
 
 def worked_example(schema: dict[str, Any]) -> str:
@@ -71,4 +72,4 @@ def render(messages: Sequence[dict[str, Any]], schema: dict[str, Any] | None) ->
         parts.append(f"{REQUEST}{content}\n\n")
     parts.append(example + REPLY)
     prompt = "".join(parts)
-    return Frame(prompt, stable if stable is not None else "")
+    return Frame(prompt, stable if stable is not None else "", example_texts(schema) if schema else ())

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.models.reply_example import example_reply
+from harness.models.reply_example import example_texts
 
 _WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
 # Where the harness writes its prompts, relative to the package: every agent,
@@ -255,7 +255,7 @@ def _schema_facts(schemas: tuple[str, ...], n: int) -> tuple[frozenset[str], ...
     grams = frozenset(g for text in schemas for g in ngrams(words(text), n))  # the JSON as one text
     spelled = frozenset(name.lower() for name in names if _SPELLED.fullmatch(name))
     # a base model is shown a worked example reply (harness.models.completion_frame): its text is not an answer
-    shown = [text for schema in schemas for _, text in strings(example_reply(json.loads(schema)))]
+    shown = [text for schema in schemas for text in example_texts(json.loads(schema))]
     example = frozenset(g for text in shown for g in ngrams(words(text), n))
     return grams, name_words, frozenset(choices), spelled, example
 

@@ -17,7 +17,8 @@ strings and detokenization stay its own. The config turns both on
 A base model (``prompt_style="completion"``) is not sent through the chat
 template: its messages become a document with a worked example reply
 (``harness.models.completion_frame``), continued by ``create_completion``
-under the same grammar, with the document's stable part as its prefix.
+under the same grammar, with the document's stable part as its prefix, and
+kept from copying the example's texts (``NoCopy``).
 """
 
 from __future__ import annotations
@@ -35,7 +36,13 @@ from typing import Any
 
 from harness.models.base import Completion, ModelConfigError, ModelRequest
 from harness.models.completion_frame import STOP, render
-from harness.models.llama_sampling import Candidates, LazyGrammarSampler, compiled_grammar, grammar_text
+from harness.models.llama_sampling import (
+    Candidates,
+    LazyGrammarSampler,
+    NoCopy,
+    compiled_grammar,
+    grammar_text,
+)
 from harness.models.prefix_cache import PrefixCache, header_text, marked_length
 from harness.schema import GRAMMAR_MODES, PROMPT_STYLES
 
@@ -271,9 +278,12 @@ class LlamaCppModel:
             from llama_cpp import LlamaGrammar
 
             grammar = LlamaGrammar.from_string(grammar_text(request.schema), verbose=False)
+        prompt = llama.tokenize(frame.prompt.encode(), add_bos=True, special=False)
+        shown = [llama.tokenize(text.encode(), add_bos=False, special=False) for text in frame.shown]
         out = llama.create_completion(
-            prompt=llama.tokenize(frame.prompt.encode(), add_bos=True, special=False),
+            prompt=prompt,
             grammar=grammar,
+            logits_processor=[NoCopy(shown, len(prompt))] if shown else None,
             stop=None if request.schema else list(STOP),
             temperature=request.temperature,
             max_tokens=request.max_tokens,
