@@ -24,9 +24,7 @@ import harness.models.local as local
 
 SMALL = ("llm.max_tokens=128", "model.n_threads=1")
 TEAMS = ("pros", "cons")
-GEMMA_SEED = (
-    0  # typical in benchmarks/gemma_base_prompt.py: both publish, 5 of 25 calls fail (seed 3 is best)
-)
+GEMMA_SEED = 0  # benchmarks/gemma_base_prompt.py: both publish, 0 of 6 calls fail
 
 
 def assert_complete_debate(result, records, rounds: int, spec: str) -> None:  # type: ignore[no-untyped-def]
@@ -68,8 +66,9 @@ def test_one_round_of_gemma_publishes_for_both_teams(run, records):
     # Gemma 3 270M is a base model. Asked as a chat it echoed its labels and
     # instructions (issue 30 refuses those) and one round published for Pros only,
     # with 11 schema failures in 38 calls. Prompted as a document with a worked
-    # example reply (model.prompt_style=completion, conf/model/gemma3_270m.yaml)
-    # both teams publish (benchmarks/gemma_base_prompt.py, docs/models.md).
+    # example reply (model.prompt_style=completion, conf/model/gemma3_270m.yaml),
+    # and kept from copying that example while it decodes (NoCopy), both teams
+    # publish (benchmarks/gemma_base_prompt.py, docs/models.md).
     result = run("model=gemma3_270m", "rounds=1", "model.n_threads=1", f"seed={GEMMA_SEED}")
     assert_complete_debate(result, records, 1, "local:gemma3-270m")
     assert {a.team for a in records(result.run_dir / "shared_memory.jsonl")} == set(TEAMS)
@@ -81,7 +80,7 @@ def test_one_round_of_gemma_publishes_for_both_teams(run, records):
     refused = ("repeats the field's label", "instead of writing")
     echoes = [e for e in failures if any(r in e.error.message for r in refused)]
     assert (len(failures) - len(echoes)) * 5 < counts.model_calls
-    assert counts.schema_failures * 4 <= counts.model_calls  # seed 0: 5 of 25; seeds 0-4: 36 of 159
+    assert counts.schema_failures * 5 < counts.model_calls  # under a fifth (issue 39); seed 0: 0 of 6
 
 
 @pytest.mark.slow
