@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import OverrideType
+from hydra.core.override_parser.types import Override, OverrideType
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
@@ -112,6 +112,7 @@ class CellConfigs:
         self.loader, self.master = loader, master
         self.parser = OverridesParser.create()
         self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], bytes] = {}
+        self.parsed: dict[str, Override] = {}  # a sweep's cells repeat their overrides
         self.lock = threading.Lock()
 
     def compose(self, overrides: list[str]) -> DictConfig:
@@ -132,7 +133,9 @@ class CellConfigs:
     def _split(self, overrides: list[str]) -> tuple[Any, list[tuple[str, Any]]]:
         """(the cell's shape, its values), or (None, []) when only Hydra may compose it."""
         groups, values = [], []
-        for override in self.parser.parse_overrides(overrides):
+        for line in overrides:
+            if (override := self.parsed.get(line)) is None:  # Hydra's parser: ~0.2 ms an override
+                override = self.parsed[line] = self.parser.parse_overrides([line])[0]
             key, value = override.key_or_group, override.value()
             if override.type != OverrideType.CHANGE or override.package or key.startswith("hydra"):
                 return None, []
