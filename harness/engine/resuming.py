@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import OmegaConf
 
 from harness.config import Resolved, resolve
@@ -31,6 +30,7 @@ from harness.models.prices import PriceTable
 from harness.models.registry import build_model
 from harness.schema import REDACTED
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
+from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, Snapshot
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
@@ -72,14 +72,14 @@ def load_config(run_dir: Path, overrides: list[str]) -> Resolved:
     path = run_dir / "config.yaml"
     if not path.is_file():
         raise ResumeError(f"{path}: not found; is this a run folder?")
-    raw = yaml.safe_load(path.read_text())
-    merged = OmegaConf.merge(
-        OmegaConf.create(unredacted(raw)),
-        OmegaConf.from_dotlist(overrides),
-    )
-    container = OmegaConf.to_container(merged, resolve=True)
-    assert isinstance(container, dict)
-    return resolve({str(k): v for k, v in container.items()})
+    raw = unredacted(read_config(run_dir))  # libyaml's loader: 0.5 ms, not 4
+    if overrides:
+        merged = OmegaConf.merge(OmegaConf.create(raw), OmegaConf.from_dotlist(overrides))
+        raw = OmegaConf.to_container(merged, resolve=True)
+        assert isinstance(raw, dict)
+    # else config.yaml's values, resolved when the run started, go to the checks as they
+    # are: building an OmegaConf node of them cost ~10 ms, which each resumed cell paid
+    return resolve({str(k): v for k, v in raw.items()})
 
 
 def checked(run_dir: Path, run: Resolved, overrides: list[str]) -> PriceTable:
@@ -88,9 +88,7 @@ def checked(run_dir: Path, run: Resolved, overrides: list[str]) -> PriceTable:
         return preflight(run)
     except ModelConfigError as exc:
         given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
-        missing = [
-            k for k in redacted_keys(yaml.safe_load((run_dir / "config.yaml").read_text())) if k not in given
-        ]
+        missing = [k for k in redacted_keys(read_config(run_dir)) if k not in given]
         if not missing:
             raise
         raise ResumeError(

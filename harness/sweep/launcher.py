@@ -37,8 +37,8 @@ driver's CPU (a 1,000-cell wave of starts: 167 s, 124 s with this).
 
 from __future__ import annotations
 
-import copy
 import gc
+import pickle
 import signal
 import threading
 from collections.abc import Iterator, Sequence
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import OverrideType
+from hydra.core.override_parser.types import Override, OverrideType
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
@@ -111,14 +111,15 @@ class CellConfigs:
     def __init__(self, loader: Any, master: DictConfig) -> None:
         self.loader, self.master = loader, master
         self.parser = OverridesParser.create()
-        self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], DictConfig] = {}
+        self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], bytes] = {}
+        self.parsed: dict[str, Override] = {}  # a sweep's cells repeat their overrides
         self.lock = threading.Lock()
 
     def compose(self, overrides: list[str]) -> DictConfig:
         with self.lock:
             shape, values = self._split(overrides)
             if shape is not None and shape in self.shapes:
-                cfg = copy.deepcopy(self.shapes[shape])
+                cfg = pickle.loads(self.shapes[shape])
                 for key, value in values:
                     OmegaConf.update(cfg, key, value, merge=False)
                 return cfg
@@ -126,13 +127,15 @@ class CellConfigs:
             with open_dict(cfg):
                 del cfg["hydra"]  # the task's config, as run_job hands it over
             if shape is not None:
-                self.shapes[shape] = copy.deepcopy(cfg)
+                self.shapes[shape] = pickle.dumps(cfg)
             return cfg
 
     def _split(self, overrides: list[str]) -> tuple[Any, list[tuple[str, Any]]]:
         """(the cell's shape, its values), or (None, []) when only Hydra may compose it."""
         groups, values = [], []
-        for override in self.parser.parse_overrides(overrides):
+        for line in overrides:
+            if (override := self.parsed.get(line)) is None:  # Hydra's parser: ~0.2 ms an override
+                override = self.parsed[line] = self.parser.parse_overrides([line])[0]
             key, value = override.key_or_group, override.value()
             if override.type != OverrideType.CHANGE or override.package or key.startswith("hydra"):
                 return None, []

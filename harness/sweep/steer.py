@@ -27,11 +27,11 @@ A paused driver that is killed leaves what any killed driver leaves:
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from queue import Empty, SimpleQueue
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -62,6 +62,7 @@ class Steering:
         self.cells = {cell.name: (cell.num, cell.overrides) for cell in read_index(sweep_dir).cells}
         self.queue: deque[Job] = deque()
         self.running: dict[Future[None], str] = {}
+        self.finished: SimpleQueue[Future[None]] = SimpleQueue()  # each running future, once done
         self.cancelled: set[str] = set()  # until the driver sees the cell's future end
         self.requeued: set[str] = set()  # cancelled cells requeued while they wind down
         self.overrides: dict[str, int | float] = {}  # set in every cell's config from now on
@@ -77,17 +78,30 @@ class Steering:
                 while self.queue and self.can_start():
                     num, overrides = self.queue.popleft()
                     name = find_cell(self.dir, num, overrides).name
-                    self.running[pool.submit(self._run, run, name, num, overrides)] = name
+                    future = pool.submit(self._run, run, name, num, overrides)
+                    self.running[future] = name
+                    future.add_done_callback(self.finished.put)
                 if not self.running and (not self.queue or self.stopped.is_set()):
                     break
-                if not self.running:  # paused with nothing in flight: wait for a command
-                    time.sleep(POLL_S)
-                done, _ = wait(list(self.running), timeout=POLL_S, return_when=FIRST_COMPLETED)
-                for future in done:
+                for future in self.wait_finished():
                     self.ended(self.running.pop(future))
                     future.result()  # a cell never raises; a bug in the driver should
         self.poll()  # a command sent as the last cell ended still gets its answer
         gate().release()  # the gate is the process's: a later sweep in it starts open
+
+    def wait_finished(self) -> list[Future[None]]:
+        """The cells' futures done since the last look, waiting up to ``POLL_S`` for one.
+        Each future puts itself on a queue when done: ``concurrent.futures.wait`` on every
+        running future, ten times a second, grew with the cells in flight."""
+        try:
+            done = [self.finished.get(timeout=POLL_S)]
+        except Empty:  # paused with nothing in flight, or nothing ended: look for commands
+            return []
+        while True:
+            try:
+                done.append(self.finished.get_nowait())
+            except Empty:
+                return done
 
     def can_start(self) -> bool:
         paused = EVERY in gate().held
