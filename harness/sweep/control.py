@@ -169,7 +169,8 @@ def reachable(sweep_dir: Path) -> None:
             "(start a sweep with sweep.concurrency=N to steer it)"
         )
     if any(
-        o.startswith("hydra.launcher.processes=") and o != "hydra.launcher.processes=1"
+        o.startswith(("hydra.launcher.processes=", "hydra.launcher.engine="))
+        and o not in ("hydra.launcher.processes=1", "hydra.launcher.engine=local")
         for o in index.hydra_overrides
     ):
         raise ControlError(
