@@ -131,6 +131,9 @@ class Sweep:
     statuses: dict[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0  # the command's user + sys, its children included
     calls: int = 0  # model calls answered (the simulator's bill, or the replies kept)
+    # user + sys of each process under the driver as last polled: a Ray cluster's processes
+    # are not its children (they are nobody's to wait for), so children_cpu misses them
+    polled_cpu_s: float = 0.0
 
 
 def grid(cells: int) -> list[str]:
@@ -169,8 +172,9 @@ def command(sim: ProviderSim | None, sweep_dir: Path, cells: int, rounds: int, e
     ]
 
 
-def tree_rss(proc: psutil.Process) -> tuple[int, int]:
-    """(driver RSS, driver + descendants RSS) in bytes; a process gone meanwhile counts 0."""
+def tree_rss(proc: psutil.Process, cpu: dict[int, float] | None = None) -> tuple[int, int]:
+    """(driver RSS, driver + descendants RSS) in bytes; a process gone meanwhile counts 0.
+    Each descendant's user + sys so far goes in ``cpu`` by pid."""
     try:
         driver = proc.memory_info().rss
         kids = proc.children(recursive=True)
@@ -180,6 +184,9 @@ def tree_rss(proc: psutil.Process) -> tuple[int, int]:
     for kid in kids:
         with contextlib.suppress(psutil.Error):
             total += kid.memory_info().rss
+            if cpu is not None:
+                times = kid.cpu_times()
+                cpu[kid.pid] = times.user + times.system
     return driver, total
 
 
@@ -189,8 +196,10 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> tuple[float, int, int, int]:
-    """Run ``cmd``, polling its RSS; kill its process group past ``timeout_s``.
+def watch(
+    cmd: list[str], env: dict[str, str], log: Path, timeout_s: float, cpu: dict[int, float] | None = None
+) -> tuple[float, int, int, int]:
+    """Run ``cmd``, polling its RSS (and its descendants' CPU into ``cpu``); kill its process group past ``timeout_s``.
     Returns (wall s, exit code, peak driver RSS, peak tree RSS); the command's CPU
     is the rise of ``children_cpu`` over the call (nothing else runs meanwhile)."""
     with log.open("w") as err:
@@ -205,7 +214,7 @@ def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> t
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
-            driver, tree = tree_rss(ps)
+            driver, tree = tree_rss(ps, cpu)
             peak_driver, peak_tree = max(peak_driver, driver), max(peak_tree, tree)
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
@@ -245,8 +254,12 @@ def run_sweep(
         sweep_dir = tmp / "sweep"
         cmd = command(sim, sweep_dir, cells, rounds, extra)
         began, cpu = time.time(), children_cpu()
-        wall, code, driver, tree = watch(cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s)
+        polled: dict[int, float] = {}
+        wall, code, driver, tree = watch(
+            cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s, polled
+        )
         sweep = Sweep(label, cells, wall, driver, tree, cpu_s=children_cpu() - cpu)
+        sweep.polled_cpu_s = sum(polled.values())
         replies = sweep_dir.glob("*/*/replies.jsonl")  # one line a call answered
         sweep.calls = (
             sim.billing(f"sk-{label}").billed_requests
@@ -435,7 +448,8 @@ def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int
     (``sweep.processes``), each holding the limit ÷ processes; one key, one bill.
     With ``ray`` they are that many Ray workers on a local cluster (``sweep.engine=ray``),
     whose start-up is in the wall; the RPM between the first cell's start and the
-    last one's end is printed beside it. The CPU then counts the driver's only."""
+    last one's end is printed beside it, and the CPU of the driver and of the
+    cluster's processes (polled) apart."""
     n, w = args.rpm_cells, args.window
     per_window = max(1, round(args.rpm * w / 60))
     label = f"rpm-ray{processes}" if ray else "rpm" if processes == 1 else f"rpm-p{processes}"
@@ -456,6 +470,12 @@ def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int
             f"{swept.wall_s / max(floor, 1e-9):.2f}; 429s {bill.rate_limited}; failed cells {swept.failed} "
             f"of {n} (goal 0); CPU of {cpu_who} {cpu_line(swept)}"
         )
+        if ray:
+            per_call = swept.polled_cpu_s / max(swept.calls, 1) * 1000
+            print(
+                f"      the Ray cluster's processes (workers, raylet, GCS, agents), as last polled "
+                f"every {POLL_S:g} s: {swept.polled_cpu_s:.1f} s (user + sys) = {per_call:.1f} ms a call"
+            )
         print(f"      {starts_line(swept)}")
         print(f"      {ledger_line(sim, swept)}", flush=True)
 
