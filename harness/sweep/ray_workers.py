@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import runpy
 import sys
 import threading
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from harness.cli.errors import INTERRUPTED, one_line
+from harness.cli.errors import FAILED, INTERRUPTED
 from harness.runtime.interrupt import request_stop
 
 MAX_RAY_WORKERS = 1024  # a cluster's size is not known before ray.init; past this, ask why
@@ -109,14 +110,32 @@ def passed_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("DRIFT_") or k.endswith("_API_KEY")}
 
 
-def connect(ray: Any, options: dict[str, Any], processes: int) -> None:
-    """Join the configured (or ``RAY_ADDRESS``'s) cluster, else start a local one that fits."""
+def connect(ray: Any, options: dict[str, Any], processes: int, sweep_dir: Path) -> None:
+    """Join the configured (or ``RAY_ADDRESS``'s) cluster, else start a local one that
+    fits; if neither can be done, one line and exit, the cells left to resume."""
     address = options["address"] or os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        cpus = math.ceil(processes * options["num_cpus"])
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            cpus = math.ceil(processes * options["num_cpus"])
+            ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    except Exception as exc:  # ConnectionError, or Ray's own (an auth token missing...)
+        where = f"join Ray at {address}" if address else "start a local Ray cluster"
+        print(f"error: sweep.engine=ray: could not {where}: {gist(exc)}", file=sys.stderr)
+        print(f"[sweep] its cells wait: python -m harness.sweep resume {sweep_dir}", file=sys.stderr)
+        raise SystemExit(FAILED) from None
+
+
+def gist(exc: BaseException) -> str:
+    """The first line of the innermost cause, and the outermost error's last line if
+    it differs (Ray puts the worker's own traceback inside its errors)."""
+    inner = exc
+    while inner.__cause__ is not None:
+        inner = inner.__cause__
+    lines = [re.sub(r"\x1b\[[0-9;]*m", "", ln).strip() for ln in str(inner).splitlines()]
+    lines = [ln for ln in lines if ln] or [type(inner).__name__]
+    return lines[0][:240] + (f" ... {lines[-1][:240]}" if len(lines) > 1 else "")
 
 
 @contextmanager
@@ -132,7 +151,7 @@ def ray_workers(
     import ray
 
     options = check_ray(given)
-    connect(ray, options, len(shares))
+    connect(ray, options, len(shares), sweep_dir)
     try:
         actor = ray.remote(ShareWorker).options(num_cpus=options["num_cpus"], max_concurrency=2)
         actors = [actor.remote() for _ in shares]
@@ -159,7 +178,7 @@ def wait_for(
             try:
                 code = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                print(f"[sweep] ray worker {k} died: {one_line(str(exc))[:300]}", file=sys.stderr)
+                print(f"[sweep] ray worker {k} died: {gist(exc)}", file=sys.stderr)
                 continue
             if code not in (0, INTERRUPTED):
                 print(f"[sweep] ray worker {k} exited {code}; see {logs[k]}", file=sys.stderr)
