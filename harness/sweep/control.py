@@ -174,7 +174,8 @@ def reachable(sweep_dir: Path) -> None:
         for o in index.hydra_overrides
     ):
         raise ControlError(
-            f"{sweep_dir}: runs in several driver processes (sweep.processes), which ctl does not steer yet"
+            f"{sweep_dir}: runs in several driver processes or on Ray (sweep.processes, sweep.engine), "
+            "which ctl does not steer yet"
         )
     if not driver_running(sweep_dir):
         raise ControlError(
