@@ -48,7 +48,8 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    reached, wall over the limit's own minimum (calls / rate), 429s and failed
    cells (goal 0); once in one driver process and once in two
    (``--processes 1 2``: ``sweep.processes=2``, each process holding half of
-   ``model.rpm``, one simulator key and bill for both).
+   ``model.rpm``, one simulator key and bill for both; ``--ray``: two Ray
+   workers on a local cluster, ``sweep.engine=ray``).
 5. Ledger: per sweep, the harness's tokens (``counts.input_tokens`` +
    ``output_tokens`` over every cell's manifest) against what the simulator
    billed that sweep's key: "equal" or "differ".
@@ -57,6 +58,7 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
     python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, no 256-cell or 10,000 RPM sweep
     python benchmarks/api_sweep.py --cells 32 --rounds 3 --window 5 --skip-process
     python benchmarks/api_sweep.py --only-rpm --rounds 3   # the 10,000 RPM runs, 1 and 2 processes
+    python benchmarks/api_sweep.py --only-rpm --rounds 3 --ray   # 1 process, then 2 Ray workers (the ray extra)
 
 The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Nothing is asserted.
 """
@@ -129,6 +131,9 @@ class Sweep:
     statuses: dict[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0  # the command's user + sys, its children included
     calls: int = 0  # model calls answered (the simulator's bill, or the replies kept)
+    # user + sys of each process under the driver as last polled: a Ray cluster's processes
+    # are not its children (they are nobody's to wait for), so children_cpu misses them
+    polled_cpu_s: float = 0.0
 
 
 def grid(cells: int) -> list[str]:
@@ -167,8 +172,9 @@ def command(sim: ProviderSim | None, sweep_dir: Path, cells: int, rounds: int, e
     ]
 
 
-def tree_rss(proc: psutil.Process) -> tuple[int, int]:
-    """(driver RSS, driver + descendants RSS) in bytes; a process gone meanwhile counts 0."""
+def tree_rss(proc: psutil.Process, cpu: dict[int, float] | None = None) -> tuple[int, int]:
+    """(driver RSS, driver + descendants RSS) in bytes; a process gone meanwhile counts 0.
+    Each descendant's user + sys so far goes in ``cpu`` by pid."""
     try:
         driver = proc.memory_info().rss
         kids = proc.children(recursive=True)
@@ -178,6 +184,9 @@ def tree_rss(proc: psutil.Process) -> tuple[int, int]:
     for kid in kids:
         with contextlib.suppress(psutil.Error):
             total += kid.memory_info().rss
+            if cpu is not None:
+                times = kid.cpu_times()
+                cpu[kid.pid] = times.user + times.system
     return driver, total
 
 
@@ -187,8 +196,10 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> tuple[float, int, int, int]:
-    """Run ``cmd``, polling its RSS; kill its process group past ``timeout_s``.
+def watch(
+    cmd: list[str], env: dict[str, str], log: Path, timeout_s: float, cpu: dict[int, float] | None = None
+) -> tuple[float, int, int, int]:
+    """Run ``cmd``, polling its RSS (and its descendants' CPU into ``cpu``); kill its process group past ``timeout_s``.
     Returns (wall s, exit code, peak driver RSS, peak tree RSS); the command's CPU
     is the rise of ``children_cpu`` over the call (nothing else runs meanwhile)."""
     with log.open("w") as err:
@@ -203,7 +214,7 @@ def watch(cmd: list[str], env: dict[str, str], log: Path, timeout_s: float) -> t
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 break
-            driver, tree = tree_rss(ps)
+            driver, tree = tree_rss(ps, cpu)
             peak_driver, peak_tree = max(peak_driver, driver), max(peak_tree, tree)
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
@@ -243,8 +254,12 @@ def run_sweep(
         sweep_dir = tmp / "sweep"
         cmd = command(sim, sweep_dir, cells, rounds, extra)
         began, cpu = time.time(), children_cpu()
-        wall, code, driver, tree = watch(cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s)
+        polled: dict[int, float] = {}
+        wall, code, driver, tree = watch(
+            cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s, polled
+        )
         sweep = Sweep(label, cells, wall, driver, tree, cpu_s=children_cpu() - cpu)
+        sweep.polled_cpu_s = sum(polled.values())
         replies = sweep_dir.glob("*/*/replies.jsonl")  # one line a call answered
         sweep.calls = (
             sim.billing(f"sk-{label}").billed_requests
@@ -425,27 +440,42 @@ def limited(args: argparse.Namespace, n: int, r: int, demand: dict[str, float], 
         print(f"      {ledger_line(sim, swept)}", flush=True)
 
 
-def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int) -> None:
+def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int, ray: bool = False) -> None:
     """Phase 4: ``args.rpm_cells`` cells against a simulator limited to ``args.rpm``
     requests a minute (over a ``args.window`` s sliding window, the limit scaled to
     it), with ``model.rpm`` at the same figure: wall over the limit's own minimum.
     With ``processes`` > 1 the cells split over that many driver processes
-    (``sweep.processes``), each holding the limit ÷ processes; one key, one bill."""
+    (``sweep.processes``), each holding the limit ÷ processes; one key, one bill.
+    With ``ray`` they are that many Ray workers on a local cluster (``sweep.engine=ray``),
+    whose start-up is in the wall; the RPM between the first cell's start and the
+    last one's end is printed beside it, and the CPU of the driver and of the
+    cluster's processes (polled) apart."""
     n, w = args.rpm_cells, args.window
     per_window = max(1, round(args.rpm * w / 60))
-    label = "rpm" if processes == 1 else f"rpm-p{processes}"
+    label = f"rpm-ray{processes}" if ray else "rpm" if processes == 1 else f"rpm-p{processes}"
     extra = [*in_process(n), f"model.rpm={args.rpm}", f"sweep.processes={processes}"]
+    extra += ["sweep.engine=ray"] if ray else []
+    who = f"{processes} Ray worker(s)" if ray else f"{processes} driver process(es)"
+    cpu_who = "the driver alone (not the Ray workers)" if ray else "every process"
     with ChargedSim(rpm=per_window, tpm=10**12, window_s=w, latency_s=args.latency) as sim:
         swept = run_sweep(sim, label, n, r, extra, timeout_s)
         bill = sim.billing(f"sk-{label}")
         floor = bill.billed_requests / (args.rpm / 60)
+        cells_s = max(swept.wall_s - swept.first_start_s - swept.tail_s, 1e-9)
         print(
-            f"4. {args.rpm} RPM sustained, {processes} driver process(es): {n} cells x {r} rounds, simulator "
+            f"4. {args.rpm} RPM sustained, {who}: {n} cells x {r} rounds, simulator "
             f"{per_window} requests per {w:g} s; {bill.billed_requests} calls in {swept.wall_s:.1f} s = "
-            f"{bill.billed_requests / swept.wall_s * 60:.0f} RPM; wall/limit's minimum ({floor:.1f} s) "
+            f"{bill.billed_requests / swept.wall_s * 60:.0f} RPM ({bill.billed_requests / cells_s * 60:.0f} "
+            f"from the first cell's start to the last one's end); wall/limit's minimum ({floor:.1f} s) "
             f"{swept.wall_s / max(floor, 1e-9):.2f}; 429s {bill.rate_limited}; failed cells {swept.failed} "
-            f"of {n} (goal 0); CPU of every process {cpu_line(swept)}"
+            f"of {n} (goal 0); CPU of {cpu_who} {cpu_line(swept)}"
         )
+        if ray:
+            per_call = swept.polled_cpu_s / max(swept.calls, 1) * 1000
+            print(
+                f"      the Ray cluster's processes (workers, raylet, GCS, agents), as last polled "
+                f"every {POLL_S:g} s: {swept.polled_cpu_s:.1f} s (user + sys) = {per_call:.1f} ms a call"
+            )
         print(f"      {starts_line(swept)}")
         print(f"      {ledger_line(sim, swept)}", flush=True)
 
@@ -471,6 +501,7 @@ def main() -> None:
         help="phase 4's driver processes, each a run (1 2)",
     )
     parser.add_argument("--only-rpm", action="store_true", help="phase 4 alone")
+    parser.add_argument("--ray", action="store_true", help="phase 4's runs past 1 on Ray (sweep.engine=ray)")
     parser.add_argument("--inspect-path", default=None, help="a folder holding inspect_ai, if apart")
     args = parser.parse_args()
     n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
@@ -490,7 +521,7 @@ def main() -> None:
             print("2. at the limit: skipped, the unlimited in-process sweep had failed cells")
     for processes in args.processes if args.rpm_cells else []:
         print(f"   ({load()})")
-        sustained(args, r, timeout_s, processes)
+        sustained(args, r, timeout_s, processes, ray=args.ray and processes > 1)
     print(f"total {time.perf_counter() - began:.0f} s, {load()}")
 
 

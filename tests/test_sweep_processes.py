@@ -51,14 +51,16 @@ def worker_stops(lock_path: Path, within_s: float) -> bool:
     return False
 
 
-@pytest.mark.network_loopback
-def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> None:
+def two_shares_on_the_simulator(sweep_dir: Path, *args: str) -> list[str]:
+    """Four cells in two shares against the provider simulator: each cell runs once, round-robin,
+    the ledger equals the bill, the limits are divided, and ctl refuses the sweep in one line.
+    Returns the two shares' pids."""
     from provider_sim import ProviderSim
 
-    sweep_dir = tmp_path / "sweep"
     with ProviderSim(rpm=600, window_s=1.0) as sim:
-        args = ["replicates=4", "sweep.concurrency=2", "sweep.processes=2", "model.rpm=6000"]
-        out = api_sweep(sweep_dir, sim.base_url, *args)
+        out = api_sweep(
+            sweep_dir, sim.base_url, "replicates=4", "sweep.concurrency=2", "model.rpm=6000", *args
+        )
         billed = sim.billing("sk-sweep")
     assert out.returncode == 0, out.stderr[-2000:]
     cells = read_index(sweep_dir).cells
@@ -72,6 +74,12 @@ def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> N
     assert divided["model.max_concurrency per process"] == (64, 32)
     with pytest.raises(ControlError, match="several driver processes"):
         reachable(sweep_dir)  # ctl: refused in one line, not steering one process of two
+    return [pids[0][0], pids[1][0]]
+
+
+@pytest.mark.network_loopback
+def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> None:
+    two_shares_on_the_simulator(tmp_path / "sweep", "sweep.processes=2")
 
 
 def test_a_killed_driver_stops_its_worker_and_the_sweep_resumes(tmp_path: Path) -> None:

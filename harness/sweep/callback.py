@@ -29,7 +29,8 @@ from typing import Any, TextIO
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
-from harness.cli.errors import BAD_INPUT, FAILED
+from harness.cli.errors import BAD_INPUT, FAILED, HeldStderr
+from harness.schema import ConfigError
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog
 from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
@@ -46,12 +47,14 @@ from harness.sweep.index import (
     write_index,
 )
 from harness.sweep.processes import worker_share
+from harness.sweep.ray_workers import need_ray
 
 _PROGRESS: dict[str, Any] = {}
 
 
 def _fail(message: str) -> None:
-    print(f"error: {message}", file=sys.stderr)
+    # under harness.run's cli stderr is held until the first cell, and said as "error: <it>"
+    print(message if isinstance(sys.stderr, HeldStderr) else f"error: {message}", file=sys.stderr)
     sys.exit(BAD_INPUT)
 
 
@@ -175,6 +178,11 @@ class SweepIndexCallback(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         os.environ.update({k: str(v) for k, v in self.driver_env.items() if v is not None})
+        if config.hydra.launcher.get("engine") == "ray":  # sweep.engine=ray, before any folder
+            try:
+                need_ray()
+            except ConfigError as exc:  # Hydra turns a callback's exception into a warning
+                _fail(str(exc))
         task = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
         # the basic sweeper puts hydra.sweeper.params (conf/sweep presets) before the command line's
         params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]

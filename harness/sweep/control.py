@@ -169,11 +169,13 @@ def reachable(sweep_dir: Path) -> None:
             "(start a sweep with sweep.concurrency=N to steer it)"
         )
     if any(
-        o.startswith("hydra.launcher.processes=") and o != "hydra.launcher.processes=1"
+        o.startswith(("hydra.launcher.processes=", "hydra.launcher.engine="))
+        and o not in ("hydra.launcher.processes=1", "hydra.launcher.engine=local")
         for o in index.hydra_overrides
     ):
         raise ControlError(
-            f"{sweep_dir}: runs in several driver processes (sweep.processes), which ctl does not steer yet"
+            f"{sweep_dir}: runs in several driver processes or on Ray (sweep.processes, sweep.engine), "
+            "which ctl does not steer yet"
         )
     if not driver_running(sweep_dir):
         raise ControlError(

@@ -61,7 +61,8 @@ from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
 from harness.sweep.concurrency import check_concurrency
 from harness.sweep.index import LIMITS_JSONL
-from harness.sweep.processes import Processes, check_processes
+from harness.sweep.processes import Processes, check_engine, check_engine_args, check_processes, engine_of
+from harness.sweep.ray_workers import check_ray
 from harness.sweep.steer import Steering
 
 _LOCAL_MODEL = threading.Lock()
@@ -151,9 +152,13 @@ class CellConfigs:
 class InProcessLauncher(Launcher):
     """Hydra's launcher for cells as threads (see the module docstring)."""
 
-    def __init__(self, concurrency: int = 8, processes: int = 1) -> None:
+    def __init__(
+        self, concurrency: int = 8, processes: int = 1, engine: str = "local", ray: Any = None
+    ) -> None:
         self.concurrency = check_concurrency(concurrency)
-        self.processes = check_processes(processes)  # > 1: harness.sweep.processes
+        self.engine = check_engine(engine)  # ray: the shares on Ray (harness.sweep.ray_workers)
+        self.processes = check_processes(processes, self.engine)  # > 1: harness.sweep.processes
+        self.ray = check_ray(ray)  # where the Ray workers run, when engine=ray
         self.share: Processes | None = None
         self.config: DictConfig | None = None
         self.loader: Any = None
@@ -176,7 +181,9 @@ class InProcessLauncher(Launcher):
         release_stderr()  # what Hydra said before the first cell, held by harness.run.cli
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
-        self.share = share = Processes(sweep_dir, self.processes, self.stopped, repr(self))
+        self.share = share = Processes(
+            sweep_dir, self.processes, self.stopped, repr(self), self.engine, self.ray
+        )
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
             self.steering = Steering(sweep_dir, self.concurrency, self.stopped)
             with share.held(self.config):  # the driver's lock, and its workers if processes > 1
@@ -215,7 +222,7 @@ class InProcessLauncher(Launcher):
         self.task_function(cfg)
 
     def __repr__(self) -> str:
-        return f"InProcessLauncher(concurrency={self.concurrency}, processes={self.processes})"
+        return f"InProcessLauncher(concurrency={self.concurrency}, processes={self.processes}, engine={self.engine})"
 
 
 def fail_cell(job: SweepJob, exc: Exception) -> None:
@@ -295,7 +302,7 @@ def launcher_overrides(argv: list[str]) -> list[str]:
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+")
-        if key not in ("sweep.concurrency", "sweep.processes") or not sep:
+        if key not in ("sweep.concurrency", "sweep.processes", "sweep.engine") or not sep:
             out.append(arg)
             continue
         if "-m" not in argv and "--multirun" not in argv:
@@ -304,6 +311,8 @@ def launcher_overrides(argv: list[str]) -> list[str]:
             raise ConfigError(f"{key}: sets how a sweep's cells run; add -m")
         if key == "sweep.processes":
             out.append(f"hydra.launcher.processes={check_multi_process(argv, value)}")
+        elif key == "sweep.engine":
+            out.append(f"hydra.launcher.engine={check_engine_args(argv, value)}")
         else:
             out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
     check_sweep_budget(argv)
@@ -315,7 +324,7 @@ def check_multi_process(argv: list[str], value: str) -> int:
     are divided; a sweep budget is one process's, so more than one refuses it."""
     from harness.schema import ConfigError
 
-    processes = check_processes(value)
+    processes = check_processes(value, engine_of(argv))
     if not any(a.lstrip("+").startswith("sweep.concurrency=") for a in argv):
         raise ConfigError(
             "sweep.processes: runs the in-process launcher's cells in P processes; add sweep.concurrency=N"

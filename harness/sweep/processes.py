@@ -22,6 +22,9 @@ sweep's own command line (``harness.sweep.index.relaunch_command``) with
 
 A sweep budget (``budget.sweep_*``) and ``ctl`` belong to one process and are
 refused with more than one.
+
+``sweep.engine=ray`` runs the P shares as Ray actors instead, the driver running
+none (``harness.sweep.ray_workers``); everything above holds for them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from harness.models.limiter import JsonlSink, LimitChange
 from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
+from harness.sweep.ray_workers import MAX_RAY_WORKERS, check_ray, ray_workers, stop_with_driver
 
 SHARE_ENV = "DRIFT_SWEEP_SHARE"  # "k/P": this process is worker k of P
 DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is its parent's
@@ -53,19 +57,50 @@ PROCESSES_LOCK = "processes.lock"
 WORKERS_DIR = "workers"  # each worker's console output: workers/<k>.log
 MAX_PROCESSES = max(2, os.cpu_count() or 1)  # past the cores, processes only contend
 DIVIDED = ("rpm", "tpm", "max_concurrency", "concurrency")
+ENGINES = ("local", "ray")  # where the shares run: subprocesses here, or Ray actors
 
 
-def check_processes(value: object) -> int:
+def check_processes(value: object, engine: str = "local") -> int:
     """``sweep.processes``'s value, or a one-line error naming the key."""
     from harness.schema import ConfigError
 
+    most, what = (
+        (MAX_RAY_WORKERS, "Ray workers") if engine == "ray" else (MAX_PROCESSES, "this machine's cores")
+    )
     n = int(value) if isinstance(value, str) and value.strip().isdigit() else value
-    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_PROCESSES:
-        raise ConfigError(
-            f"sweep.processes: must be a whole number from 1 to {MAX_PROCESSES} (this machine's cores), "
-            f"got {value!r}"
-        )
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= most:
+        raise ConfigError(f"sweep.processes: must be a whole number from 1 to {most} ({what}), got {value!r}")
     return n
+
+
+def check_engine(value: object) -> str:
+    """``sweep.engine``'s value, or a one-line error naming the key. Whether Ray is
+    installed is the sweep callback's to check, before it makes the folder
+    (``need_ray``): a command's keys and values are checked where Ray is not."""
+    from harness.schema import ConfigError
+
+    if value not in ENGINES:
+        raise ConfigError(f"sweep.engine: must be one of {', '.join(ENGINES)}, got {value!r}")
+    return str(value)
+
+
+def check_engine_args(argv: list[str], value: str) -> str:
+    """``sweep.engine=E`` on a command line, with what it needs, checked before anything starts."""
+    from harness.schema import ConfigError
+
+    engine = check_engine(value)
+    if not any(a.lstrip("+").startswith("sweep.concurrency=") for a in argv):
+        raise ConfigError("sweep.engine: runs the in-process launcher's shares; add sweep.concurrency=N")
+    prefix = "hydra.launcher.ray."
+    given = [a.lstrip("+")[len(prefix) :].split("=", 1) for a in argv if a.lstrip("+").startswith(prefix)]
+    check_ray({k: None if v == "null" else v for k, v in (g for g in given if len(g) == 2)})
+    return engine
+
+
+def engine_of(argv: list[str]) -> str:
+    """The ``sweep.engine`` a command line asks for (``local`` when none)."""
+    given = [a.split("=", 1)[1] for a in argv if a.lstrip("+").startswith("sweep.engine=")]
+    return given[-1] if given else "local"
 
 
 def worker_share() -> tuple[int, int] | None:
@@ -85,6 +120,8 @@ class Processes:
     processes: int
     stopped: threading.Event
     launcher: str
+    engine: str = "local"
+    ray: dict[str, Any] | None = None  # hydra.launcher.ray, checked (harness.sweep.ray_workers)
 
     def __post_init__(self) -> None:
         share = worker_share()
@@ -92,7 +129,9 @@ class Processes:
         self.worker = share is not None
 
     def mine(self, jobs: list[tuple[int, list[str]]]) -> list[tuple[int, list[str]]]:
-        """This process's cells: round-robin by cell number."""
+        """This process's cells: round-robin by cell number (none for a Ray driver)."""
+        if self.engine == "ray" and not self.worker:
+            return []
         return [job for job in jobs if job[0] % self.processes == self.k]
 
     def divide(self, cfg: DictConfig) -> None:
@@ -113,16 +152,20 @@ class Processes:
         try:
             if self.worker:
                 fcntl.flock(lock, fcntl.LOCK_SH)
-                _die_with_driver(self.stopped)
+                if self.engine == "ray":
+                    stop_with_driver(self.stopped)
+                else:
+                    _die_with_driver(self.stopped)
                 yield
                 return
             with driver_lock(self.sweep_dir, self.launcher):
                 fcntl.flock(lock, fcntl.LOCK_EX)  # a killed driver's workers are still stopping
                 fcntl.flock(lock, fcntl.LOCK_SH)
-                if self.processes == 1:
+                if self.processes == 1 and self.engine == "local":
                     yield
                     return
-                self.record(master)
+                if self.processes > 1:
+                    self.record(master)
                 with self.workers():
                     yield
         finally:
@@ -142,6 +185,11 @@ class Processes:
         """P-1 workers running the sweep's command line; a stop of the driver is theirs."""
         command = relaunch_command(self.sweep_dir, read_index(self.sweep_dir))
         (self.sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
+        if self.engine == "ray":
+            shares = [{SHARE_ENV: f"{k}/{self.processes}"} for k in range(self.processes)]
+            with ray_workers(self.sweep_dir, command[3:], shares, self.stopped, self.ray):
+                yield
+            return
         procs = [self._start(command, k) for k in range(1, self.processes)]
         done = threading.Event()
         relay = threading.Thread(target=self._relay, args=(procs, done), name="sweep-workers", daemon=True)
