@@ -248,6 +248,7 @@ class Shown:
         self._line: str | None = None
         self._whole: dict[str, bool] = {}  # piece -> shown whole
         self._runs: frozenset[str] | None = None
+        self._written: tuple[Written, Written] | None = None
 
     def _shows(self, piece: str) -> bool:
         if (seen := self._whole.get(piece)) is None:
@@ -258,7 +259,10 @@ class Shown:
         return seen
 
     def _pieces(self) -> tuple[Written, Written]:
-        return written(templates(), self.n), written(self.extra, self.n)
+        # found once a request: the cache's key hashes every literal of the prompt code
+        if self._written is None:
+            self._written = written(templates(), self.n), written(self.extra, self.n)
+        return self._written
 
     def instructs(self, gram: str) -> bool:
         """Whether ``gram`` is a run of a piece these messages show whole."""
