@@ -10,6 +10,7 @@ how the run ended (completed, failed, interrupted) in the manifest.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -242,9 +243,26 @@ def stream(
     return False
 
 
+# CPython collects its young objects every 700 container allocations, and the
+# middle generation every 10 of those. A model call makes tens of thousands
+# (records, JSON, LangGraph's per-step dicts), nearly all freed by reference
+# counting; with 64 cells in flight the collections took 0.39 s of CPU over
+# 1,152 calls, 0.19 s at these thresholds (timed by gc.callbacks). Cyclic
+# garbage waits longer before it is found: megabytes at most.
+GC_DEFAULT = (700, 10, 10)
+GC_RUNNING = (10_000, 20, 20)
+
+
+def collect_less() -> None:
+    """Raise the collector's thresholds to ``GC_RUNNING``, unless someone set them."""
+    if gc.get_threshold() == GC_DEFAULT:
+        gc.set_threshold(*GC_RUNNING)
+
+
 def run_graph(fmt: Format, ctx: RunContext, state: dict[str, Any], snapshots: Snapshotter) -> str | None:
     """Drive the format's graph with its tools open (``state`` moves in place);
     why it stopped early (a signal, a person's ``/quit``), or None."""
+    collect_less()
     with StopOnSignal() as stop:
         try:
             with open_tools(fmt, ctx) as ctx.tools:

@@ -108,23 +108,23 @@ def _templates() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Written:
     """Pieces of text the harness writes whole (a literal or config text, split at
-    its format fields) of ``n`` words or more, by their first ``n`` words."""
+    its format fields) of ``n`` words or more, by each of their ``n``-word runs."""
 
-    by_first: dict[str, tuple[str, ...]]
+    by_gram: dict[str, tuple[str, ...]]  # every n-word run of every piece -> the pieces holding it
     grams: frozenset[str]  # every n-word run of every piece
 
 
 @functools.lru_cache(maxsize=256)
 def written(texts: tuple[str, ...], n: int) -> Written:
-    by_first: dict[str, list[str]] = {}
-    grams: set[str] = set()
+    by_gram: dict[str, list[str]] = {}
     for text in texts:
         for part in _HOLE.split(text):
             tokens = words(part)
             if len(tokens) >= n:
-                by_first.setdefault(" ".join(tokens[:n]), []).append(" ".join(tokens))
-                grams |= ngrams(tokens, n)
-    return Written({k: tuple(v) for k, v in by_first.items()}, frozenset(grams))
+                piece = " ".join(tokens)
+                for gram in ngrams(tokens, n):
+                    by_gram.setdefault(gram, []).append(piece)
+    return Written({k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()}, frozenset(by_gram))
 
 
 def strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
@@ -169,8 +169,9 @@ def _schema_parts(node: Any, names: set[str], choices: set[str]) -> None:
 @dataclass(frozen=True)
 class EchoCheck:
     """What one request's reply must not copy: ``instructions`` (its prompt's
-    instruction runs), ``schema`` (the reply schema's runs), ``names`` (the
-    words of its field names; ``choices``, its enum values, are exempt)."""
+    instruction runs; or asked of ``shown`` run by run), ``schema`` (the reply
+    schema's runs), ``names`` (the words of its field names; ``choices``, its
+    enum values, are exempt)."""
 
     n: int
     instructions: frozenset[str]
@@ -179,13 +180,17 @@ class EchoCheck:
     choices: frozenset[str]
     spelled: frozenset[str] = frozenset()  # field names no prose writes ("is_approved")
     example: frozenset[str] = frozenset()  # the runs of the schema's worked example (a base model's prompt)
+    shown: Shown | None = None  # the prompt's instruction runs, found as asked (a model call's check)
+
+    def instructed(self, gram: str) -> bool:
+        return gram in self.instructions or (self.shown is not None and self.shown.instructs(gram))
 
     def copied(self, text: str) -> tuple[int, str, str] | None:
         """The first run of ``text`` copied from the instructions or the schema:
         (its length in words, the text as written, where it comes from)."""
         spans = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
         grams = [" ".join(w for w, _, _ in spans[i : i + self.n]) for i in range(len(spans) - self.n + 1)]
-        hits = [g in self.instructions or g in self.schema or g in self.example for g in grams]
+        hits = [g in self.schema or g in self.example or self.instructed(g) for g in grams]
         if not any(hits):
             return None
         first = hits.index(True)
@@ -194,7 +199,7 @@ class EchoCheck:
             last += 1
         source = (
             "the instructions"
-            if grams[first] in self.instructions
+            if self.instructed(grams[first])
             else "the worked example"
             if grams[first] in self.example
             else "the reply schema"
@@ -223,21 +228,59 @@ class EchoCheck:
         )
 
 
-def instruction_runs(messages: Iterable[dict[str, Any]], extra: tuple[str, ...], n: int) -> frozenset[str]:
-    """The ``n``-word runs of the pieces the harness wrote that ``messages`` show
-    whole: a literal of its prompt code or a text of ``extra`` (the run's config
-    texts). Whole, so that a label and the quoted text after it ("Persona: "
-    and a persona) never pass for another prompt's line. A model's own earlier
-    messages (a failed reply, a fork's history) are quoted, never instructions."""
-    shown = words("\n".join(str(m.get("content") or "") for m in messages if m.get("role") != "assistant"))
-    grams, line = ngrams(shown, n), f" {' '.join(shown)} "
-    runs: set[str] = set()
-    for pieces in (written(templates(), n), written(extra, n)):
-        for first in grams & pieces.by_first.keys():
-            for piece in pieces.by_first[first]:
-                if f" {piece} " in line:
-                    runs |= ngrams(piece.split(), n)
-    return frozenset(runs)
+class Shown:
+    """The pieces the harness wrote that a request's messages show whole: a
+    literal of its prompt code or a text of ``extra`` (the run's config texts).
+    Whole, so that a label and the quoted text after it ("Persona: " and a
+    persona) never pass for another prompt's line. A model's own earlier
+    messages (a failed reply, a fork's history) are quoted, never instructions.
+
+    Asked run by run (``instructs``), and only for a reply's runs that some
+    piece holds: most replies hold none, so the prompt's words (thousands, the
+    whole transcript) are found only when one does, not on every call. One
+    request's, so no lock: a plain memo, not ``functools.cached_property``,
+    whose lock 3.11 shares across instances (and so across cells' threads)."""
+
+    def __init__(self, texts: tuple[str, ...], extra: tuple[str, ...], n: int) -> None:
+        self.texts = texts  # the contents of the messages not the model's own
+        self.extra = extra
+        self.n = n
+        self._line: str | None = None
+        self._whole: dict[str, bool] = {}  # piece -> shown whole
+        self._runs: frozenset[str] | None = None
+        self._written: tuple[Written, Written] | None = None
+
+    def _shows(self, piece: str) -> bool:
+        if (seen := self._whole.get(piece)) is None:
+            if self._line is None:
+                joined = "\n".join(self.texts)
+                self._line = f" {' '.join(words(joined))} "
+            seen = self._whole[piece] = f" {piece} " in self._line
+        return seen
+
+    def _pieces(self) -> tuple[Written, Written]:
+        # found once a request: the cache's key hashes every literal of the prompt code
+        if self._written is None:
+            self._written = written(templates(), self.n), written(self.extra, self.n)
+        return self._written
+
+    def instructs(self, gram: str) -> bool:
+        """Whether ``gram`` is a run of a piece these messages show whole."""
+        return any(self._shows(piece) for pieces in self._pieces() for piece in pieces.by_gram.get(gram, ()))
+
+    @property
+    def runs(self) -> frozenset[str]:
+        """Every ``n``-word run of every piece shown whole."""
+        if self._runs is None:
+            self._runs = frozenset(
+                g for pieces in self._pieces() for g in pieces.by_gram if self.instructs(g)
+            )
+        return self._runs
+
+
+def shown(messages: Iterable[dict[str, Any]], extra: tuple[str, ...], n: int) -> Shown:
+    texts = tuple(str(m.get("content") or "") for m in messages if m.get("role") != "assistant")
+    return Shown(texts, extra, n)
 
 
 def written_ngrams(extra: tuple[str, ...], n: int) -> frozenset[str]:
@@ -261,8 +304,18 @@ def _schema_facts(schemas: tuple[str, ...], n: int) -> tuple[frozenset[str], ...
 
 
 def echo_check(
-    messages: Iterable[dict[str, Any]], schemas: tuple[str, ...], extra: tuple[str, ...], n: int
+    messages: Iterable[dict[str, Any]],
+    schemas: tuple[str, ...],
+    extra: tuple[str, ...],
+    n: int,
+    *,
+    lazy: bool = False,
 ) -> EchoCheck:
-    """The check for a reply to ``messages`` under ``schemas`` (JSON schema texts)."""
+    """The check for a reply to ``messages`` under ``schemas`` (JSON schema texts).
+    ``lazy``: its instruction runs are found as a reply's runs ask (a model call
+    checks one reply; the analysis, which reads them all, takes them whole)."""
     grams, names, choices, spelled, example = _schema_facts(schemas, n)
-    return EchoCheck(n, instruction_runs(messages, extra, n), grams, names, choices, spelled, example)
+    prompt = shown(messages, extra, n)
+    if lazy:
+        return EchoCheck(n, frozenset(), grams, names, choices, spelled, example, prompt)
+    return EchoCheck(n, prompt.runs, grams, names, choices, spelled, example)

@@ -114,19 +114,40 @@ def call_with_retry(
     policy: RetryConfig,
     on_retry: Callable[[int, BaseException, float], None] | None = None,
 ) -> T:
-    """Call ``fn``; retry transient errors per ``policy``; re-raise the last error."""
+    """Call ``fn``; retry transient errors per ``policy``; re-raise the last error.
 
+    The first attempt runs outside tenacity: nearly every call succeeds at once,
+    and building a ``Retrying`` per call was most of this layer's CPU. A failed
+    first attempt hands its error to tenacity as that attempt's outcome, so the
+    waits, the retries reported and the error re-raised are tenacity's as before."""
+    try:
+        return fn()
+    except Exception as exc:
+        if classify(exc) == "fatal":  # tenacity would not retry it: re-raised as is
+            raise
+        first: BaseException | None = exc
+
+    def attempt() -> T:
+        nonlocal first
+        if first is not None:
+            failed, first = first, None
+            raise failed
+        return fn()
+
+    return _retrying(policy, on_retry)(attempt)
+
+
+def _retrying(policy: RetryConfig, on_retry: Callable[[int, BaseException, float], None] | None) -> Retrying:
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         if on_retry is not None and exc is not None:
             on_retry(state.attempt_number, exc, wait)
 
-    retrying = Retrying(
+    return Retrying(
         retry=retry_if_exception(lambda e: classify(e) != "fatal"),
         stop=stop_after_attempt(policy.max_attempts),
         wait=backoff(policy),
         before_sleep=before_sleep,
         reraise=True,
     )
-    return retrying(fn)

@@ -326,7 +326,7 @@ def generate_structured(
     errors: list[str] = []
     labels = reply_labels(schema_cls, messages)
     echo = (
-        echo_check(messages, (schema_text(schema_cls),), tuple(instructions), echo_words)
+        echo_check(messages, (schema_text(schema_cls),), tuple(instructions), echo_words, lazy=True)
         if echo_words > 0
         else None
     )
