@@ -32,10 +32,14 @@ class Turn(BaseModel):
 
 
 def ask(*replies: str, max_tokens: int = 512):  # type: ignore[no-untyped-def]
+    return ask_model(Replies(*replies), Turn, max_tokens)
+
+
+def ask_model(model: Replies, schema: type[BaseModel], max_tokens: int = 512):  # type: ignore[no-untyped-def]
     return generate_structured(
-        Replies(*replies).complete,
+        model.complete,
         [{"role": "user", "content": "speak"}],
-        Turn,
+        schema,
         temperature=0.5,
         max_tokens=max_tokens,
         seed=1,
@@ -75,13 +79,32 @@ def test_a_natural_end_and_a_capped_name_are_not_cuts():
     assert result.value.name == "A" * 20  # a name is not prose: no sentence asked of it
 
 
-def test_a_cut_leaving_no_sentence_keeps_the_text_and_says_so():
-    cut = ("no sentence ends here " * 10)[:LIMIT]
-    result = ask(reply(cut), reply("Short and whole."))
-    assert result.value is not None and result.value.text == cut and result.attempts == 1
-    assert [(c.field, c.dropped_chars, c.cap, c.sentence) for c in result.cuts] == [
-        ("text", 0, "maxLength", False)
+def test_a_cut_leaving_no_sentence_is_asked_again_for_shorter_sentences():
+    model = Replies(reply(("no sentence ends here " * 10)[:LIMIT]), reply("Short and whole."))
+    result = ask_model(model, Turn)
+    assert result.value is not None and result.value.text == "Short and whole." and result.attempts == 2
+    assert "text: cut at its length limit, and no sentence ended before that" in result.errors[0]
+    assert "shorter" in model.requests[1].messages[-1]["content"]  # the repair asks for it
+
+
+class Post(BaseModel):
+    argument: str = Field(min_length=10, max_length=400)  # a field the formats publish
+
+
+def test_a_published_field_left_mid_sentence_ends_at_its_last_sentence():
+    unfinished = "Workers deserve a safe place. It is supported by the"
+    result = ask_model(Replies(json.dumps({"argument": unfinished})), Post)
+    assert result.value is not None and result.value.argument == "Workers deserve a safe place."
+    assert [(c.field, c.cap, c.dropped_chars) for c in result.cuts] == [
+        ("argument", "unfinished", len(unfinished) - len("Workers deserve a safe place."))
     ]
+    # a field not published may stop where the model stopped it
+    assert ask(reply("It is supported by the")).value.text == "It is supported by the"  # type: ignore[union-attr]
+    # a published field with no sentence at all is invalid, and asked again
+    retried = ask_model(
+        Replies(json.dumps({"argument": "we should act now"}), json.dumps({"argument": "Act now."})), Post
+    )
+    assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
 
 
 def test_the_cap_is_the_schema_the_reply_was_decoded_under():

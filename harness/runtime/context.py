@@ -315,18 +315,13 @@ class AgentContext:
         return self._instructions[n]
 
     def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
-        """A ``cut`` event for each field a length cap cut (ended at its last sentence)."""
+        """A ``cut`` event for each field a cap cut or left unfinished (ended at its last sentence)."""
         for n, cut in enumerate(cuts):
-            dropped = (
-                f"{cut.dropped_chars} characters after its last sentence dropped"
-                if cut.sentence
-                else "no sentence ended before it: kept as cut"
-            )
             self.events.emit(
                 "cut",
                 **at,
                 n=n,
-                detail=f"{cut.field}: cut by {cut.cap}; {dropped}",
+                detail=f"{cut.field}: cut by {cut.cap}; {cut.dropped_chars} characters after its last sentence dropped",
                 model=spec,
                 **asdict(cut),
             )
