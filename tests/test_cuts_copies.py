@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 from test_structured import Replies
 
@@ -19,6 +20,9 @@ from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
 from harness.models.sentences import PROSE_CHARS, last_sentence, within
 from harness.models.structured import end_at_sentences, generate_structured, request_schema
+from harness.resume import resume_run
+from harness.runtime.context import RunContext
+from harness.runtime.interrupt import RunStopped
 from harness.schema import ModelConfig
 from harness.store.copies import find_copy, similarity
 from harness.store.records import Published, parse_record
@@ -225,3 +229,30 @@ def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
 def test_the_analysis_reads_each_turns_copy_share():
     texts = ["a b c d e f", "x y", "a b c d e f", "a b c d e f and more"]
     assert copied(texts) == [0.0, 0.0, 1.0, 0.5]  # the last: 2 of its 4 five-grams are earlier
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["event-lost", "event-landed"])
+def test_a_resume_writes_a_copy_event_a_kill_lost_and_none_twice(run, monkeypatch, landed):
+    """Killed between the CONS turn of round 2 landing and its copy event (or just
+    after the event): the resume checks the landed turn again, and writes the event once."""
+    check = RunContext._check_copy
+
+    def killed(self: RunContext, turn: Published, earlier: list[Published] | None = None) -> None:
+        if landed:
+            check(self, turn, earlier)
+        if turn.id == "r0002.cons.argument.i0" and earlier is None:  # as appended, not rechecked
+            raise RunStopped("killed after the turn landed")
+        check(self, turn, earlier)
+
+    monkeypatch.setattr(RunContext, "_check_copy", killed)
+    first = run("rounds=2", build=rewriting(cons_copies))
+    assert first.manifest.status == "interrupted"
+    assert len(events(first.run_dir, "copy")) == 1 + landed
+    monkeypatch.undo()
+    again = resume_run(first.run_dir, build=rewriting(cons_copies))
+    assert again.manifest.status == "completed"
+    assert [e.data["turn"] for e in events(again.run_dir, "copy")] == [
+        "r0001.cons.argument.i0",
+        "r0002.cons.argument.i0",
+    ]
+    assert again.manifest.counts.copies == 2
