@@ -221,6 +221,15 @@ def test_a_cut_turn_is_published_whole_sentences_and_the_cut_is_an_event(run):
     assert result.manifest.counts.cuts >= 1
 
 
+def test_a_tight_budget_cuts_the_scripted_replies_to_whole_sentences_and_loses_none(run):
+    """At llm.max_tokens=96 (the Makefile's study, pilot and long runs) every capped
+    scripted field keeps a whole sentence: cuts, and no reply lost to them."""
+    result = run("rounds=2", "llm.max_tokens=96")
+    turns = [parse_record(x) for x in (result.run_dir / "shared_memory.jsonl").read_text().splitlines()]
+    assert len(turns) == 4 and all(last_sentence(t.text) == t.text for t in turns)  # type: ignore[union-attr]
+    assert result.manifest.counts.schema_failures == 0 and result.manifest.counts.cuts > 0
+
+
 def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
     assert within("It holds. Then a clause that runs past", 20) == ("It holds.", True)
     assert within("no sentence ends in these words at all", 20) == ("no sentence ends…", True)
