@@ -83,16 +83,25 @@ def test_a_natural_end_and_a_capped_name_are_not_cuts():
     assert result.value.name == "A" * 20  # a name is not prose: no sentence asked of it
 
 
-def test_a_cut_leaving_no_sentence_is_asked_again_for_shorter_sentences():
-    model = Replies(reply(("no sentence ends here " * 10)[:LIMIT]), reply("Short and whole."))
-    result = ask_model(model, Turn)
-    assert result.value is not None and result.value.text == "Short and whole." and result.attempts == 2
-    assert "text: cut at its length limit, and no sentence ended before that" in result.errors[0]
+class Post(BaseModel):
+    argument: str = Field(min_length=10, max_length=400)  # a field the formats publish
+
+
+def test_a_cut_leaving_a_published_field_no_sentence_is_asked_again_for_shorter_sentences():
+    model = Replies(
+        json.dumps({"argument": "no sentence ends here " * 18}), json.dumps({"argument": "Short and whole."})
+    )
+    result = ask_model(model, Post, max_tokens=96)  # a cap of ~190 characters
+    assert result.value is not None and result.value.argument == "Short and whole." and result.attempts == 2
+    assert "argument: cut at its length limit, and no sentence ended before that" in result.errors[0]
     assert "shorter" in model.requests[1].messages[-1]["content"]  # the repair asks for it
 
 
-class Post(BaseModel):
-    argument: str = Field(min_length=10, max_length=400)  # a field the formats publish
+def test_a_cut_leaving_a_private_field_no_sentence_keeps_it_as_cut():
+    cut = ("no sentence ends here " * 10)[:LIMIT]
+    result = ask(reply(cut), reply("Short and whole."))
+    assert result.value is not None and result.value.text == cut and result.attempts == 1
+    assert [(c.field, c.dropped_chars, c.cap) for c in result.cuts] == [("text", 0, "maxLength")]
 
 
 def test_a_published_field_left_mid_sentence_ends_at_its_last_sentence():

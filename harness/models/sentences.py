@@ -5,8 +5,10 @@ decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
 prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
 A field published as a turn (``PUBLISHED``) must end a sentence whatever cut
 it: a small model closes a string mid-sentence far below its cap ("...supported
-by the"), and that cut is "unfinished". A cut leaving no complete sentence is
-an invalid reply (``NoSentence``), repaired like any other.
+by the"), and that cut is "unfinished". A cut leaving a published field no
+complete sentence makes the reply invalid (``NoSentence``), repaired like any
+other; a private field (a scratchpad, a rationale) keeps the text the cap left
+(a cut with nothing dropped), as no one reads it as a turn.
 ``harness.models.structured`` applies this to every reply; the grounded
 format's hard cut at ``format.charlimit`` ends its turn the same way (``within``).
 """
@@ -26,10 +28,11 @@ class Cut:
     field: str  # its path in the reply ("argument", "citations.0.quote")
     dropped_chars: int
     cap: str  # "maxLength", "max_tokens" or "unfinished" (the grounded format adds "format.charlimit")
+    # 0: a private field with no sentence before the cap, kept as the cap left it
 
 
 class NoSentence(ValueError):
-    """A cut left a field no complete sentence: the reply is invalid and is asked again."""
+    """A cut left a published field no complete sentence: the reply is invalid and is asked again."""
 
 
 # The reply fields the formats publish as a turn (or show every seat: a summary),
@@ -109,7 +112,8 @@ def sentence_cuts(
     """End each prose string of ``data`` (in place) that a cap cut, and each published
     one left unfinished, at its last complete sentence; the cuts. ``texts`` are its
     strings by path, ``truncated`` whether the reply's JSON was left open. A string
-    that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves none."""
+    that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves a
+    published field none."""
     limits: dict[str, int] = {}
     _limits(schema, schema, data, "", limits)
     capped = {path: "unfinished" for path, _ in texts if path in PUBLISHED}
@@ -119,6 +123,9 @@ def sentence_cuts(
     cuts: list[Cut] = []
     for path, text in texts:
         if path not in capped or len(kept := last_sentence(text)) == len(text.rstrip()):
+            continue
+        if not kept and path not in PUBLISHED:  # private: re-asking would only lose the turn
+            cuts.append(Cut(path, 0, capped[path]))
             continue
         if not kept:
             raise NoSentence(

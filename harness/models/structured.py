@@ -283,7 +283,7 @@ def end_at_sentences(value: M, schema: dict[str, Any], raw: str) -> tuple[M, lis
     one the reply was decoded under. Raises ``ValueError`` when a cut leaves no sentence."""
     data = value.model_dump()
     cuts = sentence_cuts(data, schema, _texts(data, ""), raw, _truncated(raw))
-    return (_validate(data, type(value)), cuts) if cuts else (value, cuts)
+    return (_validate(data, type(value)), cuts) if any(c.dropped_chars for c in cuts) else (value, cuts)
 
 
 def usage_of(completion: Completion) -> Usage:

@@ -317,11 +317,16 @@ class AgentContext:
     def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
         """A ``cut`` event for each field a cap cut or left unfinished (ended at its last sentence)."""
         for n, cut in enumerate(cuts):
+            dropped = (
+                f"{cut.dropped_chars} characters after its last sentence dropped"
+                if cut.dropped_chars
+                else "no sentence ended before it: a private field, kept as cut"
+            )
             self.events.emit(
                 "cut",
                 **at,
                 n=n,
-                detail=f"{cut.field}: cut by {cut.cap}; {cut.dropped_chars} characters after its last sentence dropped",
+                detail=f"{cut.field}: cut by {cut.cap}; {dropped}",
                 model=spec,
                 **asdict(cut),
             )
