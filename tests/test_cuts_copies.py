@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic import BaseModel, Field
 from test_structured import Replies
 
@@ -19,6 +20,9 @@ from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
 from harness.models.sentences import PROSE_CHARS, last_sentence, within
 from harness.models.structured import end_at_sentences, generate_structured, request_schema
+from harness.resume import resume_run
+from harness.runtime.context import RunContext
+from harness.runtime.interrupt import RunStopped
 from harness.schema import ModelConfig
 from harness.store.copies import find_copy, similarity
 from harness.store.records import Published, parse_record
@@ -32,10 +36,14 @@ class Turn(BaseModel):
 
 
 def ask(*replies: str, max_tokens: int = 512):  # type: ignore[no-untyped-def]
+    return ask_model(Replies(*replies), Turn, max_tokens)
+
+
+def ask_model(model: Replies, schema: type[BaseModel], max_tokens: int = 512):  # type: ignore[no-untyped-def]
     return generate_structured(
-        Replies(*replies).complete,
+        model.complete,
         [{"role": "user", "content": "speak"}],
-        Turn,
+        schema,
         temperature=0.5,
         max_tokens=max_tokens,
         seed=1,
@@ -75,13 +83,41 @@ def test_a_natural_end_and_a_capped_name_are_not_cuts():
     assert result.value.name == "A" * 20  # a name is not prose: no sentence asked of it
 
 
-def test_a_cut_leaving_no_sentence_keeps_the_text_and_says_so():
+class Post(BaseModel):
+    argument: str = Field(min_length=10, max_length=400)  # a field the formats publish
+
+
+def test_a_cut_leaving_a_published_field_no_sentence_is_asked_again_for_shorter_sentences():
+    model = Replies(
+        json.dumps({"argument": "no sentence ends here " * 18}), json.dumps({"argument": "Short and whole."})
+    )
+    result = ask_model(model, Post, max_tokens=96)  # a cap of ~190 characters
+    assert result.value is not None and result.value.argument == "Short and whole." and result.attempts == 2
+    assert "argument: cut at its length limit, and no sentence ended before that" in result.errors[0]
+    assert "shorter" in model.requests[1].messages[-1]["content"]  # the repair asks for it
+
+
+def test_a_cut_leaving_a_private_field_no_sentence_keeps_it_as_cut():
     cut = ("no sentence ends here " * 10)[:LIMIT]
     result = ask(reply(cut), reply("Short and whole."))
     assert result.value is not None and result.value.text == cut and result.attempts == 1
-    assert [(c.field, c.dropped_chars, c.cap, c.sentence) for c in result.cuts] == [
-        ("text", 0, "maxLength", False)
+    assert [(c.field, c.dropped_chars, c.cap) for c in result.cuts] == [("text", 0, "maxLength")]
+
+
+def test_a_published_field_left_mid_sentence_ends_at_its_last_sentence():
+    unfinished = "Workers deserve a safe place. It is supported by the"
+    result = ask_model(Replies(json.dumps({"argument": unfinished})), Post)
+    assert result.value is not None and result.value.argument == "Workers deserve a safe place."
+    assert [(c.field, c.cap, c.dropped_chars) for c in result.cuts] == [
+        ("argument", "unfinished", len(unfinished) - len("Workers deserve a safe place."))
     ]
+    # a field not published may stop where the model stopped it
+    assert ask(reply("It is supported by the")).value.text == "It is supported by the"  # type: ignore[union-attr]
+    # a published field with no sentence at all is invalid, and asked again
+    retried = ask_model(
+        Replies(json.dumps({"argument": "we should act now"}), json.dumps({"argument": "Act now."})), Post
+    )
+    assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
 
 
 def test_the_cap_is_the_schema_the_reply_was_decoded_under():
@@ -194,6 +230,15 @@ def test_a_cut_turn_is_published_whole_sentences_and_the_cut_is_an_event(run):
     assert result.manifest.counts.cuts >= 1
 
 
+def test_a_tight_budget_cuts_the_scripted_replies_to_whole_sentences_and_loses_none(run):
+    """At llm.max_tokens=96 (the Makefile's study, pilot and long runs) every capped
+    scripted field keeps a whole sentence: cuts, and no reply lost to them."""
+    result = run("rounds=2", "llm.max_tokens=96")
+    turns = [parse_record(x) for x in (result.run_dir / "shared_memory.jsonl").read_text().splitlines()]
+    assert len(turns) == 4 and all(last_sentence(t.text) == t.text for t in turns)  # type: ignore[union-attr]
+    assert result.manifest.counts.schema_failures == 0 and result.manifest.counts.cuts > 0
+
+
 def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
     assert within("It holds. Then a clause that runs past", 20) == ("It holds.", True)
     assert within("no sentence ends in these words at all", 20) == ("no sentence ends…", True)
@@ -202,3 +247,30 @@ def test_a_grounded_turn_over_its_limit_ends_at_its_last_sentence():
 def test_the_analysis_reads_each_turns_copy_share():
     texts = ["a b c d e f", "x y", "a b c d e f", "a b c d e f and more"]
     assert copied(texts) == [0.0, 0.0, 1.0, 0.5]  # the last: 2 of its 4 five-grams are earlier
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["event-lost", "event-landed"])
+def test_a_resume_writes_a_copy_event_a_kill_lost_and_none_twice(run, monkeypatch, landed):
+    """Killed between the CONS turn of round 2 landing and its copy event (or just
+    after the event): the resume checks the landed turn again, and writes the event once."""
+    check = RunContext._check_copy
+
+    def killed(self: RunContext, turn: Published, earlier: list[Published] | None = None) -> None:
+        if landed:
+            check(self, turn, earlier)
+        if turn.id == "r0002.cons.argument.i0" and earlier is None:  # as appended, not rechecked
+            raise RunStopped("killed after the turn landed")
+        check(self, turn, earlier)
+
+    monkeypatch.setattr(RunContext, "_check_copy", killed)
+    first = run("rounds=2", build=rewriting(cons_copies))
+    assert first.manifest.status == "interrupted"
+    assert len(events(first.run_dir, "copy")) == 1 + landed
+    monkeypatch.undo()
+    again = resume_run(first.run_dir, build=rewriting(cons_copies))
+    assert again.manifest.status == "completed"
+    assert [e.data["turn"] for e in events(again.run_dir, "copy")] == [
+        "r0001.cons.argument.i0",
+        "r0002.cons.argument.i0",
+    ]
+    assert again.manifest.counts.copies == 2

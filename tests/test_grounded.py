@@ -140,9 +140,9 @@ def test_charlimit_sets_the_write_budget_and_a_recorded_cut(run, records, ground
     drafts = {d.id: d for seat in ("for", "against") for d in records(run_dir / seat / "drafts.jsonl")}
     cut = [t for t in turns if t.truncated]
     assert cut, "the scripted arguer writes past 80 characters"
-    for t in cut:
-        assert len(t.text) <= 80 and t.text.endswith("…")
-        assert drafts[t.draft_id].text.startswith(t.text[:-1]) and len(drafts[t.draft_id].text) > 80
+    for t in cut:  # ended at its last whole sentence within the limit
+        assert len(t.text) <= 80 and t.text.endswith(".")
+        assert drafts[t.draft_id].text.startswith(t.text) and len(drafts[t.draft_id].text) > 80
     assert verify(run_dir)[0] == []
 
 

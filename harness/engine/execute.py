@@ -338,6 +338,7 @@ def run_context(
         seats=fmt.seat_list(cfg),
         forced=forced,
         budgets=run_budgets(cfg, run_dir),
+        from_round=base.round if base else 0,
     )
 
 

@@ -11,7 +11,8 @@ what it emits:
   else the next rule (or a seeded choice) writes the field;
 - ``Rate(hit, miss, rate)``: ``hit`` with chance ``rate`` (one draw from the
   reply's content stream), else ``miss``;
-- ``Text(words)``: a sentence of that many words in the seat's register;
+- ``Text(words)``: that many words in the seat's register, as sentences of
+  at most ``SENTENCE_WORDS`` words;
 - ``Derived(name)``: what the function registered under ``name``
   (``@deriver``) derives from the field and its prompt; it may return
   ``SKIP`` to leave the field to the next rule.
@@ -37,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from harness.models.scripted_style import Style, sentence
+from harness.models.scripted_style import Style, sentence, sentences
 
 Stage = Literal["any", "enum", "boolean", "string"]
 STAGES: tuple[Stage, ...] = ("any", "enum", "boolean", "string")
@@ -134,6 +135,10 @@ class ReplyField:
         switched = self.model.switched(self.tags.get("round", 0)) or "shown_switched" in self.tags
         return sentence(self.rng, self.tags.get("side"), words, switched, style)
 
+    def sentences(self, words: int) -> str:
+        """``sentence(words)`` as whole sentences, each ending with a period."""
+        return sentences(self.sentence(words))
+
 
 Deriver = Callable[[ReplyField], Any]
 DERIVERS: dict[str, Deriver] = {}
@@ -207,5 +212,5 @@ def _emit(emit: Emit, field: ReplyField) -> Any:
         rate = field.setting(emit.setting) if emit.setting else emit.rate
         return emit.hit if field.rng.random() < rate else emit.miss
     if isinstance(emit, Text):
-        return field.sentence(emit.words)
+        return field.sentences(emit.words)
     return DERIVERS[emit.derive](field)

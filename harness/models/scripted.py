@@ -12,7 +12,7 @@ passages in its prompt) is the field script's: rules as data
 (``harness.models.script``), the harness's own in
 ``harness.models.scripted_rules``, a plugin format's added with
 ``register_rules``. A field no rule writes gets a seeded value of its type:
-an enum option, a number in range, a 12-word sentence.
+an enum option, a number in range, 12 words as two sentences.
 
 Temperature and gradual drift restyle the words, never the choices. 0.7
 (``llm.temperature``'s default) is the reference temperature: there a reply
@@ -199,6 +199,6 @@ class ScriptedModel:
         if kind == "object":
             return self._fill(prop, root, rng, tags)
         text = self.script.write("string", field)
-        text = field.sentence(MIN_WORDS) if text is SKIP else text
+        text = field.sentences(MIN_WORDS) if text is SKIP else text
         limit = prop.get("maxLength")
         return text[:limit] if limit and isinstance(text, str) else text

@@ -48,6 +48,9 @@ _WIDEN = 0.6  # chance a register word takes a wider-bank synonym, per degree ov
 _OFF_REGISTER = 0.3  # chance it strays off register, per degree over the reference
 _LENGTH_SD = 0.5  # sd of a field's log length factor, per degree over the reference
 MIN_WORDS = 12  # the shortest field's length: lengths never go below it
+# The longest sentence of a text field: a reply cut at a tight budget (96 tokens
+# leave a drift argument ~113 characters) still keeps one whole sentence.
+SENTENCE_WORDS = 8
 FILLER = [
     "because",
     "therefore",
@@ -158,3 +161,11 @@ def sentence(
     if style is not None and not style.plain:
         out = style.words(out, register, words)
     return " ".join(out)
+
+
+def sentences(words: str) -> str:
+    """``words`` as sentences of at most ``SENTENCE_WORDS`` words, of even length, each
+    ending with a period: the words themselves (and so the token counts) unchanged."""
+    out = words.split()
+    size = math.ceil(len(out) / max(1, math.ceil(len(out) / SENTENCE_WORDS)))
+    return " ".join(w + "." if (i + 1) % size == 0 or i == len(out) - 1 else w for i, w in enumerate(out))

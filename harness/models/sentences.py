@@ -1,8 +1,14 @@
-"""Where a length cap cut a reply's prose: ended at its last complete sentence.
+"""Where a reply's prose was cut: ended at its last complete sentence.
 
 A string counts as cut by a cap when it reached the ``maxLength`` it was
 decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
 prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
+A field published as a turn (``PUBLISHED``) must end a sentence whatever cut
+it: a small model closes a string mid-sentence far below its cap ("...supported
+by the"), and that cut is "unfinished". A cut leaving a published field no
+complete sentence makes the reply invalid (``NoSentence``), repaired like any
+other; a private field (a scratchpad, a rationale) keeps the text the cap left
+(a cut with nothing dropped), as no one reads it as a turn.
 ``harness.models.structured`` applies this to every reply; the grounded
 format's hard cut at ``format.charlimit`` ends its turn the same way (``within``).
 """
@@ -21,9 +27,29 @@ class Cut:
 
     field: str  # its path in the reply ("argument", "citations.0.quote")
     dropped_chars: int
-    cap: str  # "maxLength" or "max_tokens" (the grounded format adds "format.charlimit")
-    # False: no sentence ended before the cap, so the text stands as the cap left it
-    sentence: bool = True
+    cap: str  # "maxLength", "max_tokens" or "unfinished" (the grounded format adds "format.charlimit")
+    # 0: a private field with no sentence before the cap, kept as the cap left it
+
+
+class NoSentence(ValueError):
+    """A cut left a published field no complete sentence: the reply is invalid and is asked again."""
+
+
+# The reply fields the formats publish as a turn (or show every seat: a summary),
+# by name: each must end a sentence, even where the model itself stopped short.
+PUBLISHED = frozenset(
+    {
+        "argument",  # drift's and grounded's turn, judge_refine's Pro
+        "revised_argument",  # drift's critic's revision, published with critic.use_revision
+        "answer",  # judge_refine's Con (and an interview's answer)
+        "statement",  # panel
+        "speech",  # moderated
+        "summary",  # the summarizer's, shown to every seat
+        "convergences",
+        "tensions",
+        "recommendation",  # panel's synthesis
+    }
+)
 
 
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
@@ -83,24 +109,39 @@ def _set(data: Any, path: str, value: str) -> None:
 def sentence_cuts(
     data: Any, schema: dict[str, Any], texts: list[tuple[str, str]], raw: str, truncated: bool
 ) -> list[Cut]:
-    """End each prose string of ``data`` (in place) that a cap cut at its last complete
-    sentence; the cuts. ``texts`` are its strings by path, ``truncated`` whether the
-    reply's JSON was left open. A string that ends a sentence anyway is no cut."""
+    """End each prose string of ``data`` (in place) that a cap cut, and each published
+    one left unfinished, at its last complete sentence; the cuts. ``texts`` are its
+    strings by path, ``truncated`` whether the reply's JSON was left open. A string
+    that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves a
+    published field none."""
     limits: dict[str, int] = {}
     _limits(schema, schema, data, "", limits)
-    capped = {path: "maxLength" for path, text in texts if path in limits and len(text) >= limits[path]}
+    capped = {path: "unfinished" for path, _ in texts if path in PUBLISHED}
+    capped |= {path: "maxLength" for path, text in texts if path in limits and len(text) >= limits[path]}
     if truncated and (open_ := _open_field(texts, raw)) in limits:
         capped[open_] = "max_tokens"
     cuts: list[Cut] = []
     for path, text in texts:
         if path not in capped or len(kept := last_sentence(text)) == len(text.rstrip()):
             continue
-        if not kept:  # re-asking a model that cannot write shorter loses the turn: keep it, say so
-            cuts.append(Cut(path, 0, capped[path], sentence=False))
+        if not kept and path not in PUBLISHED:  # private: re-asking would only lose the turn
+            cuts.append(Cut(path, 0, capped[path]))
             continue
+        if not kept:
+            raise NoSentence(
+                f"{path}: {_HOW[capped[path]]}, and no sentence ended before that; "
+                "write complete sentences, fewer and shorter, each ending with a period"
+            )
         _set(data, path, kept)
         cuts.append(Cut(path, len(text) - len(kept), capped[path]))
     return cuts
+
+
+_HOW = {
+    "maxLength": "cut at its length limit",
+    "max_tokens": "cut where the reply ran out of tokens",
+    "unfinished": "stops mid-sentence",
+}
 
 
 def within(text: str, limit: int) -> tuple[str, bool]:

@@ -8,9 +8,9 @@ label (its description, or its "- field: label" line in the prompt) fails
 too, and so, with ``echo_words`` set, does one that copies that many words of
 its instructions or schema, or writes field names for text (``harness.models.echo``).
 A string a length cap cut (it reached the ``maxLength`` it was decoded
-under, or it was left open when ``max_tokens`` ran out) is ended at its last
-complete sentence and the cut kept as a ``Cut``; a cut leaving no sentence
-fails like an invalid reply. Only a validated Pydantic object leaves this module.
+under, or it was left open when ``max_tokens`` ran out), and a published one
+the model left mid-sentence, is ended at its last complete sentence and the
+cut kept as a ``Cut``; a cut leaving no sentence fails like an invalid reply. Only a validated Pydantic object leaves this module.
 """
 
 from __future__ import annotations
@@ -269,7 +269,6 @@ def min_tokens(schema: dict[str, Any]) -> int:
     return overhead + math.ceil(least / CHARS_PER_TOKEN)
 
 
-# A sentence's end: . ! or ?, any closing quotes or brackets, then a space or the end.
 def _truncated(raw: str) -> bool:
     """Whether the reply's JSON was left open (``max_tokens`` ran out mid-object)."""
     body = _FENCE.sub("", raw.strip())
@@ -279,8 +278,9 @@ def _truncated(raw: str) -> bool:
 
 
 def end_at_sentences(value: M, schema: dict[str, Any], raw: str) -> tuple[M, list[Cut]]:
-    """``value`` with each string a cap cut ended at its last complete sentence, and the
-    cuts (``harness.models.sentences``); ``schema`` is the one the reply was decoded under."""
+    """``value`` with each string a cap cut (or published unfinished) ended at its last
+    complete sentence, and the cuts (``harness.models.sentences``); ``schema`` is the
+    one the reply was decoded under. Raises ``ValueError`` when a cut leaves no sentence."""
     data = value.model_dump()
     cuts = sentence_cuts(data, schema, _texts(data, ""), raw, _truncated(raw))
     return (_validate(data, type(value)), cuts) if any(c.dropped_chars for c in cuts) else (value, cuts)
@@ -346,11 +346,11 @@ def generate_structured(
         usage = usage + usage_of(completion)
         raw = completion.text
         try:
-            value, cuts = end_at_sentences(
-                parse_reply(raw, schema_cls), request_schema(schema_cls, max_tokens), raw
-            )
+            value = parse_reply(raw, schema_cls)
+            # an echo first: its repair names what was echoed, not the unfinished sentence
             if why := echoed_label(value, labels) or (echo and echoed_run(value, echo)):
                 raise ValueError(why)
+            value, cuts = end_at_sentences(value, request_schema(schema_cls, max_tokens), raw)
             return StructuredResult(value, usage, attempt + 1, raw, errors, cuts)
         except ValueError as exc:
             errors.append(str(exc))

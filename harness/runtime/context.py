@@ -315,12 +315,12 @@ class AgentContext:
         return self._instructions[n]
 
     def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
-        """A ``cut`` event for each field a length cap cut (ended at its last sentence)."""
+        """A ``cut`` event for each field a cap cut or left unfinished (ended at its last sentence)."""
         for n, cut in enumerate(cuts):
             dropped = (
                 f"{cut.dropped_chars} characters after its last sentence dropped"
-                if cut.sentence
-                else "no sentence ended before it: kept as cut"
+                if cut.dropped_chars
+                else "no sentence ended before it: a private field, kept as cut"
             )
             self.events.emit(
                 "cut",
@@ -370,14 +370,27 @@ class RunContext:
     tools: Any = None  # what the format's ``open_tools`` opened for the run (a search session)
     forced: bool = False  # resumed with ``--force`` past a changed fingerprint
     budgets: Budgets = field(default_factory=Budgets)
+    from_round: int = 0  # the round of the snapshot the run goes on from (0: its start)
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
+        self._recheck_copies()
         self.memory.shared.on_append.append(self._check_copy)  # every format publishes through it
 
-    def _check_copy(self, turn: Published) -> None:
-        """A ``copy`` event when ``turn`` repeats an earlier published turn (those still in memory)."""
-        earlier = (r for r in self.memory.shared if r.id != turn.id)
+    def _recheck_copies(self) -> None:
+        """A resume checks the turns that landed after its snapshot again: a kill between
+        a turn's append and its ``copy`` event loses the event, and the turn then replays
+        as landed. An event already written has the same id, so none is written twice."""
+        landed = list(self.memory.shared)  # a fresh run's is empty
+        for i, turn in enumerate(landed):
+            if turn.round > self.from_round:
+                self._check_copy(turn, landed[:i])
+
+    def _check_copy(self, turn: Published, earlier: list[Published] | None = None) -> None:
+        """A ``copy`` event when ``turn`` repeats an earlier published turn (by default
+        those still in memory: ``turn`` was just appended, so all of them are earlier)."""
+        if earlier is None:
+            earlier = [r for r in self.memory.shared if r.id != turn.id]
         if (copy := find_copy(turn.text, earlier, self.cfg.critic.copy_threshold)) is None:
             return
         self.events.emit(
