@@ -224,6 +224,32 @@ def test_a_cell_whose_config_does_not_compose_fails_alone(tmp_path: Path) -> Non
     assert read_index(tmp_path).cells[0].status == "pending"
 
 
+def test_a_completed_cell_skipped_takes_in_the_log_its_killed_launch_left_aside(tmp_path: Path, run) -> None:
+    """A driver killed after a cell's run completed, before its log (kept in ``cells/``
+    until the run folder exists) moved into the folder: the resume's skip moves it."""
+    from harness.sweep.cell import SweepJob, pending_log, run_cell
+    from harness.sweep.grid import plan_cells
+    from harness.sweep.index import SweepIndex, write_index
+
+    cells = plan_cells(["llm.temperature=0.2"])
+    write_index(
+        tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=cells)
+    )
+    done = run("rounds=1", f"runs_root={tmp_path}", f"run_name={cells[0].name}")
+    pending = pending_log(tmp_path, cells[0].name)
+    pending.parent.mkdir()
+    pending.write_text("=== cell before the kill ===\n")
+
+    def never(cfg: object) -> None:
+        raise AssertionError("a completed cell is skipped, not run")
+
+    run_cell(OmegaConf.create({"rounds": 1}), never, SweepJob(tmp_path, 0, cells[0].overrides))
+    assert not pending.exists()
+    assert (done.run_dir / "cell.log").read_text() == "=== cell before the kill ===\n"
+    record = json.loads((tmp_path / "cells" / f"{cells[0].name}.json").read_text())
+    assert (record["status"], record["action"]) == ("completed", "skip")
+
+
 def test_a_copied_cell_config_equals_what_hydra_composes(tmp_path: Path) -> None:
     """``CellConfigs`` composes once per shape of cell and copies with values set:
     every cell's config must equal Hydra's own composition of its overrides."""

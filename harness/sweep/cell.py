@@ -106,7 +106,7 @@ def cell_config(cfg: DictConfig, sweep_dir: Path, name: str, *, owned: bool = Fa
 def cell_output(sweep_dir: Path, name: str) -> Iterator[Path]:
     """Send stdout/stderr to the cell's log. Until the engine makes the run folder
     the log lives in ``cells/<name>.log``; it then moves into the run folder."""
-    run_dir, pending = sweep_dir / name, sweep_dir / CELLS_DIR / f"{name}.log"
+    run_dir, pending = sweep_dir / name, pending_log(sweep_dir, name)
     _adopt_log(pending, run_dir)
     path = run_dir / CELL_LOG if run_dir.is_dir() else pending
     with open(path, "a", encoding="utf-8", buffering=1) as log, redirected(log):
@@ -132,6 +132,11 @@ def redirected(log: TextIO) -> Iterator[None]:
     else:
         with redirect_stdout(log), redirect_stderr(log):
             yield
+
+
+def pending_log(sweep_dir: Path, name: str) -> Path:
+    """Where a cell's output goes until its run folder exists."""
+    return sweep_dir / CELLS_DIR / f"{name}.log"
 
 
 def _adopt_log(pending: Path, run_dir: Path) -> None:
@@ -224,6 +229,8 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     run_dir = sweep_dir / cell.name
     manifest = _manifest(run_dir)
     if manifest is not None and manifest.status == "completed":
+        # a launch killed as the cell ended (its run done, its log not yet moved) left the log aside
+        _adopt_log(pending_log(sweep_dir, cell.name), run_dir)
         skip = CellRecord(status="completed", action="skip", rounds=cfg.get("rounds"), seed=manifest.seed)
         write_cell_record(sweep_dir, cell.name, skip.with_counts(manifest))
         return
