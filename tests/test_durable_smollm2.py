@@ -27,7 +27,7 @@ ARGS = [
     "model=smollm2",
     "rounds=1",
     "llm.temperature=0",
-    "llm.max_tokens=64",
+    "llm.max_tokens=128",  # at 64 no argument ends a sentence: nothing is published
     "seed=7",
     "model.n_threads=1",
     "progress=false",
@@ -67,4 +67,6 @@ def test_smollm2_resume_equals_uninterrupted_run(make_cfg, runs_root: Path, tmp_
     assert result.manifest.status == "completed"
     assert verify(run_dir)[0] == []
     assert shared(run_dir) == shared(reference.run_dir)
-    assert len(shared(run_dir)) == 2
+    # a turn whose argument ends no sentence, even repaired, is a schema failure
+    # (issue 39): at temperature 0 SmolLM2's Cons does that, so Pros alone publishes
+    assert len(shared(run_dir)) >= 1

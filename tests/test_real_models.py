@@ -99,7 +99,8 @@ def test_two_round_panel_on_smollm2(run, records):
     failures = {(e.round, e.team) for e in records(run_dir / "events.jsonl") if e.event == "schema_failure"}
     shared = records(run_dir / "shared_memory.jsonl")
     expected = [(r, s) for r in (1, 2) for s in seats if (r, s) not in failures]
-    assert [(p.round, p.team) for p in shared] == expected and len(shared) >= 2
+    # a statement that ends no sentence, even repaired, fails the schema (issue 39)
+    assert [(p.round, p.team) for p in shared] == expected and len(shared) >= 1
     assert all(p.text.strip() and p.model == "local:smollm2" for p in shared)
     assert {p.phase for p in shared if p.round == 1} <= {"blind"}
     assert [s.round for s in records(run_dir / "public" / "summaries.jsonl")] == [1, 2]
