@@ -31,8 +31,7 @@ from pydantic import BaseModel
 from harness.config import resolve
 from harness.engine import run_debate
 from harness.formats import FORMATS
-from harness.models.echo import ngrams, words
-from harness.models.reply_example import example_texts
+from harness.models.echo import example_texts, ngrams, words
 from harness.models.structured import json_schema
 from harness.store.records import parse_record
 

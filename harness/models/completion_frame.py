@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.models.reply_example import EXAMPLE_MOTION, example_reply, example_texts
+from harness.models.echo import example_texts
+from harness.models.reply_example import EXAMPLE_MOTION, example_reply
 
 HEADER = "Requests to a debate assistant, each followed by its reply: one JSON object.\n\n"
 REQUEST, REPLY = "Request:\n", "Reply:\n"

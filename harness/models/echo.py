@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.models.reply_example import example_texts
+from harness.models.reply_example import example_reply
 
 _WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
 # Where the harness writes its prompts, relative to the package: every agent,
@@ -281,6 +281,12 @@ class Shown:
 def shown(messages: Iterable[dict[str, Any]], extra: tuple[str, ...], n: int) -> Shown:
     texts = tuple(str(m.get("content") or "") for m in messages if m.get("role") != "assistant")
     return Shown(texts, extra, n)
+
+
+def example_texts(schema: dict[str, Any]) -> tuple[str, ...]:
+    """Every string of ``example_reply(schema)``, the worked example a base model is
+    shown (``harness.models.completion_frame``): what a reply must not copy."""
+    return tuple(text for _, text in strings(example_reply(schema)))
 
 
 def written_ngrams(extra: tuple[str, ...], n: int) -> frozenset[str]:

@@ -71,18 +71,6 @@ def example_reply(schema: dict[str, Any]) -> dict[str, Any]:
     return _object(schema, schema.get("$defs", {}))
 
 
-def example_texts(schema: dict[str, Any]) -> tuple[str, ...]:
-    """Every string of ``example_reply(schema)``: what a reply must not copy."""
-    return tuple(_strings(example_reply(schema)))
-
-
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    values = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-    return [text for value in values for text in _strings(value)]
-
-
 def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
     ref = node.get("$ref")
     return _resolve(defs[ref.rsplit("/", 1)[-1]], defs) if ref else node

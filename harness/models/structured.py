@@ -10,7 +10,8 @@ its instructions or schema, or writes field names for text (``harness.models.ech
 A string a length cap cut (it reached the ``maxLength`` it was decoded
 under, or it was left open when ``max_tokens`` ran out), and a published one
 the model left mid-sentence, is ended at its last complete sentence and the
-cut kept as a ``Cut``; a cut leaving no sentence fails like an invalid reply. Only a validated Pydantic object leaves this module.
+cut kept as a ``Cut``; a cut leaving no sentence fails like an invalid reply.
+Only a validated Pydantic object leaves this module.
 """
 
 from __future__ import annotations
