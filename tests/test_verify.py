@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -71,6 +72,36 @@ def test_catches_private_text_in_the_other_teams_prompts(clean):
     path.write_text("\n".join([*lines[:-1], json.dumps(record, separators=(",", ":"))]) + "\n")
     problems, _ = verify(clean)
     assert any(p.startswith("cons/prompts.jsonl: contains pros's private text") for p in problems)
+
+
+def rewrite_last(path, edit):
+    """Edit the last record of a log; the chain stays honest (no record follows it)."""
+    lines = path.read_text().splitlines()
+    record = json.loads(lines[-1])
+    edit(record)
+    path.write_text("\n".join([*lines[:-1], json.dumps(record, separators=(",", ":"))]) + "\n")
+    return record
+
+
+@pytest.mark.parametrize("replied_first", [True, False])
+def test_a_seat_may_see_words_its_own_model_wrote_first(clean, replied_first):
+    # two seats on one model at temperature 0 can write the same private words,
+    # and a repair prompt shows a seat its own failed reply: not a leak; the
+    # same words replied only after a prompt showed them are one
+    secret = json.loads((clean / "pros" / "thinking.jsonl").read_text().splitlines()[0])["scratchpad"]
+    prompt = rewrite_last(
+        clean / "cons" / "prompts.jsonl", lambda r: r["messages"][-1].update(content=f"{secret} again")
+    )
+    shown = datetime.fromisoformat(prompt["ts"].replace("Z", "+00:00"))
+    moved = shown + timedelta(seconds=-1 if replied_first else 1)
+
+    def reply(r):
+        r.update(text=f"{r['text']} {secret}", ts=moved.isoformat())
+
+    rewrite_last(clean / "cons" / "replies.jsonl", reply)
+    problems, _ = verify(clean)
+    leaked = [p for p in problems if p.startswith("cons/prompts.jsonl: contains pros's private text")]
+    assert bool(leaked) is not replied_first, problems
 
 
 def test_torn_line_is_reported_then_quarantined_by_resume(clean):

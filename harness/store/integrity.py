@@ -9,7 +9,8 @@ What every format promises, checked here:
 - a fork's shared prefix matches its lineage's hash, and its parent's logs
   while the parent is there (``harness.store.lineage``);
 - no seat's private text appears in another seat's prompts, for every pair
-  of seats, unless it was published, is public, or that seat wrote it too.
+  of seats, unless it was published, is public, or that seat wrote it too
+  (in a record, or in a reply before any of its prompts showed it).
 Then the format's own checks (``Format.checks``: for drift, that every
 argument traces back to an approval and that probes wrote only to their own
 team's folder; for the panel, the blind first round and the aliases), which
@@ -39,6 +40,7 @@ from harness.store.records import (
     PromptRecord,
     Published,
     Record,
+    ReplyRecord,
     RunLayout,
     RunManifest,
 )
@@ -124,11 +126,23 @@ def check_isolation(layout: RunLayout, logs: dict[str, list[Record]]) -> list[st
     }
     problems = []
     for a, b in itertools.permutations([s.name for s in layout.seats], 2):
-        seen_by_b = prompt_text(logs.get(f"{b}/prompts.jsonl", []))
+        prompts, replies = logs.get(f"{b}/prompts.jsonl", []), logs.get(f"{b}/replies.jsonl", [])
+        seen_by_b = prompt_text(prompts)
         for text in sorted(private[a] - private[b]):
-            if text in seen_by_b and text not in public:
+            if text in seen_by_b and text not in public and not wrote_first(prompts, replies, text):
                 problems.append(f"{b}/prompts.jsonl: contains {a}'s private text {text[:40]!r}")
     return problems
+
+
+def wrote_first(prompts: list[Record], replies: list[Record], text: str) -> bool:
+    """A seat's own model wrote ``text`` in a reply before any of its prompts showed it.
+    Two seats on one model at temperature 0 can write the same words, and a repair
+    prompt shows a seat its own failed reply, which no record but the reply keeps.
+    A leak echoed back comes after the prompt that leaked it, so it is not excused."""
+    shown = [r.ts for r in prompts if text in prompt_text([r])]
+    return bool(shown) and any(
+        isinstance(r, ReplyRecord) and text in r.text and r.ts <= min(shown) for r in replies
+    )
 
 
 def check_kinds(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
