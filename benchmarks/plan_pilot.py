@@ -114,6 +114,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilot-runs", type=int, default=2)
     ap.add_argument("--keep", type=Path, help="keep the pilot here, and reuse it if it is there already")
+    ap.add_argument("--keep-cells", type=Path, help="run the cells here and keep them (to study them after)")
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=96)
@@ -138,9 +139,9 @@ def main() -> None:
         calibrated, _ = build_plan(parse([*sweep, "--pilot", str(pilot)]))
         took = time.perf_counter() - started
         print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
-        for line in calibrated.pilot.warnings if calibrated.pilot else []:
+        for line in calibrated.pilot.lines() if calibrated.pilot else []:
             print(f"  {line}")
-        report(dry, calibrated, run_cells(calibrated, tmp / "sweep"))
+        report(dry, calibrated, run_cells(calibrated, args.keep_cells or tmp / "sweep"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average {os.getloadavg()}")
