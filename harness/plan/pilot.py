@@ -30,8 +30,9 @@ well the pilot knows the rates), draws the planned cell's turns from that
 (how much one cell's own turns vary), and scales the plan by the drawn
 turns' ratios; the interval is the draws' 5th to 95th percentile per role,
 kept inside the dry passes' own low and high (what the caps allow), summed
-over cells. A pilot too small for a useful interval says so in one line,
-with how many more runs like it would narrow the interval to +-25%.
+over cells. Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
+and the interval stays the dry passes'; past +-25% in calls, one line says how
+many more runs like the pilot's would narrow it there.
 
 A pilot of another format is an error of one line (its turns are not the
 plan's); a role run on another model than planned, or a pilot run under other
@@ -402,6 +403,12 @@ class Calibration:
                     f"pilot: {run.path} ran critic.max_iterations, structured.max_repairs = {run.limits}, "
                     f"the plan's cells {limits(settings)}; its calls a turn scaled anyway"
                 )
+        if max(run.units for run in self.runs) == 1 < estimate.units:
+            unit = estimate.unit_key.split(".")[-1].removesuffix("s")
+            lines.append(
+                f"pilot: its runs are 1 {unit} long, so later {unit}s' prompts grow as the dry passes' do (on "
+                f"SmolLM2 that put a 2-round plan's input 12% high: real turns publish less); 2 {unit}s measure it"
+            )
         made = {k.split(" ", 1)[0] for k, row in zip(turns.keys, turns.real.sum(0), strict=True) if row[0]}
         for role in estimate.point:
             if role not in made:
