@@ -18,13 +18,21 @@ load 12): the CPU is shared, expect noise in wall time.
 
     python benchmarks/plan_pilot.py                      # 2 pilot runs, 4 cells, 2 rounds, 96 tokens a reply
     python benchmarks/plan_pilot.py --cells 2 --rounds 1
+    python benchmarks/plan_pilot.py --keep P --keep-cells C --leave-out 2   # no model call
+
+``--leave-out K`` runs nothing: the kept pilot's runs and the kept cells are
+runs of one config, other seeds, so each K of them is taken as the pilot and
+the rest as the cells; printed, each pilot's point over the cells' mean per
+cell, and how many held-out cells fall in its 90% calls interval.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -36,7 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from plan_accuracy import run_cell  # noqa: E402  (the same in-process run of a planned cell)
 
 from harness.plan import build_plan, parse  # noqa: E402
-from harness.plan.estimate import total  # noqa: E402
+from harness.plan.cells import compose_cells  # noqa: E402
+from harness.plan.dry import Passes  # noqa: E402
+from harness.plan.estimate import estimate_cell, total  # noqa: E402
+from harness.plan.pilot import Calibration, read_pilot  # noqa: E402
 from harness.plan.totals import Plan  # noqa: E402
 from harness.store.reader import ledger  # noqa: E402
 
@@ -110,20 +121,52 @@ def report(dry: Plan, pilot: Plan, actual: Actual) -> None:
         )
 
 
+def leave_out(k: int, folders: list[Path], common: list[str]) -> None:
+    """Every ``k`` of the runs in ``folders`` as the pilot of the rest (see the docstring)."""
+    runs = read_pilot(folders)
+    paid = {run.path: ledger(run.path) for run in runs}
+    cell = compose_cells([*common, "replicates=1"]).cells[0]
+    passes = Passes()
+    plain = estimate_cell(cell, passes)
+    met, inside, held = [0] * 4, 0, 0
+    for chosen in itertools.combinations(range(len(runs)), k):
+        rest = [paid[r.path] for i, r in enumerate(runs) if i not in chosen]
+        e = Calibration([runs[i] for i in chosen], []).apply(plain, passes, None)
+        t, low, high = total(e.point), total(e.low), total(e.high)
+        got = [(u.calls, u.input_tokens, u.output_tokens) for u in rest]
+        mean = [statistics.fmean(g[i] for g in got) for i in range(3)]
+        ratios = [t.calls / mean[0], t.input / mean[1], t.output / mean[2]]
+        usd = (t.input * PRICE_IN + t.output * PRICE_OUT) / (mean[1] * PRICE_IN + mean[2] * PRICE_OUT)
+        ratios.append(usd)
+        cells_in = sum(low.calls <= g[0] <= high.calls for g in got)
+        met = [m + (abs(r - 1) <= 0.25) for m, r in zip(met, ratios, strict=True)]
+        inside, held = inside + cells_in, held + len(got)
+        shown = " ".join(f"{r:.2f}" for r in ratios)
+        print(f"pilot {chosen}: calls, input, output, dollars {shown}; {cells_in}/{len(got)} cells inside")
+    print(
+        f"within +-25%: calls {met[0]}, input {met[1]}, output {met[2]}, dollars {met[3]}; inside {inside}/{held}"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pilot-runs", type=int, default=2)
     ap.add_argument("--keep", type=Path, help="keep the pilot here, and reuse it if it is there already")
+    ap.add_argument("--keep-cells", type=Path, help="run the cells here and keep them (to study them after)")
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument(
         "--threads", type=int, default=1, help="llama.cpp threads (1: no spinning on a loaded CPU)"
     )
+    ap.add_argument("--leave-out", type=int, help="no run: each K kept runs as the pilot of the rest")
     args = ap.parse_args()
     os.environ.setdefault("DRIFT_WORKERS", "1")
     common = ["-m", "model=smollm2", f"rounds={args.rounds}", f"llm.max_tokens={args.max_tokens}", PRICES]
     common.append(f"model.n_threads={args.threads}")
+    if args.leave_out:
+        leave_out(args.leave_out, [args.keep, args.keep_cells], common)
+        return
     print(f"load average {os.getloadavg()}; goal: calls, tokens, dollars +-25%, wall +-35%")
     tmp = Path(tempfile.mkdtemp(prefix="plan-pilot-"))
     try:
@@ -138,9 +181,9 @@ def main() -> None:
         calibrated, _ = build_plan(parse([*sweep, "--pilot", str(pilot)]))
         took = time.perf_counter() - started
         print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
-        for line in calibrated.pilot.warnings if calibrated.pilot else []:
+        for line in calibrated.pilot.lines() if calibrated.pilot else []:
             print(f"  {line}")
-        report(dry, calibrated, run_cells(calibrated, tmp / "sweep"))
+        report(dry, calibrated, run_cells(calibrated, args.keep_cells or tmp / "sweep"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average {os.getloadavg()}")

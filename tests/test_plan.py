@@ -151,6 +151,26 @@ def test_the_interval_narrows_with_a_consistent_pilot(pilot: Callable[..., list[
     assert width(consistent) < width(inconsistent) < width(worst)
     low, high = consistent.low(), consistent.high()
     assert low.calls <= consistent.point().calls <= high.calls
+    wide = [line for line in render(inconsistent, None, 0, 0.0) if "the interval is wide" in line]
+    assert wide and "more pilot run(s) like these would narrow it" in wide[0]
+    assert not [line for line in render(consistent, None, 0, 0.0) if "the interval is wide" in line]
+
+
+def test_one_pilot_run_has_a_spread_over_its_turns(
+    pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The interval is a bootstrap over the pilot's turns: one run whose turns differ (half
+    its replies malformed, so repaired) gives one inside the worst case; one of 2 turns a
+    seat is too few, and says so."""
+    planned = ["model=scripted", "rounds=4"]
+    worst, _ = build_plan(parse(planned))
+    four = pilot("model.malformed_rate=0.5", "rounds=4", seeds=(1,))
+    calibrated, _ = build_plan(parse([*planned, *four]))
+    assert calibrated.low().calls < calibrated.point().calls < calibrated.high().calls
+    assert width(calibrated) < width(worst)
+    main([*planned, *pilot("model.malformed_rate=0.5", seeds=(2,))])
+    out = capsys.readouterr().out
+    assert "pilot: 4 turns in 1 run(s), " in out and "2 turn(s) a seat are too few for a spread" in out
 
 
 @pytest.mark.parametrize("where", ["nowhere", "empty"])

@@ -160,7 +160,7 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
             "rounds 1..k are the parent's, copied: 0 calls, $0"
         )
     if plan.pilot is not None:
-        lines += plan.pilot.warnings
+        lines += plan.pilot.lines()
     for spec in plan.unpriced:
         key = spec.replace(":", "\\:")
         lines.append(
@@ -172,10 +172,10 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
 
 def _interval_from(plan: Plan) -> str:
     worst = "high: every reply at max_tokens, rejected to the loop-lock cap, repaired structured.max_repairs times"
-    n = len(plan.pilot.runs) if plan.pilot is not None else 0
-    if n < 2:
-        return worst + ("; one pilot run has no spread" if n else "")
-    return f"90% per cell from the spread of {n} pilot runs, mean +- t*SD*sqrt(1+1/n), summed over cells"
+    if plan.pilot is None or not plan.pilot.spread:
+        return worst + ("; the pilot has too few turns for a spread" if plan.pilot else "")
+    n, runs = plan.pilot.turns, len(plan.pilot.runs)
+    return f"90% per cell, a bootstrap over the {n} turns of {runs} pilot run(s), summed over cells"
 
 
 def _row(name: str, width: int, length: str, t: Tally, dollars: Dollars, wall_s: float) -> str:

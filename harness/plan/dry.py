@@ -81,6 +81,7 @@ class Call:
     least_chars: int  # the shortest valid reply, in characters (the reply budget's fit)
     structured: bool
     tag: tuple[str, str] = ("", "")  # the call's (team, role) tags, as a run's replies record them
+    round: int = 0  # the round it was asked at
 
 
 def length_key(cfg: Config) -> tuple[str, int]:
@@ -135,7 +136,16 @@ class Recorder:
         prompt = tuple(str(m.get("content") or "") for m in request.messages)
         tag = (str(request.tags.get("team")), str(request.tags.get("role")))
         self.calls.append(
-            Call(self.role, prompt, completion.text, request.max_tokens, least, schema is not None, tag)
+            Call(
+                self.role,
+                prompt,
+                completion.text,
+                request.max_tokens,
+                least,
+                schema is not None,
+                tag,
+                int(request.tags.get("round") or 0),
+            )
         )
         return completion
 

@@ -49,6 +49,7 @@ from harness.plan.dry import (
     window_plateau,
 )
 from harness.probes.questionnaire import INTERVIEW_ROLE
+from harness.schema import Config
 
 CAP_UNITS = 6  # the longest pass before prompt growth is extrapolated instead
 # seeds averaged when two disagree on the calls made. A judged panel ends at round
@@ -118,8 +119,16 @@ class Counting:
         return n / 6 if self.words else n / 4  # ~6 characters a word of English prose, space included
 
 
-def tally(calls: list[Call], kind: Kind, counting: dict[str, Counting], repairs: int) -> Roles:
-    """The calls of one pass, counted as ``kind`` counts them (see the module docstring)."""
+def tag_key(call: Call) -> str:
+    """A call's model role and its (team, role) tags, as one key: ``critic pros/critique``."""
+    return f"{call.role} {call.tag[0]}/{call.tag[1]}"
+
+
+def tally(
+    calls: list[Call], kind: Kind, counting: dict[str, Counting], repairs: int, by_tag: bool = False
+) -> Roles:
+    """The calls of one pass, counted as ``kind`` counts them (see the module docstring),
+    per model role, or per ``tag_key`` (``by_tag``)."""
     out: Roles = {}
     for call in calls:
         count = counting.get(call.role, Counting(words=False))
@@ -135,7 +144,8 @@ def tally(calls: list[Call], kind: Kind, counting: dict[str, Counting], repairs:
             one = Tally(1, prompt, min(reply, count.chars(call.least_chars)), charged)
         else:
             one = Tally(1, prompt, reply, charged)
-        out[call.role] = out.get(call.role, Tally()) + one
+        key = tag_key(call) if by_tag else call.role
+        out[key] = out.get(key, Tally()) + one
     return out
 
 
@@ -172,15 +182,18 @@ def schedule(target: int, plateau: int) -> list[int]:
     return [target] if target < first + needed else [first + i for i in range(needed)]
 
 
-def estimate_cell(cell: PlannedCell, passes: Passes, words: bool | None = None) -> Estimate:
-    """Dry-run ``cell`` as needed and estimate it (``words``: force how tokens are counted).
-    A fork pays only its rounds after k: the whole run's estimate less that of its first k."""
+def estimate_cell(
+    cell: PlannedCell, passes: Passes, words: bool | None = None, by_tag: bool = False
+) -> Estimate:
+    """Dry-run ``cell`` as needed and estimate it (``words``: force how tokens are counted;
+    ``by_tag``: per ``tag_key``, not per model role). A fork pays only its rounds
+    after k: the whole run's estimate less that of its first k."""
     settings = cell.settings
     key, per = length_key(settings)
     target = units_of(settings)
-    point, low, high = measured(cell, passes, words, target)
+    point, low, high = measured(cell, passes, words, target, by_tag)
     if cell.at_round:
-        paid = measured(cell, passes, words, min(cell.at_round // per, target))
+        paid = measured(cell, passes, words, min(cell.at_round // per, target), by_tag)
         point, low, high = (less(a, b) for a, b in zip((point, low, high), paid, strict=True))
     low, high = pick(low, point, larger=False), pick(high, point, larger=True)
     return Estimate(cell, target, key, point, low, high, after=min(cell.at_round // per, target))
@@ -190,23 +203,31 @@ def less(a: Roles, b: Roles) -> Roles:
     return {role: t.floor() for role, t in combine(a, b, -1).items()}
 
 
+def countings(settings: Config, words: bool | None) -> dict[str, Counting]:
+    """How each model role's provider counts tokens (``words``: forced)."""
+    specs = {
+        role: settings.role_model(role)[0].spec
+        for role in get_format(settings.format.name).model_roles(settings)
+    }
+    return {r: Counting(scripted(s) if words is None else words) for r, s in specs.items()}
+
+
 def measured(
-    cell: PlannedCell, passes: Passes, words: bool | None, target: int
+    cell: PlannedCell, passes: Passes, words: bool | None, target: int, by_tag: bool = False
 ) -> tuple[Roles, Roles, Roles]:
     """(point, low, high) of ``cell`` run to ``target`` units."""
     settings = cell.settings
     fmt = get_format(settings.format.name)
     plateau = window_plateau(settings, fmt)
     lengths = schedule(target, plateau)
-    specs = {role: settings.role_model(role)[0].spec for role in fmt.model_roles(settings)}
-    counting = {r: Counting(scripted(s) if words is None else words) for r, s in specs.items()}
+    counting = countings(settings, words)
     repairs = settings.structured.max_repairs
 
     def measure(kind: Kind, seed: int, counted_as: Kind | None = None) -> Roles:
         runs = [passes.calls(cell.cfg, settings, kind, n, seed) for n in lengths]
-        counted = [tally(debate(calls), counted_as or kind, counting, repairs) for calls in runs]
+        counted = [tally(debate(calls), counted_as or kind, counting, repairs, by_tag) for calls in runs]
         asked = interviews(runs[0], asked_rounds(settings, lengths[0]), rounds_of(settings, target))
-        interviewed = [tally(block, counted_as or kind, counting, repairs) for block in asked]
+        interviewed = [tally(block, counted_as or kind, counting, repairs, by_tag) for block in asked]
         return combine(extrapolate(counted, lengths[0], target, plateau), sum_roles(interviewed))
 
     seeds = [measure("point", 0), measure("point", 1)]

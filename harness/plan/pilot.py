@@ -1,81 +1,98 @@
 """Calibrating a plan from a pilot: ``--pilot <run folders or a sweep folder>``.
 
 The scripted dry passes give a cell's structure (the turns each role takes
-a round, the rounds, the prompts the format renders); they never meet a real
-model's rejections, repairs, re-asks, loop-locks or schema failures, nor its
-reply lengths or its speed. A pilot's run folders hold all of that: every
-call keeps a reply (``<seat>/replies.jsonl``, repairs and rejected drafts
-included), with its team and role tags and its usage (tokens, ``latency_s``).
-The planned cell's dry pass says which model role makes the calls of each
-(team, role) tag, so the pilot's replies are counted per model role.
+a round, the rounds, the prompts the format renders, growing with the
+transcript); they never meet a real model's rejections, repairs, re-asks,
+loop-locks or schema failures, nor its reply lengths or its speed. A pilot's
+run folders hold all of that: every call keeps a reply (``<seat>/replies.jsonl``,
+repairs and rejected drafts included), with its round, team and role tags and
+its usage (tokens, ``latency_s``).
 
-Per pilot run and role, against the planned cell's own dry pass at the
-pilot's length (the turns it would take with nothing going wrong):
+The unit is the turn: a pilot run's calls of one round and one seat (a
+call with no seat is a turn of its own), set beside the calls the planned
+cell's own dry pass makes in that round and seat at the pilot's length (what
+the turn costs with nothing going wrong). Per call kind (``tag_key``: the
+model role and the team and role tags: the critic's critiques, a team's
+personas and drafts, each apart), pooled over every turn of every run, as
+ratios of sums:
 
-- calls per turn: the pilot's calls over the dry pass's;
-- input tokens: the pilot's over the dry pass's (prompts re-sent by repairs,
-  longer replies carried into later prompts);
-- output tokens and seconds per call: the pilot's own means.
+- calls: the pilot's over the dry passes' (each rejection's new draft and
+  critique, each repair, a critique a failed draft never got);
+- input tokens: the pilot's over the dry passes' of the same rounds, so a
+  planned round's prompts are its dry prompts, grown with the transcript as
+  the dry pass grows them, at the size the pilot's prompts are to the dry
+  ones (repairs re-sending a prompt, rejections' feedback in it);
+- output tokens and seconds: the pilot's own per call.
 
-Those scale the planned cell's dry estimate. Each pilot run gives one
-estimate of the cell: the point is their mean, the interval their mean
-+- t * SD * sqrt(1 + 1/n) (a 90% prediction interval for one cell, n runs),
+Those scale the planned cell's dry figures of each kind. The interval is a
+predictive bootstrap over turns: each draw resamples the pilot's turns (how
+well the pilot knows the rates), draws the planned cell's turns from that
+(how much one cell's own turns vary), and scales the plan by the drawn
+turns' ratios; the interval is the draws' 5th to 95th percentile per role,
 kept inside the dry passes' own low and high (what the caps allow), summed
-over cells. One run has no spread: its interval stays the dry passes'.
+over cells. Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
+and the interval stays the dry passes'; past +-25% in calls, one line says how
+many more runs like the pilot's would narrow it there.
 
 A pilot of another format is an error of one line (its turns are not the
-plan's); a role run on another model than planned is scaled anyway, with a
-one-line warning (the pilot then measures that model, not the planned one).
+plan's); a role run on another model than planned, or a pilot run under other
+loop limits (``critic.max_iterations``, ``structured.max_repairs``), is
+scaled anyway, with a one-line warning.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import statistics
-from dataclasses import dataclass, fields, replace
+from collections import defaultdict
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+import numpy as np
 from omegaconf import OmegaConf, open_dict
 
 from harness.engine.resuming import ResumeError, load_config
 from harness.formats import validate
 from harness.plan.cells import PlanError, PlannedCell
-from harness.plan.dry import Passes, length_key, units_of
-from harness.plan.estimate import Estimate, Roles, Tally, estimate_cell, pick
-from harness.schema import ConfigError
+from harness.plan.dry import Call, Passes, length_key, units_of
+from harness.plan.estimate import Estimate, Roles, Tally, countings, estimate_cell, pick, tally
+from harness.schema import Config, ConfigError
 from harness.store.reader import find_runs, replies
 
 Tag = tuple[str, str]  # a call's (team, role) tags: "None" for no team
+Turn = tuple[int, str]  # (round, team): the calls of one seat's turn
+DRAWS = 1000  # bootstrap draws a cell
+WIDE = 0.25  # a cell's calls interval past +-25% gets a line on how many more runs would narrow it
+# the fewest turns a seat for a bootstrap interval: on SmolLM2, 2-run pilots of 2 rounds (4 a
+# seat) held 54 of 60 held-out cells in their 90% interval, 1-run pilots (2 a seat) 16 of 30
+FEWEST = 4
+SEED = 0  # the bootstrap's: a plan is the same each time it is made
 
-# two-sided 90% t quantiles for 1..10 degrees of freedom; past 10, 1.645 + 1.6/df is within 0.4%
-_T90 = (6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812)
 
-
-def t90(df: int) -> float:
-    return _T90[df - 1] if df <= len(_T90) else 1.645 + 1.6 / df
+@dataclass(frozen=True)
+class PilotCall:
+    round: int
+    tag: Tag
+    attempt: int  # 0, then each structured repair
+    input: int
+    output: int
+    seconds: float
 
 
 @dataclass(frozen=True)
 class PilotRun:
-    """What one pilot run's calls did, per role."""
+    """What one pilot run's calls did."""
 
     path: Path
     format: str
     units: int  # its length, in the format's length key
     specs: dict[str, str]  # model role -> the model spec it ran
-    tags: dict[Tag, Tally]  # (team, role) tags -> their calls, input and output tokens
-    seconds: dict[Tag, float]  # (team, role) tags -> the summed latency_s of their calls
+    limits: tuple[int, int]  # its critic.max_iterations and structured.max_repairs
+    calls: tuple[PilotCall, ...]
 
-    def roles(self, owner: dict[Tag, str]) -> tuple[Roles, dict[str, float], list[Tag]]:
-        """Calls and seconds per model role (``owner``: each tag's), and the tags no role owns."""
-        roles: Roles = {}
-        seconds: dict[str, float] = {}
-        for tag, t in self.tags.items():
-            if (role := owner.get(tag)) is not None:
-                roles[role] = roles.get(role, Tally()) + t
-                seconds[role] = seconds.get(role, 0.0) + self.seconds[tag]
-        return roles, seconds, [tag for tag in self.tags if tag not in owner]
+
+def limits(cfg: Config) -> tuple[int, int]:
+    return cfg.critic.max_iterations, cfg.structured.max_repairs
 
 
 def read_pilot(paths: list[Path]) -> list[PilotRun]:
@@ -96,16 +113,21 @@ def read_run(run_dir: Path) -> PilotRun:
         run = load_config(run_dir, [])
     except (ResumeError, ConfigError) as exc:
         raise PlanError(f"--pilot {run_dir}: {exc}") from None
-    tags: dict[Tag, Tally] = {}
-    seconds: dict[Tag, float] = {}
-    for reply in replies(run_dir):
-        u, tag = reply.usage, (str(reply.team), reply.role)
-        tags[tag] = tags.get(tag, Tally()) + Tally(1, u.input_tokens, u.output_tokens)
-        seconds[tag] = seconds.get(tag, 0.0) + u.latency_s
-    if not tags:
+    calls = tuple(
+        PilotCall(
+            r.round,
+            (str(r.team), r.role),
+            r.attempt,
+            r.usage.input_tokens,
+            r.usage.output_tokens,
+            r.usage.latency_s,
+        )
+        for r in replies(run_dir)
+    )
+    if not calls:
         raise PlanError(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
-    return PilotRun(run_dir, run.fmt.name, units_of(run.cfg), specs, tags, seconds)
+    return PilotRun(run_dir, run.fmt.name, units_of(run.cfg), specs, limits(run.cfg), calls)
 
 
 def at_length(cell: PlannedCell, units: int) -> PlannedCell:
@@ -116,34 +138,170 @@ def at_length(cell: PlannedCell, units: int) -> PlannedCell:
     return PlannedCell(cell.name, cfg, validate(cfg))
 
 
-def scaled(estimate: Estimate, base: Roles, pilot: Roles) -> Roles:
-    """The cell's point scaled by one pilot run's ``pilot`` calls (``base``: the dry pass
-    at the run's length); a role the pilot lacks keeps its dry figures."""
-    out = dict(estimate.point)
-    for role, dry in estimate.point.items():
-        got, ref = pilot.get(role), base.get(role)
-        if got is None or ref is None or not ref.calls or not got.calls or not dry.calls:
-            continue
-        calls = dry.calls * got.calls / ref.calls
-        grown = got.input / ref.input if ref.input else got.calls / ref.calls
-        out[role] = Tally(
-            calls, dry.input * grown, calls * got.output / got.calls, dry.charged * calls / dry.calls
-        )
+@dataclass
+class Turns:
+    """The pilot's turns beside the dry passes', per call kind (``tag_key``)."""
+
+    keys: list[str]
+    real: np.ndarray  # [turn, key, (calls, input, output, seconds)]
+    dry: np.ndarray  # [turn, key, (dry calls, dry input)]
+    seats: list[str]  # each turn's team
+    repairs: int = 0  # the pilot's calls that were repairs
+    strays: set[str] = field(default_factory=set)  # (team/role) tags no planned role makes
+
+    def fewest(self) -> int:
+        """The fewest turns a seat took (a seat with no team aside: a topic, a judge)."""
+        counts = {seat: self.seats.count(seat) for seat in self.seats}
+        teams = [n for seat, n in counts.items() if seat != "None"]
+        return min(teams or counts.values() or [0])
+
+    def both(self) -> np.ndarray:
+        """[turn, key, (calls, input, output, seconds, dry calls, dry input)]."""
+        return np.concatenate([self.real, self.dry], axis=-1)
+
+
+def dry_turns(cell: PlannedCell, units: int, passes: Passes, words: bool | None) -> dict[Turn, Roles]:
+    """The planned cell's dry calls at ``units`` units, per turn and ``tag_key``: the mean of
+    the two seeds its point takes first."""
+    short = at_length(cell, units)
+    counting = countings(short.settings, words)
+    repairs = short.settings.structured.max_repairs
+    out: dict[Turn, Roles] = {}
+    for seed in (0, 1):
+        by_turn: dict[Turn, list[Call]] = defaultdict(list)
+        for call in passes.calls(short.cfg, short.settings, "point", units, seed):
+            by_turn[(call.round, call.tag[0])].append(call)
+        for turn, calls in by_turn.items():
+            mine = out.setdefault(turn, {})
+            for key, t in tally(calls, "point", counting, repairs, by_tag=True).items():
+                mine[key] = mine.get(key, Tally()) + t.times(0.5)
     return out
 
 
-def spread(samples: list[Roles]) -> tuple[Roles, Roles, Roles]:
-    """Mean, and the 90% prediction interval of one more cell, role by role and field by field."""
-    n = len(samples)
-    mean, low, high = {}, {}, {}
-    for role in samples[0]:
-        values = [[getattr(s[role], f.name) for s in samples] for f in fields(Tally)]
-        m = [statistics.fmean(v) for v in values]
-        half = [t90(n - 1) * statistics.stdev(v) * math.sqrt(1 + 1 / n) if n > 1 else 0.0 for v in values]
-        mean[role] = Tally(*m)
-        low[role] = Tally(*(max(0.0, a - h) for a, h in zip(m, half, strict=True)))
-        high[role] = Tally(*(a + h for a, h in zip(m, half, strict=True)))
-    return mean, low, high
+def real_turns(run: PilotRun, owner: dict[str, str], turns: Turns) -> dict[Turn, dict[str, list[float]]]:
+    """One run's calls per turn and ``tag_key``: (calls, input, output, seconds); a call
+    of a tag no planned role makes (``owner``: tag -> role) is counted in ``turns.strays``."""
+    real: dict[Turn, dict[str, list[float]]] = defaultdict(dict)
+    for c in run.calls:
+        tag = f"{c.tag[0]}/{c.tag[1]}"
+        if tag not in owner:
+            turns.strays.add(tag)
+            continue
+        figures = real[(c.round, c.tag[0])].setdefault(f"{owner[tag]} {tag}", [0.0] * 4)
+        for i, x in enumerate((1, c.input, c.output, c.seconds)):
+            figures[i] += x
+        turns.repairs += c.attempt > 0
+    return real
+
+
+def gather(
+    runs: list[PilotRun], cell: PlannedCell, passes: Passes, words: bool | None, planned: Roles
+) -> Turns:
+    """Every pilot run's turns, each beside the cell's dry pass at the run's length."""
+    dry_of = {u: dry_turns(cell, u, passes, words) for u in {run.units for run in runs}}
+    turns = Turns([], np.zeros(0), np.zeros(0), [])
+    rows: list[tuple[dict[str, list[float]], Roles]] = []
+    for run in runs:
+        dry = dry_of[run.units]
+        keys = {*planned, *(k for turn in dry.values() for k in turn)}
+        real = real_turns(run, {k.split(" ", 1)[1]: k.split(" ", 1)[0] for k in keys}, turns)
+        rows += [(real.get(turn, {}), dry.get(turn, {})) for turn in sorted({*real, *dry})]
+        turns.seats += [team for _, team in sorted({*real, *dry})]
+    turns.keys = sorted({*planned, *(k for r, d in rows for k in (*r, *d))})
+    turns.real = np.array([[r.get(k, [0.0] * 4) for k in turns.keys] for r, _ in rows])
+    turns.dry = np.array(
+        [[[d[k].calls, d[k].input] if k in d else [0.0] * 2 for k in turns.keys] for _, d in rows]
+    )
+    return turns
+
+
+def project(sums: np.ndarray, pooled: np.ndarray, planned: np.ndarray) -> np.ndarray:
+    """The planned dry figures [key, (calls, input, output, charged)] scaled by the pilot's
+    ``sums`` [..., key, (calls, input, output, seconds, dry calls, dry input)]: [..., key,
+    (calls, input, output, charged, seconds)]. A kind the drawn turns lack (in the pilot
+    or the dry pass) takes the ``pooled`` ratios; one the whole pilot lacks keeps its dry
+    figures (and no seconds)."""
+    seen = (pooled[:, 0] > 0) & (pooled[:, 4] > 0)
+    sums = np.where((sums[..., 4:5] > 0) & (sums[..., 0:1] > 0), sums, pooled)
+    calls_ratio = np.where(seen, sums[..., 0] / np.maximum(sums[..., 4], 1e-9), 1.0)
+    input_ratio = np.where(seen, sums[..., 1] / np.maximum(sums[..., 5], 1e-9), 1.0)
+    calls = planned[:, 0] * calls_ratio
+    per_call = sums[..., 2:4] / np.maximum(sums[..., 0:1], 1e-9)
+    output = np.where(seen, calls * per_call[..., 0], planned[:, 2])
+    seconds = np.where(seen, calls * per_call[..., 1], 0.0)
+    return np.stack([calls, planned[:, 1] * input_ratio, output, planned[:, 3] * calls_ratio, seconds], -1)
+
+
+def draws(both: np.ndarray, cell_turns: int, rng: np.random.Generator, estimated: bool) -> np.ndarray:
+    """A predictive bootstrap of ``cell_turns`` turns of one seat, from the pilot's turns of
+    that seat ``both``: [draw, key, 6] sums. With ``estimated``, each draw first resamples
+    the pilot's turns (its ratios are estimates); else the cell's turns come from them as
+    they are (a cell's own spread alone)."""
+    n = len(both)
+    pool = rng.integers(n, size=(DRAWS, n)) if estimated else np.tile(np.arange(n), (DRAWS, 1))
+    chosen = np.take_along_axis(pool, rng.integers(n, size=(DRAWS, cell_turns)), axis=1)
+    return both[chosen].sum(axis=1)
+
+
+def seat_draws(
+    turns: Turns, planned: np.ndarray, rng: np.random.Generator, estimated: bool = True
+) -> np.ndarray:
+    """Each seat's turns drawn apart (a seat's calls are its own kinds'), as many as the
+    planned cell's dry calls of its kinds make at the pilot's dry calls a turn: [draw, key, 6]."""
+    both, seats = turns.both(), np.array(turns.seats)
+    out = np.zeros((DRAWS, *both.shape[1:]))
+    for seat in sorted(set(turns.seats)):
+        mine = both[seats == seat]
+        per_turn = mine[..., 4].sum() / len(mine)
+        kinds = mine[..., 4].sum(0) > 0
+        cell_turns = max(1, round(planned[kinds, 0].sum() / per_turn)) if per_turn else 1
+        out += draws(mine, cell_turns, rng, estimated)
+    return out
+
+
+def by_role(keys: list[str], figures: np.ndarray) -> dict[str, np.ndarray]:
+    """[..., key, f] summed over each model role's kinds: role -> [..., f]."""
+    out: dict[str, np.ndarray] = {}
+    for i, key in enumerate(keys):
+        role = key.split(" ", 1)[0]
+        out[role] = out[role] + figures[..., i, :] if role in out else figures[..., i, :]
+    return out
+
+
+def tallies(roles: dict[str, np.ndarray]) -> Roles:
+    return {role: Tally(*(float(x) for x in f[:4])) for role, f in roles.items()}
+
+
+def half_width(calls: np.ndarray, point: float) -> float:
+    """A 90% interval's half width, over ``point``."""
+    low, high = np.percentile(calls, [5, 95])
+    return float(high - low) / 2 / point if point else 0.0
+
+
+@dataclass(frozen=True)
+class Projection:
+    """One cell as the pilot scales it: point, and the bootstrap's draws, per role."""
+
+    point: dict[str, np.ndarray]  # role -> (calls, input, output, charged, seconds)
+    drawn: dict[str, np.ndarray]  # role -> [draw, 5]
+    alone: np.ndarray  # the cell's total calls a draw, from its own turns' spread alone
+
+    def calls(self) -> tuple[float, np.ndarray]:
+        drawn = np.sum([f[:, 0] for f in self.drawn.values()], axis=0)
+        return float(sum(f[0] for f in self.point.values())), drawn
+
+
+def projection(turns: Turns, planned_roles: Roles) -> Projection:
+    """The cell's dry figures per kind (``planned_roles``) scaled by the pilot's ``turns``."""
+    planned = np.array(
+        [[*(getattr(planned_roles.get(k, Tally()), f.name) for f in fields(Tally))] for k in turns.keys]
+    )
+    pooled = turns.both().sum(0)
+    rng = np.random.default_rng(SEED)
+    point = by_role(turns.keys, project(pooled, pooled, planned))
+    drawn = by_role(turns.keys, project(seat_draws(turns, planned, rng), pooled, planned))
+    alone = project(seat_draws(turns, planned, rng, estimated=False), pooled, planned)[..., 0].sum(-1)
+    return Projection(point, drawn, alone)
 
 
 @dataclass
@@ -152,9 +310,17 @@ class Calibration:
 
     runs: list[PilotRun]
     warnings: list[str]
+    wide: tuple[float, str] | None = None  # the widest cell's interval, and its line
+    turns: int = 0  # the pilot's turns, as the last cell planned counted them
+    spread: bool = False  # whether they were enough for a bootstrap interval
+    summary: str = ""  # what they did, in one line
+
+    def lines(self) -> list[str]:
+        """What the pilot's turns did, the warnings, then the line on a wide interval, if any."""
+        return [self.summary, *self.warnings] + ([self.wide[1]] if self.wide else [])
 
     def apply(self, estimate: Estimate, passes: Passes, words: bool | None) -> Estimate:
-        """``estimate`` scaled by every pilot run, with the interval from their spread."""
+        """``estimate`` scaled by the pilot, with the interval from its spread over turns."""
         cell = estimate.cell
         formats = {run.format for run in self.runs}
         if formats != {cell.settings.format.name}:
@@ -163,47 +329,92 @@ class Calibration:
                 f"--pilot: runs of {names}, cell {cell.name} is {cell.settings.format.name}: "
                 "a pilot must run the planned format"
             )
-        bases = {u: self.base(cell, u, passes, words) for u in {r.units for r in self.runs}}
-        samples: list[Roles] = []
-        seconds: dict[str, float] = {}
-        calls: dict[str, float] = {}
-        for run in self.runs:
-            base, owner = bases[run.units]
-            roles, run_s, strays = run.roles(owner)
-            self.warn(estimate, run, roles, strays)
-            samples.append(scaled(estimate, base, roles))
-            for role, t in roles.items():
-                seconds[role] = seconds.get(role, 0.0) + run_s[role]
-                calls[role] = calls.get(role, 0.0) + t.calls
-        point, low, high = spread(samples)
-        if len(samples) == 1:  # no spread: the dry passes' interval, around the pilot's point
-            low, high = estimate.low, estimate.high
+        planned = estimate_cell(cell, passes, words, by_tag=True).point
+        turns = gather(self.runs, cell, passes, words, planned)
+        self.warn(estimate, turns)
+        self.summarize(turns)
+        cell_ = projection(turns, planned)
+        point = tallies(cell_.point)
+        low, high = self.interval(estimate, turns, cell_)
         # never past what the caps allow: no fewer calls than turns, no more than the ceiling
         low = pick(pick(low, estimate.low, larger=True), point, larger=False)
         high = pick(pick(high, estimate.high, larger=False), point, larger=True)
-        per_call = {role: seconds[role] / calls[role] for role in seconds if calls[role]}
+        per_call = {r: float(f[4] / f[0]) for r, f in cell_.point.items() if f[0] and f[4]}
         return replace(estimate, point=point, low=low, high=high, call_s=per_call)
 
-    @staticmethod
-    def base(
-        cell: PlannedCell, units: int, passes: Passes, words: bool | None
-    ) -> tuple[Roles, dict[Tag, str]]:
-        """The cell's dry point at ``units``, and which model role makes each tag's calls."""
-        short = at_length(cell, units)
-        owner = {c.tag: c.role for c in passes.calls(short.cfg, short.settings, "point", units, 0)}
-        return estimate_cell(short, passes, words).point, owner
+    def summarize(self, turns: Turns) -> None:
+        self.turns, calls, dry = len(turns.real), turns.real[..., 0].sum(), turns.dry[..., 0].sum()
+        self.summary = (
+            f"pilot: {self.turns} turns in {len(self.runs)} run(s), {calls / self.turns:.1f} calls a turn "
+            f"where the dry passes make {dry / self.turns:.1f}, {turns.repairs / max(calls, 1):.0%} of them repairs"
+        )
 
-    def warn(self, estimate: Estimate, run: PilotRun, roles: Roles, strays: list[Tag]) -> None:
-        """One line each: a role run on another model, missing from the pilot, or calls no role owns."""
+    def interval(self, estimate: Estimate, turns: Turns, cell: Projection) -> tuple[Roles, Roles]:
+        """The draws' 5th and 95th percentiles per role; with too few turns a seat for a
+        spread, the dry passes' low and high, and a line saying so."""
+        fewest = turns.fewest()
+        self.spread = fewest >= FEWEST
+        if not self.spread:
+            more = math.ceil(len(self.runs) * (FEWEST / max(fewest, 1) - 1))
+            self.wide = (
+                math.inf,
+                f"pilot: {fewest} turn(s) a seat are too few for a spread, so the interval is the dry "
+                f"passes' (what the caps allow); {more} more run(s) like these would give one",
+            )
+            return estimate.low, estimate.high
+        low = tallies({r: np.percentile(f, 5, axis=0) for r, f in cell.drawn.items()})
+        high = tallies({r: np.percentile(f, 95, axis=0) for r, f in cell.drawn.items()})
+        self.note_width(cell, len(turns.real))
+        return low, high
+
+    def note_width(self, cell: Projection, pilot_turns: int) -> None:
+        """A line when the cell's calls interval is past +-``WIDE``: how many more runs like
+        the pilot's would narrow it there (the part the pilot's size makes shrinks as
+        1/runs; a cell's own turns' spread does not)."""
+        point, drawn = cell.calls()
+        width, alone = half_width(drawn, point), half_width(cell.alone, point)
+        if width <= WIDE or (self.wide and self.wide[0] >= width):
+            return
+        n, known = len(self.runs), max(0.0, width**2 - alone**2)
+        more = [m for m in range(1, 21) if math.sqrt(alone**2 + known * n / (n + m)) <= WIDE]
+        head = f"pilot: the interval is wide (calls +-{width:.0%} a cell, from {pilot_turns} turns in {n} run(s))"
+        if more:
+            after = math.sqrt(alone**2 + known * n / (n + more[0]))
+            line = f"{head}: {more[0]} more pilot run(s) like these would narrow it to about +-{after:.0%}"
+        else:
+            floor = math.sqrt(alone**2 + known * n / (n + 20))
+            line = f"{head}: a cell's own turns vary +-{alone:.0%}, so 20 more runs like these leave +-{floor:.0%}"
+        self.wide = (width, line)
+
+    def warn(self, estimate: Estimate, turns: Turns) -> None:
+        """One line each: a role run on another model, or under other loop limits, a role
+        missing from the pilot, calls no planned role makes."""
         settings = estimate.cell.settings
         lines = []
+        for run in self.runs:
+            for role in estimate.point:
+                planned, ran = settings.role_model(role)[0].spec, run.specs.get(role)
+                if ran is not None and ran != planned:
+                    lines.append(
+                        f"pilot: role {role} ran {ran}, the plan's cells run {planned}; scaled anyway"
+                    )
+            if run.limits != limits(settings):
+                lines.append(
+                    f"pilot: {run.path} ran critic.max_iterations, structured.max_repairs = {run.limits}, "
+                    f"the plan's cells {limits(settings)}; its calls a turn scaled anyway"
+                )
+        if max(run.units for run in self.runs) == 1 < estimate.units:
+            unit = estimate.unit_key.split(".")[-1].removesuffix("s")
+            lines.append(
+                f"pilot: its runs are 1 {unit} long, so later {unit}s' prompts grow as the dry passes' do (on "
+                f"SmolLM2 that put a 2-round plan's input 12% high: real turns publish less); 2 {unit}s measure it"
+            )
+        made = {k.split(" ", 1)[0] for k, row in zip(turns.keys, turns.real.sum(0), strict=True) if row[0]}
         for role in estimate.point:
-            planned, ran = settings.role_model(role)[0].spec, run.specs.get(role)
-            if ran is not None and ran != planned:
-                lines.append(f"pilot: role {role} ran {ran}, the plan's cells run {planned}; scaled anyway")
-            if role not in roles:
-                lines.append(f"pilot: {run.path} made no {role} call; {role} keeps the dry passes' figures")
-        if strays:
-            names = ", ".join(sorted(f"{team}/{role}" for team, role in strays))
-            lines.append(f"pilot: {run.path}: calls the planned cells never make ({names}), left out")
+            if role not in made:
+                lines.append(f"pilot: no {role} call in it; {role} keeps the dry passes' figures")
+        if turns.strays:
+            lines.append(
+                f"pilot: calls the planned cells never make ({', '.join(sorted(turns.strays))}), left out"
+            )
         self.warnings += [line for line in lines if line not in self.warnings]
