@@ -6,8 +6,10 @@ every cell of a sweep validates its own: 64 cells spent more CPU on it than on
 their model calls. The cells of a sweep differ in a few values
 (``llm.temperature``, ``replicate``, ``run_name``), so most of their sections
 are equal: a section seen before is copied (``copy.deepcopy``; later checks may
-set fields), and only the rest is merged. The top-level values and the
-sections not of a dataclass type (``roles``, ``format``) are merged as before.
+set fields), and only the rest is merged. A top-level value (``replicate``)
+is checked alone against its own field and kept the same way, as are the
+values not of a dataclass type (``roles``) and a format's options
+(``structured_options``): OmegaConf checks each field on its own.
 
 The result is what ``_structured(Config, data)`` makes, field by field, for the
 configs it takes: a config holding an interpolation (``${...}``, which may
@@ -37,6 +39,7 @@ _DEFAULTS: dict[str, Callable[[], Any]] = {
 }
 MEMO_SIZE = 512  # sections kept; a sweep of one shape needs a few per varying section
 _memo: dict[tuple[str, str], Any] = {}
+_ABSENT = object()  # a top-level value the config leaves out
 
 
 @functools.cache
@@ -70,8 +73,9 @@ def _by_section(plain: dict[str, Any]) -> Config:
     if any(name in plain and not isinstance(plain[name], dict) for name in sections):
         raise ValueError("a section that is no mapping")  # the whole merge says what of it
     scalars = {k: v for k, v in plain.items() if k not in sections and not isinstance(v, dict)}
-    top = OmegaConf.to_object(OmegaConf.merge(_top_node(), scalars))  # checked as the whole merge checks them
-    values = {f.name: getattr(top, f.name) for f in dataclasses.fields(top)}  # type: ignore[arg-type]
+    if scalars.keys() - _top_fields():
+        raise KeyError("a key the schema does not know")  # the whole merge names it
+    values = {name: _top_value(name, scalars.get(name, _ABSENT)) for name in _top_fields()}
     for name, value in plain.items():
         if isinstance(value, dict):  # a section, or a mapping value (``roles``, ``format``)
             values[name] = _section(name, value)
@@ -81,12 +85,37 @@ def _by_section(plain: dict[str, Any]) -> Config:
 
 
 def _section(name: str, value: dict[str, Any]) -> Any:
+    if name in _sections():
+        return _kept(
+            name, value, lambda: OmegaConf.to_object(OmegaConf.merge(_schema_node(Config)[name], value))
+        )
+    return _top_value(name, value)
+
+
+def _top_value(name: str, value: Any) -> Any:
+    """One top-level value, checked alone against its field (``_ABSENT``: its default).
+    OmegaConf checks each field on its own, so this is what the whole merge makes
+    of it; a sweep's cells differ in a few of these (``replicate``, ``run_name``)."""
+    if name not in _top_fields():
+        raise KeyError(name)  # the whole merge names it
+    given = {} if value is _ABSENT else {name: value}
+    return _kept(
+        name, value, lambda: getattr(OmegaConf.to_object(OmegaConf.merge(_top_node(name), given)), name)
+    )
+
+
+def structured_options(schema: type, data: dict[str, Any], prefix: str) -> Any:
+    """``_structured(schema, data, prefix)`` (a format's options), kept as a section is."""
+    return _kept(
+        f"{prefix}{schema.__module__}.{schema.__qualname__}", data, lambda: _structured(schema, data, prefix)
+    )
+
+
+def _kept(name: str, value: Any, make: Callable[[], Any]) -> Any:
+    """``make()``'s result for this value of ``name``, kept; a copy each time (later checks may set fields)."""
     key = (name, json.dumps(value, sort_keys=True, default=repr))
-    if (kept := _memo.get(key)) is None:
-        if name in _sections():
-            kept = OmegaConf.to_object(OmegaConf.merge(_schema_node(Config)[name], value))
-        else:
-            kept = getattr(OmegaConf.to_object(OmegaConf.merge(_top_node(), {name: value})), name)
+    if (kept := _memo.get(key, _ABSENT)) is _ABSENT:  # a kept value may be None
+        kept = make()
         if len(_memo) >= MEMO_SIZE:
             _memo.clear()
         _memo[key] = kept
@@ -94,12 +123,16 @@ def _section(name: str, value: dict[str, Any]) -> Any:
 
 
 @functools.cache
-def _top_node() -> DictConfig:
-    """The schema of ``Config``'s top-level values: its fields but the sections."""
-    hints = typing.get_type_hints(Config)
-    fields = [
-        (f.name, hints[f.name], dataclasses.field(default=f.default, default_factory=f.default_factory))
-        for f in dataclasses.fields(Config)
-        if f.name not in _sections()
-    ]
-    return OmegaConf.structured(dataclasses.make_dataclass("Config", fields))
+def _top_fields() -> tuple[str, ...]:
+    """``Config``'s top-level values: its fields but the sections."""
+    return tuple(f.name for f in dataclasses.fields(Config) if f.name not in _sections())
+
+
+@functools.cache
+def _top_node(name: str) -> DictConfig:
+    """The schema of one of ``Config``'s top-level values (``_top_fields``)."""
+    f = next(f for f in dataclasses.fields(Config) if f.name == name)
+    field = dataclasses.field(default=f.default, default_factory=f.default_factory)
+    return OmegaConf.structured(
+        dataclasses.make_dataclass("Config", [(name, typing.get_type_hints(Config)[name], field)])
+    )
