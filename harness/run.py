@@ -34,6 +34,7 @@ from harness.cli.exiting import run_then_exit
 from harness.config import resolve
 from harness.engine import RunResult, run_debate
 from harness.engine.forking import fork_run
+from harness.formats.sections import interpolates
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
 from harness.resume import main as resume_main
@@ -73,9 +74,15 @@ def start(cfg: DictConfig) -> RunResult:
     """A fresh run, or a fork (``fork.parent``: harness.engine.forking) made and run."""
     if (cfg.get("fork") or {}).get("parent") is not None:
         return fork_run(cfg, task_overrides())
-    container = OmegaConf.to_container(cfg, resolve=True)
+    container = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(container, dict)
-    return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
+    if interpolates(container):  # the check merges such a config whole; config.yaml keeps it resolved
+        container = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(container, dict)
+        return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
+    # nothing to resolve: one plain copy serves the check and config.yaml (~1 ms a sweep cell)
+    plain = {str(k): v for k, v in container.items()}
+    return run_debate(resolve(plain), plain)
 
 
 def main(cfg: DictConfig) -> None:

@@ -54,12 +54,18 @@ def _sections() -> dict[str, type]:
 def structured_config(data: DictConfig | dict[str, Any]) -> Config:
     """``data`` as a ``Config``; a one-line ``ConfigError`` (``harness.schema``) if the schema refuses it."""
     plain = OmegaConf.to_container(data, resolve=False) if isinstance(data, DictConfig) else data
-    if not isinstance(plain, dict) or "${" in json.dumps(plain, default=str):
+    if not isinstance(plain, dict) or interpolates(plain):
         return _whole(data)
     try:
         return _by_section({str(k): v for k, v in plain.items()})
     except (OmegaConfBaseException, ValueError, TypeError, KeyError):
         return _whole(data)  # its error, in its words (or, should it take it, its result)
+
+
+def interpolates(plain: dict[Any, Any]) -> bool:
+    """Whether a config (as ``OmegaConf.to_container(..., resolve=False)`` gives it)
+    holds an interpolation, or an escaped one: without, resolving it changes nothing."""
+    return "${" in json.dumps(plain, default=str)
 
 
 def _whole(data: Any) -> Config:
