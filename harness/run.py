@@ -13,6 +13,8 @@ the run folder's path as the last line. ``-m`` runs each cell of a sweep
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -28,9 +30,11 @@ from harness.cli.errors import (
     quote_text_values,
     release_stderr,
 )
+from harness.cli.exiting import run_then_exit
 from harness.config import resolve
 from harness.engine import RunResult, run_debate
 from harness.engine.forking import fork_run
+from harness.formats.sections import interpolates
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
 from harness.resume import main as resume_main
@@ -70,9 +74,15 @@ def start(cfg: DictConfig) -> RunResult:
     """A fresh run, or a fork (``fork.parent``: harness.engine.forking) made and run."""
     if (cfg.get("fork") or {}).get("parent") is not None:
         return fork_run(cfg, task_overrides())
-    container = OmegaConf.to_container(cfg, resolve=True)
+    container = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(container, dict)
-    return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
+    if interpolates(container):  # the check merges such a config whole; config.yaml keeps it resolved
+        container = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(container, dict)
+        return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
+    # nothing to resolve: one plain copy serves the check and config.yaml (~1 ms a sweep cell)
+    plain = {str(k): v for k, v in container.items()}
+    return run_debate(resolve(plain), plain)
 
 
 def main(cfg: DictConfig) -> None:
@@ -106,7 +116,8 @@ def cli() -> None:
     held = HeldStderr(guarded(sys.stderr))
     sys.stderr = held
     try:
-        hydra_main()
+        with mode_by_flag("-m" in sys.argv or "--multirun" in sys.argv):
+            hydra_main()
     except SystemExit as exc:
         if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
             fail(one_line(held.release()), BAD_INPUT)
@@ -115,5 +126,30 @@ def cli() -> None:
         release_stderr()
 
 
+@contextmanager
+def mode_by_flag(multirun: bool) -> Iterator[None]:
+    """Under ``-m``, Hydra's one full compose of the config just to read
+    ``hydra.mode`` (``Hydra.get_mode``, ~0.1 s) is skipped: with the flag given
+    the mode is MULTIRUN whatever the config says, and Hydra then adds
+    ``hydra.mode=MULTIRUN`` itself, as it does for a config that sets none."""
+    if not multirun:
+        yield
+        return
+    from hydra._internal.hydra import Hydra
+
+    get_mode = Hydra.get_mode
+    Hydra.get_mode = lambda self, config_name, overrides: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Hydra.get_mode = get_mode  # type: ignore[method-assign]
+
+
+def script() -> None:
+    """``python -m harness.run`` and ``drift-run``: ``cli``, then an exit that
+    skips the interpreter's teardown (``harness.cli.exiting``)."""
+    run_then_exit(cli)
+
+
 if __name__ == "__main__":
-    cli()
+    script()

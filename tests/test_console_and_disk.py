@@ -138,3 +138,28 @@ def test_a_full_disk_through_the_cli_is_one_line(tmp_path):
     assert out.returncode == 1
     (line,) = out.stderr.strip().splitlines()
     assert line.startswith("error: ") and "no space left on device" in line and "harness.resume" in line
+
+
+QUICK_EXIT = """
+import atexit, sys, threading, time
+from pathlib import Path
+from harness.cli.exiting import run_then_exit
+
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "hook").write_text("ran"))
+
+def command():
+    threading.Thread(target=lambda: (time.sleep(0.3), (out / "thread").write_text("joined"))).start()
+    print("said before the exit", end="")  # still in stdout's buffer
+    raise SystemExit(3)
+
+run_then_exit(command)
+"""
+
+
+def test_the_quick_exit_keeps_the_status_the_output_the_threads_and_the_exit_hooks(tmp_path):
+    """``python -m harness.run`` ends by ``os._exit`` (harness.cli.exiting): what a normal
+    exit does that matters is still done."""
+    done = subprocess.run([sys.executable, "-c", QUICK_EXIT, str(tmp_path)], capture_output=True, text=True)
+    assert (done.returncode, done.stdout) == (3, "said before the exit"), done.stderr
+    assert (tmp_path / "thread").read_text() == "joined" and (tmp_path / "hook").read_text() == "ran"

@@ -143,6 +143,7 @@ def test_the_section_check_makes_the_config_the_whole_merge_makes(make_cfg, over
         ("llm.temperature=hot", "llm.temperature: Value 'hot' of type 'str' could not be converted to Float"),
         ("+llm.nope=1", "llm.nope: Key 'nope' not in 'LLMConfig'"),
         ("+nope=1", "nope: Key 'nope' not in 'Config'"),
+        ("+nope={a:1}", "nope: Key 'nope' not in 'Config'"),  # a mapping no section takes
         ("rounds=x", "rounds: Value 'x' of type 'str' could not be converted to Integer"),
     ],
 )
@@ -152,3 +153,14 @@ def test_a_config_the_schema_refuses_fails_in_the_whole_merges_words(make_cfg, o
 
     with pytest.raises(ConfigError, match=f"^{error}$"):
         structured_config(make_cfg(override))
+
+
+def test_a_formats_options_are_checked_once_and_each_config_gets_its_own_copy(make_cfg) -> None:
+    from harness.formats import validated
+    from harness.schema import _structured
+
+    cfg = make_cfg("format=moderated")
+    first, fmt = validated(cfg)
+    second, _ = validated(cfg)
+    assert first.format == second.format == _structured(fmt.options, dict(cfg.format), "format.")
+    assert first.format is not second.format  # a later check may set a field of its own copy

@@ -187,24 +187,29 @@ def test_embedded_model_cells_take_turns() -> None:
 
 def test_the_sweeper_composes_one_job_up_front_not_every_one() -> None:
     """At 1,000 cells, composing every job before the launch kept the first cell
-    waiting minutes; each cell composes its own config when it starts."""
-    from harness.sweep.launcher import FirstJobValidation
+    waiting minutes; each cell composes its own config when it starts, and the
+    first takes the one the sweeper's check composed instead of composing it again."""
+    from harness.sweep.launcher import CellConfigs, FirstJobValidation
 
     class Loader:
         calls: list[list[str]] = []
 
         def load_sweep_config(self, master_config, sweep_overrides):  # type: ignore[no-untyped-def]
             self.calls.append(sweep_overrides)
-            return OmegaConf.create({"composed": sweep_overrides})
+            return OmegaConf.create({"composed": sweep_overrides, "hydra": {}})
 
         def other(self) -> str:
             return "passed through"
 
     inner, master = Loader(), OmegaConf.create({})
-    lazy = FirstJobValidation(inner)
+    configs = CellConfigs(inner, master)
+    lazy = FirstJobValidation(inner, configs)
     for n in range(1000):
         lazy.load_sweep_config(master, [f"seed={n}"])
     assert inner.calls == [["seed=0"]] and lazy.other() == "passed through"
+    assert OmegaConf.to_container(configs.compose(["seed=0"])) == {"composed": ["seed=0"]}
+    assert OmegaConf.to_container(configs.compose(["seed=1"])) == {"composed": ["seed=1"]}
+    assert inner.calls == [["seed=0"], ["seed=1"]]  # seed=0 was not composed twice
 
 
 def test_a_cell_whose_config_does_not_compose_fails_alone(tmp_path: Path) -> None:

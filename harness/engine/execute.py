@@ -292,9 +292,11 @@ def execute(
     manifest: RunManifest,
     state: dict[str, Any],
     resumption: Resumption | None = None,
+    fingerprint: str | None = None,
 ) -> RunResult:
     """Run (or continue, as ``resumption`` says) the graph in ``run_dir``;
-    ``recording`` writes how it ended in the manifest."""
+    ``recording`` writes how it ended in the manifest. ``fingerprint``: the
+    digest of the run's ``components``, when the caller has just made them."""
     cfg, fmt = run.cfg, run.fmt
     base, detail = (resumption.base, resumption.detail) if resumption else (None, None)
     ctx = run_context(run, run_dir, roles, base, forced=resumption is not None and resumption.forced)
@@ -302,7 +304,7 @@ def execute(
         ctx.events.emit(
             "resume", round_=state["round"], team=None, role="resume", n=len(manifest.history), detail=detail
         )
-    fingerprint = digest(components(cfg, roles, fmt))
+    fingerprint = fingerprint or digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
         run_dir,
         ctx.memory,
@@ -417,11 +419,14 @@ def run_debate(run: Resolved, raw_cfg: dict[str, Any], *, build: ModelFactory = 
     else:  # a run that interviews no seat keeps no questionnaire either
         kept.pop("interviews", None)
 
+    parts = components(cfg, roles, fmt)  # once: the folder's fingerprint.json and the snapshots' digest
+
     def fill(folder: Path) -> None:
         write_config(folder, kept)
-        write_fingerprint(folder, components(cfg, roles, fmt))
+        write_fingerprint(folder, parts)
 
     with full_disk_in_one_line(None):  # None: no folder was made
         run_dir = create_run_dir(Path(cfg.runs_root), cfg.run_name or run_dir_name(cfg), fill)
     with RunLock(run_dir):
-        return execute(run, run_dir, roles, new_manifest(run, run_dir, roles), fmt.initial_state(cfg))
+        manifest = new_manifest(run, run_dir, roles)
+        return execute(run, run_dir, roles, manifest, fmt.initial_state(cfg), fingerprint=digest(parts))

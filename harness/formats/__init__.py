@@ -17,10 +17,10 @@ from harness.formats.grounded import GROUNDED
 from harness.formats.judge_refine import JUDGE_REFINE
 from harness.formats.moderated import MODERATED
 from harness.formats.panel import PANEL
-from harness.formats.sections import structured_config
+from harness.formats.sections import structured_config, structured_options
 from harness.plugins import format_entry_points
 from harness.probes.catalog import check_specs
-from harness.schema import Config, ConfigError, RoleOverride, _require, _structured
+from harness.schema import Config, ConfigError, RoleOverride, _require
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
@@ -77,7 +77,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj = structured_config(cfg)  # the schema's merge, section by section, each section's kept
     raw_format = dict(obj.format or {})
     fmt = get_format(str(raw_format.get("name", "drift")))
-    obj.format = _structured(fmt.options, raw_format, "format.")
+    obj.format = structured_options(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
     check_personas(obj, fmt)  # seats first, then files read in, before the schema checks the text

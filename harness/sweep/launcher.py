@@ -7,8 +7,9 @@ compiled schemas and one rate limiter per endpoint (``harness.models.limiter``).
 
 Each cell's config is made when the cell starts, not all up front: Hydra's
 sweeper composes only the first job to validate the command line
-(``FirstJobValidation``), and a cell composes by Hydra once per shape of cell
-and otherwise copies that config with its own values set (``CellConfigs``).
+(``FirstJobValidation``; the first cell takes that config), and a cell
+composes by Hydra once per shape of cell and otherwise copies that config
+with its own values set (``CellConfigs``).
 The cell then runs exactly as under any launcher
 (``harness.sweep.cell.run_cell``: skip, resume or run; its output routed to
 its own log), given its job explicitly because Hydra's per-job config is a
@@ -82,15 +83,17 @@ class FirstJobValidation:
     composes its own config when it starts, and one that does not compose fails
     alone, in its record, as a cell rejected by validation does."""
 
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
+    def __init__(self, loader: Any, configs: CellConfigs) -> None:
+        self.loader, self.configs = loader, configs
         self.validated = False
 
     def load_sweep_config(self, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
         if self.validated:
             return master_config  # the sweeper discards what it composes
         self.validated = True
-        return self.loader.load_sweep_config(master_config, sweep_overrides)
+        cfg = self.loader.load_sweep_config(master_config, sweep_overrides)
+        self.configs.composed[tuple(sweep_overrides)] = cfg  # the first cell's, not composed twice
+        return cfg
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
@@ -114,6 +117,7 @@ class CellConfigs:
         self.parser = OverridesParser.create()
         self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], bytes] = {}
         self.parsed: dict[str, Override] = {}  # a sweep's cells repeat their overrides
+        self.composed: dict[tuple[str, ...], DictConfig] = {}  # by the sweeper's check: used once
         self.lock = threading.Lock()
 
     def compose(self, overrides: list[str]) -> DictConfig:
@@ -124,7 +128,9 @@ class CellConfigs:
                 for key, value in values:
                     OmegaConf.update(cfg, key, value, merge=False)
                 return cfg
-            cfg = self.loader.load_sweep_config(self.master, overrides)
+            cfg = self.composed.pop(tuple(overrides), None)
+            if cfg is None:
+                cfg = self.loader.load_sweep_config(self.master, overrides)
             with open_dict(cfg):
                 del cfg["hydra"]  # the task's config, as run_job hands it over
             if shape is not None:
@@ -171,10 +177,10 @@ class InProcessLauncher(Launcher):
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         self.config, self.task_function = config, task_function
         self.loader = hydra_context.config_loader
-        # the sweeper shares this context: its up-front validation composes one job, not all
-        hydra_context.config_loader = FirstJobValidation(self.loader)  # type: ignore[assignment]
-        self.hydra_context = hydra_context
         self.configs = CellConfigs(self.loader, config)
+        # the sweeper shares this context: its up-front validation composes one job, not all
+        hydra_context.config_loader = FirstJobValidation(self.loader, self.configs)  # type: ignore[assignment]
+        self.hydra_context = hydra_context
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         assert self.config is not None
