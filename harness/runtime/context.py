@@ -46,6 +46,7 @@ from harness.runtime.gate import gate
 from harness.runtime.interrupt import RunStopped
 from harness.runtime.otel import traced_agent, traced_call
 from harness.schema import Config
+from harness.slots import waiting
 from harness.store.copies import find_copy
 from harness.store.memory import JsonlLog, RunMemory
 from harness.store.records import ErrorInfo, PromptRecord, Published, ReplyRecord, SeatInfo, record_id
@@ -246,8 +247,9 @@ class AgentContext:
             with self._budgeted(bound, request, where) as paid:
                 if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
                     self._log_prompt(agent, tags, "prompt", request.messages)
-                try:
-                    completion = call_with_retry(lambda: _sent(bound, request), self.cfg.retry, on_retry)
+                try:  # the cell's run slot is lent out while it waits on the model, retries too
+                    with waiting():
+                        completion = call_with_retry(lambda: _sent(bound, request), self.cfg.retry, on_retry)
                 except RunStopped:  # stopped while held at the gate: no call was made
                     raise
                 except Exception as exc:  # classified fatal, or retries exhausted

@@ -37,6 +37,7 @@ from typing import TypeVar
 
 from harness.runtime.events import EventLog
 from harness.schema import Config
+from harness.slots import waiting
 
 T = TypeVar("T")
 
@@ -119,8 +120,8 @@ def together(events: EventLog, jobs: Sequence[Callable[[], T]], parallel: bool) 
         return [job() for job in jobs]
     sequencer = Sequencer(len(jobs))
     events.gate = sequencer.write
-    try:
-        with ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fanout") as pool:
+    try:  # the caller's run slot is lent to whoever runs while the jobs do (its own jobs hold none)
+        with waiting(), ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="fanout") as pool:
             # each thread gets a copy of the caller's context (a tracer's parent run)
             futures = [
                 pool.submit(contextvars.copy_context().run, sequencer.run, lane, job)

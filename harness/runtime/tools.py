@@ -22,6 +22,7 @@ from harness.runtime.context import ModelCallError
 from harness.runtime.events import EventLog
 from harness.schema import Config
 from harness.search.citations import check_citations
+from harness.slots import waiting
 from harness.store.memory import JsonlLog
 from harness.store.records import Citation, Hit, SearchRecord, Usage
 
@@ -110,7 +111,8 @@ class SearchTool:
             )
 
         try:
-            return call_with_retry(fn, self.cfg.retry, on_retry)
+            with waiting():  # a search waits on its server: the cell's run slot is lent out
+                return call_with_retry(fn, self.cfg.retry, on_retry)
         except Exception as exc:
             info = error_info(exc)
             self.events.emit("error", **place, role="search", detail="search failed", error=info)

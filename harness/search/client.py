@@ -43,6 +43,7 @@ from typing import Any, Protocol, TypeVar
 from harness.models.base import ProviderError
 from harness.search.collections import CollectionError, load_collection
 from harness.search.process import GRACE_S, LoopThread, alive, find_child, server_env, server_spec, sigkill
+from harness.slots import waiting
 from harness.store.records import Hit
 
 T = TypeVar("T")
@@ -378,5 +379,6 @@ def open_search(
     if transport == "local":
         return LocalSearch(collection, cache_dir=cache_dir)
     if transport == "mcp":
-        return SearchSession(collection, timeout_s=timeout_s, cache_dir=cache_dir).open()
+        with waiting():  # seconds of a server's start: the cell's run slot is lent out
+            return SearchSession(collection, timeout_s=timeout_s, cache_dir=cache_dir).open()
     raise ValueError(f"search.transport: must be one of mcp, local, got {transport!r}")

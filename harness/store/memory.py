@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
+from harness.slots import waiting
 from harness.store.jsonl import OnDisk, id_round, last_line, scan
 from harness.store.records import (
     CritiqueRecord,
@@ -174,7 +175,8 @@ class JsonlLog(Generic[R]):
                 if written != len(line):  # a short write: the disk filled mid-line
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 if self.fsync:
-                    os.fsync(fd)
+                    with waiting():
+                        os.fsync(fd)
                 self._unsynced = not self.fsync
             finally:
                 os.close(fd)
@@ -191,7 +193,8 @@ class JsonlLog(Generic[R]):
             return
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            os.fsync(fd)
+            with waiting():
+                os.fsync(fd)
         finally:
             os.close(fd)
         self._unsynced = False

@@ -26,6 +26,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from harness.schema import Config, redact
+from harness.slots import waiting
 from harness.store.records import FOLDER_VERSION, RunManifest
 
 PACKAGES = (
@@ -106,7 +107,8 @@ def create_run_dir(root: Path, base: str, fill: Callable[[Path], None] | None = 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
+        with waiting():
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -121,7 +123,8 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            os.fsync(fh.fileno())
+            with waiting():
+                os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)

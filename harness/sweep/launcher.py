@@ -57,6 +57,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from harness.cli.errors import INTERRUPTED, release_stderr
 from harness.models.limiter import JsonlSink, set_sink
 from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
+from harness.slots import slot
 from harness.streams import RoutedStream
 from harness.sweep.cell import SweepJob, find_cell, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
@@ -214,7 +215,7 @@ class InProcessLauncher(Launcher):
         except Exception as exc:  # a value Hydra cannot compose: this cell fails, not the sweep
             fail_cell(SweepJob(sweep_dir, num, overrides), exc)
             return
-        with _LOCAL_MODEL if uses_local_model(job_cfg) else nullcontext():
+        with _LOCAL_MODEL if uses_local_model(job_cfg) else nullcontext(), slot():
             try:  # the config is this cell's own copy: run_cell sets its values in place
                 run_cell(job_cfg, self._single_run, SweepJob(sweep_dir, num, overrides, owned=True))
             except SystemExit as exc:  # run_cell's way of saying: Ctrl-C, stop the sweep
