@@ -1,6 +1,7 @@
 """The drift format: Pros then Cons each round, every turn going
 persona -> thinking -> critique, until the critic approves or the loop-lock
-cap applies. With ``format.persona=false`` (the no-persona control) no persona
+cap applies; the critique node publishes an approved argument (at a
+loop-lock, ``publish_last`` publishes the last draft). With ``format.persona=false`` (the no-persona control) no persona
 agent runs: each turn starts at thinking, whose prompt carries no persona.
 A seat with a planted persona (``personas.<seat>``) takes it as given from
 its ``from_round`` on, with no persona call.
@@ -29,7 +30,7 @@ from harness.probes.isolation import check_interviews, check_probes
 from harness.runtime.context import RunContext
 from harness.schema import Config, ConfigError
 from harness.store.memory import SeatMemory
-from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, record_id
+from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, ThinkingRecord, record_id
 
 # The side each team argues; a team's alias is its name in capitals.
 STANCE = {"pros": "FOR the motion", "cons": "AGAINST the motion"}
@@ -161,6 +162,8 @@ class DriftNodes:
         draft = view.thinking.get(state["draft_id"]) if state["draft_id"] else None
         agent = self.critique_agent[state["team"]]
         record = agent(state["topic"], state["round"], state["iteration"], draft)
+        if record.is_approved:  # published here: a node of its own cost a graph step, ~0.1 ms a call
+            self.publish(state["round"], state["team"], draft, record)
         return {"critique_id": record.id, "iteration": state["iteration"] + 1}
 
     def loop_lock(self, state: DriftState) -> dict:
@@ -176,23 +179,31 @@ class DriftNodes:
         )
         if policy == "abort":
             return {"done": True, "stop_reason": f"loop_lock_abort r{state['round']} {state['team']}"}
+        if policy == "publish_last":
+            view = self.views[state["team"]]
+            draft, verdict = (
+                view.thinking.get(state["draft_id"] or ""),
+                view.critique.get(state["critique_id"] or ""),
+            )
+            self.publish(state["round"], state["team"], draft, verdict)
         return {}
 
-    def publish(self, state: DriftState) -> dict:
-        view = self.views[state["team"]]
-        draft = view.thinking.get(state["draft_id"] or "")
-        verdict = view.critique.get(state["critique_id"] or "")
+    def publish(
+        self, round_: int, team: str, draft: ThinkingRecord | None, verdict: CritiqueRecord | None
+    ) -> None:
+        """Put the turn's argument in shared memory: the approved draft (or the
+        critic's revision), or at a loop-lock the last draft."""
         if draft is None:  # loop-lock with no valid draft at all: nothing to publish
-            return {}
+            return
         text, source = draft.draft, "loop_lock"
         if verdict is not None and verdict.is_approved:
             revised = self.cfg.critic.use_revision and verdict.revised_argument
             text, source = (verdict.revised_argument or "", "revised") if revised else (text, "approved")
-        view.shared.append(
+        self.views[team].shared.append(
             ArgumentRecord(
-                id=record_id(state["round"], state["team"], "argument", 0),
-                round=state["round"],
-                team=state["team"],
+                id=record_id(round_, team, "argument", 0),
+                round=round_,
+                team=team,
                 role="argument",  # type: ignore[arg-type]
                 iteration=draft.iteration,
                 model=draft.model,
@@ -202,7 +213,6 @@ class DriftNodes:
                 source=source,  # type: ignore[arg-type]
             )
         )
-        return {}
 
     def probe(self, state: DriftState) -> dict:
         """Ask the team's probes in a fork of its view; records land in its probes log only."""
@@ -227,16 +237,14 @@ class DriftNodes:
     def route_start(self, state: DriftState) -> Literal["topic", "persona"]:
         return "topic" if not state["topic"] else "persona"
 
-    def route_after_critique(self, state: DriftState) -> Literal["publish", "persona", "loop_lock"]:
+    def route_after_critique(self, state: DriftState) -> Literal["probe", "advance", "persona", "loop_lock"]:
         record = self.views[state["team"]].critique.get(state["critique_id"] or "")
-        if record is not None and record.is_approved:
-            return "publish"
+        if record is not None and record.is_approved:  # published
+            return self.should_probe(state)
         return "loop_lock" if state["iteration"] >= self.cfg.critic.max_iterations else "persona"
 
-    def route_after_lock(self, state: DriftState) -> Literal["publish", "probe", "advance", "end"]:
-        if state["done"]:
-            return "end"
-        return "publish" if self.cfg.critic.on_loop_lock == "publish_last" else self.should_probe(state)
+    def route_after_lock(self, state: DriftState) -> Literal["probe", "advance", "end"]:
+        return "end" if state["done"] else self.should_probe(state)
 
     def should_probe(self, state: DriftState) -> Literal["probe", "advance"]:
         return "probe" if state["team"] in self.probe_agent else "advance"
@@ -251,7 +259,7 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph = StateGraph(DriftState)
     # a turn attempt starts at the persona node, or at thinking in the no-persona control
     turn = "persona" if ctx.cfg.format.persona else "thinking"
-    for name in ("topic", "persona", "thinking", "critique", "loop_lock", "publish", "probe", "advance"):
+    for name in ("topic", "persona", "thinking", "critique", "loop_lock", "probe", "advance"):
         if name != "persona" or turn == "persona":
             graph.add_node(name, getattr(n, name))
     graph.add_conditional_edges(START, n.route_start, {"topic": "topic", "persona": turn})
@@ -262,14 +270,11 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph.add_conditional_edges(
         "critique",
         n.route_after_critique,
-        {"publish": "publish", "persona": turn, "loop_lock": "loop_lock"},
+        {"probe": "probe", "advance": "advance", "persona": turn, "loop_lock": "loop_lock"},
     )
     graph.add_conditional_edges(
-        "loop_lock",
-        n.route_after_lock,
-        {"publish": "publish", "probe": "probe", "advance": "advance", "end": END},
+        "loop_lock", n.route_after_lock, {"probe": "probe", "advance": "advance", "end": END}
     )
-    graph.add_conditional_edges("publish", n.should_probe, {"probe": "probe", "advance": "advance"})
     graph.add_edge("probe", "advance")
     graph.add_conditional_edges("advance", n.should_continue, {"persona": turn, "end": END})
     return graph.compile()
