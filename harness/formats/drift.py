@@ -1,8 +1,8 @@
 """The drift format: Pros then Cons each round, every turn going
 persona -> thinking -> critique, until the critic approves or the loop-lock
 cap applies; the critique node publishes an approved argument (at a
-loop-lock, ``publish_last`` publishes the last draft). With ``format.persona=false`` (the no-persona control) no persona
-agent runs: each turn starts at thinking, whose prompt carries no persona.
+loop-lock, ``publish_last`` publishes the last draft). With
+``format.persona=false`` (the no-persona control) no persona agent runs: each turn starts at thinking, whose prompt carries no persona.
 A seat with a planted persona (``personas.<seat>``) takes it as given from
 its ``from_round`` on, with no persona call.
 
