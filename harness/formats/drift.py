@@ -2,9 +2,10 @@
 persona -> thinking -> critique, until the critic approves or the loop-lock
 cap applies; the critique node publishes an approved argument (at a
 loop-lock, ``publish_last`` publishes the last draft). With
-``format.persona=false`` (the no-persona control) no persona agent runs: each turn starts at thinking, whose prompt carries no persona.
-A seat with a planted persona (``personas.<seat>``) takes it as given from
-its ``from_round`` on, with no persona call.
+``format.persona=false`` (the no-persona control) no persona agent runs:
+each turn starts at thinking, whose prompt carries no persona. A seat with a
+planted persona (``personas.<seat>``) takes it as given from its
+``from_round`` on, with no persona call.
 
 The state holds counters and record ids only; the transcript lives in the
 memory files. ``iteration`` counts the critiques already done in this turn.
