@@ -13,6 +13,7 @@ the run folder's path as the last line. ``-m`` runs each cell of a sweep
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -147,8 +148,13 @@ def mode_by_flag(multirun: bool) -> Iterator[None]:
 
 def script() -> None:
     """``python -m harness.run`` and ``drift-run``: ``cli``, then an exit that
-    skips the interpreter's teardown (``harness.cli.exiting``)."""
-    run_then_exit(cli)
+    skips the interpreter's teardown (``harness.cli.exiting``). Only the main
+    thread owns the process: run as ``__main__`` on another (a Ray actor's share,
+    ``harness.sweep.ray_workers``), ``cli`` returns or raises as it always did."""
+    if threading.current_thread() is threading.main_thread():
+        run_then_exit(cli)
+    else:
+        cli()
 
 
 if __name__ == "__main__":

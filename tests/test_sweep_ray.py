@@ -46,7 +46,9 @@ def test_two_ray_workers_run_every_cell_once_and_divide_the_limit(tmp_path: Path
 def test_a_killed_ray_driver_leaves_every_cell_to_resume_once(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     sweep_dir = tmp_path / "sweep"
-    driver = sweep(sweep_dir, "sweep.concurrency=2", *RAY, args=ARGS)
+    # slower calls than ARGS's: a fast driver could finish every cell before the kill lands
+    slower = [a if not a.startswith("model.latency_s=") else "model.latency_s=0.2" for a in ARGS]
+    driver = sweep(sweep_dir, "sweep.concurrency=2", *RAY, args=slower)
     try:
         deadline = time.monotonic() + 180
         while not worker_running(sweep_dir) and driver.poll() is None and time.monotonic() < deadline:
