@@ -18,7 +18,8 @@ from analysis.signals import copied
 from harness.cli.progress import summary_line
 from harness.models import build_model
 from harness.models.base import Completion, ModelRequest
-from harness.models.sentences import PROSE_CHARS, last_sentence, within
+from harness.models.llama_sampling import grammar_text
+from harness.models.sentences import PROSE_CHARS, last_sentence, sentence_grammar_schema, within
 from harness.models.structured import end_at_sentences, generate_structured, request_schema
 from harness.resume import resume_run
 from harness.runtime.context import RunContext
@@ -60,6 +61,10 @@ def test_last_sentence_keeps_closing_quotes_and_brackets():
     assert last_sentence('He said "go." Then he wa') == 'He said "go."'
     assert last_sentence("It works (mostly!) and then") == "It works (mostly!)"
     assert last_sentence("Version 3.5 is out and") == ""
+    # a period after an article, a preposition or a conjunction is a cut's, not the writer's
+    assert last_sentence("It is whole. It is supported by the .") == "It is whole."
+    assert last_sentence("It is supported by the.") == ""
+    assert last_sentence("Costs fall for workers and.") == ""
 
 
 def test_a_string_at_its_max_length_ends_at_its_last_sentence():
@@ -85,6 +90,18 @@ def test_a_natural_end_and_a_capped_name_are_not_cuts():
 
 class Post(BaseModel):
     argument: str = Field(min_length=10, max_length=400)  # a field the formats publish
+
+
+def test_a_local_models_grammar_closes_a_published_string_only_on_a_sentence_end():
+    schema = request_schema(Post, 96)
+    cap = schema["properties"]["argument"]["maxLength"]
+    pattern = re.compile(sentence_grammar_schema(schema)["properties"]["argument"]["pattern"])
+    assert pattern.match("Remote work saves time.")
+    assert not pattern.match("Remote work saves time")  # SmolLM2's whole clause, closed unfinished
+    assert not pattern.match("Remote work is supported by the .")
+    assert pattern.match("x" * cap) and not pattern.match("x" * (cap + 1))  # the cap still closes it
+    assert "[.!?]" in grammar_text(schema)  # llama.cpp's converter took it: no plain-JSON fallback
+    assert sentence_grammar_schema(request_schema(Turn, 96)) == request_schema(Turn, 96)  # not published
 
 
 def test_a_cut_leaving_a_published_field_no_sentence_is_asked_again_for_shorter_sentences():

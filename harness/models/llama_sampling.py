@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.models.sentences import sentence_grammar_schema
+
 # one llama_token_data entry: int32 id, float logit, float p (12 bytes, no padding)
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
@@ -33,10 +35,11 @@ _GRAMMAR_LOCK = threading.Lock()
 
 
 def grammar_text(schema: dict[str, Any]) -> str:
-    """The GBNF llama-cpp-python makes for ``response_format={"type": "json_object", "schema": ...}``.
+    """The GBNF llama-cpp-python makes for ``response_format={"type": "json_object", "schema": ...}``,
+    with each published prose field made to end a sentence (``sentence_grammar_schema``).
 
-    Its chat handler's own function, on the same ``json.dumps``, so both modes
-    decode under the same grammar; converted once per schema.
+    Its chat handler's own function, so both modes decode under the same
+    grammar; converted once per schema.
     """
     return _grammar_text(json.dumps(schema))
 
@@ -45,7 +48,11 @@ def grammar_text(schema: dict[str, Any]) -> str:
 def _grammar_text(schema_json: str) -> str:
     from llama_cpp.llama_chat_format import _grammar_for_json_schema
 
-    return str(_grammar_for_json_schema(schema_json)._grammar)
+    try:  # no fallback to any JSON here: that would drop the schema's every limit
+        ending = json.dumps(sentence_grammar_schema(json.loads(schema_json)))
+        return str(_grammar_for_json_schema(ending, fallback_to_json=False)._grammar)
+    except Exception:  # a schema the converter can't take: as llama-cpp-python's chat handler does
+        return str(_grammar_for_json_schema(schema_json)._grammar)
 
 
 def compiled_grammar(llama_cpp: Any, vocab: Any, gbnf: str) -> Any:

@@ -55,10 +55,24 @@ PUBLISHED = frozenset(
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
 
 
+# Words no sentence ends on: a period after one is a cap's or a grammar's, not
+# the writer's ("...as it is supported by the ."), and the sentence is unfinished.
+_DANGLING = re.compile(
+    r"(?i)\b(?:a|an|the|of|to|by|for|from|with|into|onto|than|whose|and|or|but|nor|as|its|their|our|your|my)$"
+)
+
+
 def last_sentence(text: str) -> str:
     """``text`` up to the end of its last complete sentence ("" if it has none)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text) if _finishes(text[: m.start()])]
     return text[: ends[-1]] if ends else ""
+
+
+def _finishes(before: str) -> bool:
+    """Whether a sentence end right after ``before`` ends a finished sentence."""
+    if before[-1:].isalpha():
+        return not _DANGLING.search(before)
+    return bool(before.strip()) and not before[-1].isspace()
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +86,33 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 # A string allowed fewer characters is a name, a label or a query, not prose:
 # a cap cuts it where it cuts it, and it need not end a sentence.
 PROSE_CHARS = 80
+
+
+# A published prose string decoded under a grammar may close only after ".",
+# "!" or "?" right after a word, or at its cap (a cut there is ended at a sentence, as any cut):
+# SmolLM2 ends a whole clause without its period ("...than office work") and,
+# re-asked, writes the same reply again, three attempts running. No escapes
+# inside: a turn has no use for them.
+_ENDS_A_SENTENCE = r'^([^"\\]{%d,%d}[^"\\ ][.!?]|[^"\\]{%d})$'
+
+
+def sentence_grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (a copy) with each published prose string, at its length limits,
+    a pattern that ends a sentence: what a local model's grammar decodes under."""
+    out = json.loads(json.dumps(schema))
+    for node in [out, *out.get("$defs", {}).values()]:
+        for key, prop in node.get("properties", {}).items():
+            if key in PUBLISHED:
+                for option in [prop, *prop.get("anyOf", [])]:
+                    _end_a_sentence(option)
+    return out
+
+
+def _end_a_sentence(node: dict[str, Any]) -> None:
+    if node.get("type") != "string" or node.get("maxLength", 0) < PROSE_CHARS or "pattern" in node:
+        return
+    least, most = max(int(node.pop("minLength", 2)) - 2, 0), int(node.pop("maxLength"))
+    node["pattern"] = _ENDS_A_SENTENCE % (least, most - 2, most)
 
 
 def _limits(node: dict[str, Any], root: dict[str, Any], data: Any, path: str, out: dict[str, int]) -> None:
