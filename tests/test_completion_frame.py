@@ -199,3 +199,6 @@ def test_no_copy_pushes_down_only_the_token_that_would_extend_a_copied_run() -> 
     assert pushed([9, 9, 2, 3, 4, 5]) == {6, 8}  # the run goes on differently in each text
     assert pushed([9, 9, 1, 2, 3]) == set()  # shorter runs are the model's own to write
     assert pushed([1, 2, 3, 4]) == set()  # the prompt may quote the example; only the reply is checked
+    chat = NoCopy(shown)  # a chat template's prompt: its length is the first call's tokens
+    assert not chat(np.array([1, 2, 3, 4]), np.zeros(10, dtype=np.float32)).any()
+    assert chat(np.array([1, 2, 3, 4, 1, 2, 3, 4]), np.zeros(10, dtype=np.float32))[5] == -COPY_PENALTY

@@ -23,8 +23,10 @@ import harness.models.local as local
 from harness.config import resolve
 from harness.engine import run_debate
 from harness.models.base import ModelConfigError, ModelRequest
+from harness.models.llama_sampling import COPY_TOKENS
 from harness.models.prefix_cache import PrefixCache, header_text
 from harness.models.scripted import ScriptedModel
+from harness.models.sentences import sentence_grammar_schema
 from harness.models.structured import fit_schema
 from harness.resume import resume_run
 from harness.verify import verify
@@ -40,6 +42,9 @@ class FakeLlama:
 
     def reset(self) -> None:  # the backend clears the KV cache before each prompt
         pass
+
+    def tokenize(self, text: bytes, add_bos: bool = False, special: bool = False) -> list[int]:
+        return list(text)  # a byte a token: enough for the instructions' NoCopy
 
     def create_chat_completion(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(kwargs)
@@ -112,15 +117,22 @@ def test_requests_carry_schema_and_sampling_per_role(run, fake_llama):
     calls = llama.calls
     assert len(calls) == 6  # persona, thinking, critique for each team
     assert all(c["response_format"]["type"] == "json_object" for c in calls)
-    # each schema as fitted to its role's budget (the critic's 64 tokens, the teams' 200)
+    # each schema as fitted to its role's budget (the critic's 64 tokens, the teams' 200),
+    # its published fields made to end a sentence
     assert {json.dumps(c["response_format"]["schema"], sort_keys=True) for c in calls} >= {
-        json.dumps(fit_schema(schema, budget), sort_keys=True) for schema, budget in _schemas()
+        json.dumps(sentence_grammar_schema(fit_schema(schema, budget)), sort_keys=True)
+        for schema, budget in _schemas()
     }
     critic = [c for c in calls if "hostile critic" in c["messages"][0]["content"]]
     assert [c["max_tokens"] for c in critic] == [64, 64]
     cons = [c for c in calls if "CONS team's debater" in c["messages"][0]["content"]]
     assert cons and all(c["temperature"] == 1.1 and c["max_tokens"] == 200 for c in cons)
     assert len({c["seed"] for c in calls}) == len(calls)  # each call its own derived seed
+    # each prompt's instructions, not its quoted material, are kept from being copied
+    persona = next(c for c in calls if "identity" in c["messages"][0]["content"])
+    [no_copy] = persona["logits_processor"]
+    assert tuple(b"saying who your team is"[:COPY_TOKENS]) in no_copy.next
+    assert tuple(b"Remote work"[:COPY_TOKENS]) not in no_copy.next  # the motion is quoted
 
 
 def _schemas() -> list[tuple[dict[str, Any], int]]:

@@ -250,7 +250,8 @@ class Shown:
         self._runs: frozenset[str] | None = None
         self._written: tuple[Written, Written] | None = None
 
-    def _shows(self, piece: str) -> bool:
+    def shows(self, piece: str) -> bool:
+        """Whether these messages show ``piece`` (a text's words, space-joined) whole."""
         if (seen := self._whole.get(piece)) is None:
             if self._line is None:
                 joined = "\n".join(self.texts)
@@ -266,7 +267,7 @@ class Shown:
 
     def instructs(self, gram: str) -> bool:
         """Whether ``gram`` is a run of a piece these messages show whole."""
-        return any(self._shows(piece) for pieces in self._pieces() for piece in pieces.by_gram.get(gram, ()))
+        return any(self.shows(piece) for pieces in self._pieces() for piece in pieces.by_gram.get(gram, ()))
 
     @property
     def runs(self) -> frozenset[str]:
@@ -281,6 +282,15 @@ class Shown:
 def shown(messages: Iterable[dict[str, Any]], extra: tuple[str, ...], n: int) -> Shown:
     texts = tuple(str(m.get("content") or "") for m in messages if m.get("role") != "assistant")
     return Shown(texts, extra, n)
+
+
+def instruction_texts(messages: Iterable[dict[str, Any]], n: int) -> tuple[str, ...]:
+    """The pieces of the prompt code of ``n`` words or more that ``messages`` show
+    whole, as written: what a chat model is kept from copying while it decodes
+    (``harness.models.llama_sampling.NoCopy``), as a reply copying them is refused."""
+    prompt = shown(messages, (), n)
+    pieces = (part.strip() for text in templates() for part in _HOLE.split(text))
+    return tuple(dict.fromkeys(p for p in pieces if len(ws := words(p)) >= n and prompt.shows(" ".join(ws))))
 
 
 def example_texts(schema: dict[str, Any]) -> tuple[str, ...]:

@@ -202,10 +202,12 @@ class NoCopy:
     a reply afterwards; this keeps decoding off it. Once the reply's last
     ``COPY_TOKENS`` tokens run along a shown text (``texts``, tokenized), the
     token that would continue that run is pushed down, so the model writes its
-    own next word. ``start`` is the prompt's length: only the reply is checked.
+    own next word. ``start`` is the prompt's length: only the reply is checked
+    (None: the length of the first tokens it is called with, the prompt, as a
+    chat template renders it). A chat model is kept off its instructions alike.
     """
 
-    def __init__(self, texts: Sequence[Sequence[int]], start: int) -> None:
+    def __init__(self, texts: Sequence[Sequence[int]], start: int | None = None) -> None:
         self.start = start
         self.next: dict[tuple[int, ...], set[int]] = {}
         for tokens in texts:
@@ -213,6 +215,8 @@ class NoCopy:
                 self.next.setdefault(tuple(tokens[i : i + COPY_TOKENS]), set()).add(tokens[i + COPY_TOKENS])
 
     def __call__(self, input_ids: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        if self.start is None:
+            self.start = len(input_ids)
         tail = input_ids[self.start :]
         if len(tail) >= COPY_TOKENS:
             for token in self.next.get(tuple(int(t) for t in tail[-COPY_TOKENS:]), ()):

@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.models.base import Completion, ModelConfigError, ModelRequest
 from harness.models.completion_frame import STOP, render
+from harness.models.echo import instruction_texts
 from harness.models.llama_sampling import (
     Candidates,
     LazyGrammarSampler,
@@ -44,6 +45,7 @@ from harness.models.llama_sampling import (
     grammar_text,
 )
 from harness.models.prefix_cache import PrefixCache, header_text, marked_length
+from harness.models.sentences import sentence_grammar_schema
 from harness.schema import GRAMMAR_MODES, PROMPT_STYLES
 
 _LOADED: dict[tuple[str, int, int, int], Any] = {}
@@ -258,11 +260,14 @@ class LlamaCppModel:
         llama.plan = self._plan(request, lazy, header_text(request.messages))
         # lazy mode brings its own grammar; full mode is llama-cpp-python's path
         response_format = (
-            {"type": "json_object", "schema": request.schema} if request.schema and not lazy else None
+            {"type": "json_object", "schema": sentence_grammar_schema(request.schema)}
+            if request.schema and not lazy
+            else None
         )
         out = llama.create_chat_completion(
             messages=request.messages,
             response_format=response_format,
+            logits_processor=_no_copy(llama, instruction_texts(request.messages, INSTRUCTION_WORDS)),
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             seed=request.seed,
@@ -279,14 +284,25 @@ class LlamaCppModel:
 
             grammar = LlamaGrammar.from_string(grammar_text(request.schema), verbose=False)
         prompt = llama.tokenize(frame.prompt.encode(), add_bos=True, special=False)
-        shown = [llama.tokenize(text.encode(), add_bos=False, special=False) for text in frame.shown]
         out = llama.create_completion(
             prompt=prompt,
             grammar=grammar,
-            logits_processor=[NoCopy(shown, len(prompt))] if shown else None,
+            logits_processor=_no_copy(llama, frame.shown, len(prompt)),
             stop=None if request.schema else list(STOP),
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             seed=request.seed,
         )
         return out["choices"][0]["text"] or "", out.get("usage") or {}
+
+
+# A prompt piece this long or longer is kept from being copied: SmolLM2 wrote
+# its persona as the prompt's "one sentence saying who your team is and how it
+# argues", and its scratchpad as the instruction line, re-asked three times.
+INSTRUCTION_WORDS = 4
+
+
+def _no_copy(llama: Any, texts: tuple[str, ...], start: int | None = None) -> list[NoCopy] | None:
+    """A ``NoCopy`` over ``texts`` as ``llama`` tokenizes them (None for no text)."""
+    shown = [llama.tokenize(text.encode(), add_bos=False, special=False) for text in texts]
+    return [NoCopy(shown, start)] if shown else None
