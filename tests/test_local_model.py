@@ -133,6 +133,9 @@ def test_requests_carry_schema_and_sampling_per_role(run, fake_llama):
     [no_copy] = persona["logits_processor"]
     assert tuple(b"saying who your team is"[:COPY_TOKENS]) in no_copy.next
     assert tuple(b"Remote work"[:COPY_TOKENS]) not in no_copy.next  # the motion is quoted
+    failed = {"role": "assistant", "content": '{"persona": "We argue for it"}'}
+    repair = [*persona["messages"], failed, {"role": "user", "content": "That reply was invalid."}]
+    assert failed["content"] in local.kept_off(repair)  # a repair is kept off the failed reply
 
 
 def _schemas() -> list[tuple[dict[str, Any], int]]:

@@ -267,7 +267,7 @@ class LlamaCppModel:
         out = llama.create_chat_completion(
             messages=request.messages,
             response_format=response_format,
-            logits_processor=_no_copy(llama, instruction_texts(request.messages, INSTRUCTION_WORDS)),
+            logits_processor=_no_copy(llama, kept_off(request.messages)),
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             seed=request.seed,
@@ -287,7 +287,7 @@ class LlamaCppModel:
         out = llama.create_completion(
             prompt=prompt,
             grammar=grammar,
-            logits_processor=_no_copy(llama, frame.shown, len(prompt)),
+            logits_processor=_no_copy(llama, frame.shown + kept_off(request.messages), len(prompt)),
             stop=None if request.schema else list(STOP),
             temperature=request.temperature,
             max_tokens=request.max_tokens,
@@ -296,10 +296,18 @@ class LlamaCppModel:
         return out["choices"][0]["text"] or "", out.get("usage") or {}
 
 
-# A prompt piece this long or longer is kept from being copied: SmolLM2 wrote
-# its persona as the prompt's "one sentence saying who your team is and how it
-# argues", and its scratchpad as the instruction line, re-asked three times.
+# A prompt piece this long or longer is kept from being copied (``kept_off``):
+# SmolLM2 wrote its persona as the prompt's "one sentence saying who your team
+# is and how it argues", and its scratchpad as the instruction line.
 INSTRUCTION_WORDS = 4
+
+
+def kept_off(messages: list[dict[str, Any]]) -> tuple[str, ...]:
+    """What a reply is kept from copying as it decodes: its prompt's instructions,
+    and the model's own earlier replies (a repair shows the failed one, and
+    SmolLM2 wrote it again word for word, three attempts running)."""
+    own = tuple(str(m.get("content") or "") for m in messages if m.get("role") == "assistant")
+    return instruction_texts(messages, INSTRUCTION_WORDS) + own
 
 
 def _no_copy(llama: Any, texts: tuple[str, ...], start: int | None = None) -> list[NoCopy] | None:
