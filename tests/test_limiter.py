@@ -242,6 +242,15 @@ def test_the_rpm_bucket_counts_requests():
     assert 0.08 <= time.monotonic() - emptied < 20
 
 
+def test_the_rpm_pacer_spaces_requests_from_the_start_not_as_a_burst():
+    lim = Limiter(rpm=600, window_s=60)  # 10 a second, a burst of 1: a token bucket let 600 out at once
+    started = time.monotonic()
+    for _ in range(5):
+        with lim.slot():
+            pass
+    assert time.monotonic() - started >= 0.35  # 4 spacings of 0.1 s; load can only add time
+
+
 def test_estimate_counts_prompt_characters_and_the_whole_allowance():
     assert estimate_tokens([{"role": "user", "content": "x" * 400}], 256) == 356
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -121,7 +122,7 @@ class Limiter:
         # decreases so far: a 429 to a request sent before the last decrease
         # says nothing new about the new limit (TCP: one decrease per window)
         self._epoch = 0
-        self._rpm = _bucket(rpm, window_s)
+        self._rpm = _pacer(rpm, window_s)
         self._tpm = _bucket(tpm, window_s)
 
     @property
@@ -257,6 +258,26 @@ class Limiter:
             _log.warning("limit change not recorded: %s", change, exc_info=True)
 
 
+BURST_S = 0.1  # a paced request may go this far ahead of an even spacing
+
+
+def _pacer(limit: int | None, window_s: float) -> Any:
+    """Requests spaced evenly at ``limit`` per ``window_s`` (GCRA), a burst of
+    ``BURST_S`` seconds' worth at most (at least 1): a provider enforcing a
+    minute's limit over a shorter window (OpenAI says it may) refuses the burst
+    a full token bucket lets out at rest, and each refusal costs a block and a
+    cut in concurrency (10,000 RPM against a 2 s window: 81 429s, 6,573 RPM
+    reached; paced, 40 and 7,133)."""
+    if not limit:
+        return None
+    from pyrate_limiter import GCRA, Rate, SingleBucketFactory, StateBucket
+    from pyrate_limiter import Limiter as PyrateLimiter
+
+    burst = max(1, math.ceil(limit * BURST_S / window_s))
+    bucket = StateBucket([Rate(int(limit), max(1, int(window_s * 1000)), burst=burst)], algorithm=GCRA())
+    return PyrateLimiter(SingleBucketFactory(bucket, schedule_leak=False), buffer_ms=5)
+
+
 def _bucket(limit: int | None, window_s: float) -> Any:
     """A weighted, blocking, thread-safe token bucket of ``limit`` per ``window_s``.
 
@@ -266,7 +287,8 @@ def _bucket(limit: int | None, window_s: float) -> Any:
     leaker thread with ``schedule_leak=False``. aiolimiter is asyncio-only.
     A token bucket admits a full burst at rest, as Anthropic documents its
     limits; against a sliding window (OpenAI, the simulator) that first burst
-    can overshoot, and the 429 and Retry-After handling above absorbs it.
+    can overshoot, and the 429 and Retry-After handling above absorbs it. TPM
+    stays one: GCRA would refuse for ever a request weighing more than its burst.
     """
     if not limit:
         return None
