@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.models.retry import classify, retry_after
+from harness.slots import Slots
 
 DECREASE = 0.8  # a 429 multiplies the limit by this
 PAUSE_S = 10.0  # a 5xx or timeout stops growth this long
@@ -116,6 +117,7 @@ class Limiter:
         self.tpm = tpm
         self._clock = clock
         self._cond = threading.Condition()
+        self._turns = Slots(1)  # a lock handed to the longest waiter
         self._in_flight = 0
         self._blocked_until = 0.0  # on self._clock
         self._paused_until = 0.0
@@ -154,7 +156,28 @@ class Limiter:
             self.release()
 
     def acquire(self, tokens: int = 0) -> Slot:
-        """Wait out any Retry-After block and for a free slot, then for the buckets."""
+        """In turn, first come first served: wait out any Retry-After block and for a
+        free slot, then for the buckets. A turn keeps every cell of a sweep moving at
+        one pace (a cell waiting at random fell behind and ended the sweep alone),
+        and only the caller whose turn it is waits on the slots' condition."""
+        self._turns.acquire()
+        try:
+            epoch = self._take_slot()
+            try:  # the buckets block on their own lock, not ours
+                if self._rpm is not None:
+                    self._rpm.try_acquire("rpm", 1)
+                if self._tpm is not None and self.tpm:
+                    # a request costlier than the whole TPM would never fit; the provider says so
+                    self._tpm.try_acquire("tpm", min(max(int(tokens), 1), self.tpm))
+            except BaseException:
+                self.release()
+                raise
+        finally:
+            self._turns.release()
+        return Slot(self, epoch)
+
+    def _take_slot(self) -> int:
+        """Wait out any block and for a free slot; take it. The epoch it was taken in."""
         with self._cond:
             while True:
                 now = self._clock()
@@ -162,20 +185,9 @@ class Limiter:
                     self._cond.wait(self._blocked_until - now)
                 elif self._in_flight < self.capacity:
                     self._in_flight += 1
-                    epoch = self._epoch
-                    break
+                    return self._epoch
                 else:
                     self._cond.wait()
-        try:  # the buckets block on their own lock, not ours
-            if self._rpm is not None:
-                self._rpm.try_acquire("rpm", 1)
-            if self._tpm is not None and self.tpm:
-                # a request costlier than the whole TPM would never fit; the provider says so
-                self._tpm.try_acquire("tpm", min(max(int(tokens), 1), self.tpm))
-        except BaseException:
-            self.release()
-            raise
-        return Slot(self, epoch)
 
     def release(self) -> None:
         with self._cond:
