@@ -32,6 +32,7 @@ from harness.models.limiter import (
     reset_wait,
     set_sink,
 )
+from harness.models.pacing import PACER_DIR_ENV
 from harness.models.remote import LangChainModel
 from harness.models.retry import call_with_retry
 from harness.schema import RetryConfig
@@ -96,6 +97,17 @@ def test_a_429_multiplies_by_0_8_and_never_goes_below_one():
     assert lim.limit == 1.0
     assert all(c.reason == "429" and c.new < c.old for c in changes)
     assert changes[-1].new == 1.0 and len(changes) == 11  # no record once it stays at 1
+
+
+def test_a_429_for_a_paced_limit_blocks_without_cutting_concurrency():
+    lim, _, clock = scripted(initial=10, rpm=600, window_s=60)
+    with lim.slot() as paced:  # the requests limit, which model.rpm paces: the block is the answer
+        paced.failed(ProviderError(429, {"x-ratelimit-remaining-requests": "0", "retry-after-ms": "50"}))
+    assert lim.limit == 10 and lim.blocked_until == pytest.approx(clock.now + 0.05)
+    clock.now += 1  # the block is over
+    with lim.slot() as unpaced:  # the tokens limit, which nothing here paces: fewer calls in flight
+        unpaced.failed(ProviderError(429, {"x-ratelimit-remaining-tokens": "0"}))
+    assert lim.limit == pytest.approx(8.0)
 
 
 def test_429s_to_requests_sent_before_a_decrease_decrease_once():
@@ -249,6 +261,17 @@ def test_the_rpm_pacer_spaces_requests_from_the_start_not_as_a_burst():
         with lim.slot():
             pass
     assert time.monotonic() - started >= 0.35  # 4 spacings of 0.1 s; load can only add time
+
+
+def test_limiters_sharing_a_pacer_folder_share_its_rate(tmp_path, monkeypatch):
+    monkeypatch.setenv(PACER_DIR_ENV, str(tmp_path))  # as a sweep's driver sets it for its workers
+    a, b = Limiter("one endpoint", rpm=600, window_s=60), Limiter("one endpoint", rpm=600, window_s=60)
+    started = time.monotonic()
+    for _ in range(3):
+        for lim in (a, b):  # two processes' limiters of one endpoint, 10 requests a second between them
+            with lim.slot():
+                pass
+    assert time.monotonic() - started >= 0.45  # 5 spacings of 0.1 s; each paced alone: 0.2 s
 
 
 def test_estimate_counts_prompt_characters_and_the_whole_allowance():

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import re
 import threading
@@ -36,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from harness.models.pacing import pacer
 from harness.models.retry import classify, retry_after
 from harness.slots import Slots
 
@@ -124,7 +124,7 @@ class Limiter:
         # decreases so far: a 429 to a request sent before the last decrease
         # says nothing new about the new limit (TCP: one decrease per window)
         self._epoch = 0
-        self._rpm = _pacer(rpm, window_s)
+        self._rpm = pacer(rpm, window_s, label)
         self._tpm = _bucket(tpm, window_s)
 
     @property
@@ -221,16 +221,30 @@ class Limiter:
     def on_failure(self, exc: BaseException, epoch: int | None = None) -> None:
         kind = classify(exc)
         if kind == "rate_limit":
-            self.on_rate_limit(rate_limit_wait(exc), epoch)
+            self.on_rate_limit(rate_limit_wait(exc), epoch, cut=not self._paced(exc))
         elif kind == "transient":
             self.on_transient()
 
-    def on_rate_limit(self, wait_s: float | None = None, epoch: int | None = None) -> None:
-        """Multiplicative decrease (once per epoch) and a block on new acquisitions for ``wait_s``."""
+    def _paced(self, exc: BaseException) -> bool:
+        """Whether a 429 names only limits this limiter paces (requests with ``rpm``,
+        tokens with ``tpm``): its block is the answer, as fewer calls in flight
+        only starve the pace (10,000 RPM in two processes: 21 cuts held them near
+        30 calls in flight of the ~42 each needed)."""
+        paced = {"requests"} if self._rpm is not None else set()
+        paced |= {"tokens", "input-tokens", "output-tokens"} if self._tpm is not None else set()
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        hit = exhausted(headers) if headers is not None else set()
+        return bool(hit) and hit <= paced
+
+    def on_rate_limit(
+        self, wait_s: float | None = None, epoch: int | None = None, *, cut: bool = True
+    ) -> None:
+        """Multiplicative decrease (once per epoch, unless not ``cut``) and a block on
+        new acquisitions for ``wait_s``."""
         changes: list[LimitChange | None] = []
         with self._cond:
             now = self._clock()
-            if epoch is None or epoch == self._epoch:
+            if cut and (epoch is None or epoch == self._epoch):
                 old = self.limit
                 self.limit = max(1.0, old * DECREASE)
                 self._epoch += 1
@@ -270,26 +284,6 @@ class Limiter:
             _log.warning("limit change not recorded: %s", change, exc_info=True)
 
 
-BURST_S = 0.1  # a paced request may go this far ahead of an even spacing
-
-
-def _pacer(limit: int | None, window_s: float) -> Any:
-    """Requests spaced evenly at ``limit`` per ``window_s`` (GCRA), a burst of
-    ``BURST_S`` seconds' worth at most (at least 1): a provider enforcing a
-    minute's limit over a shorter window (OpenAI says it may) refuses the burst
-    a full token bucket lets out at rest, and each refusal costs a block and a
-    cut in concurrency (10,000 RPM against a 2 s window: 81 429s, 6,573 RPM
-    reached; paced, 40 and 7,133)."""
-    if not limit:
-        return None
-    from pyrate_limiter import GCRA, Rate, SingleBucketFactory, StateBucket
-    from pyrate_limiter import Limiter as PyrateLimiter
-
-    burst = max(1, math.ceil(limit * BURST_S / window_s))
-    bucket = StateBucket([Rate(int(limit), max(1, int(window_s * 1000)), burst=burst)], algorithm=GCRA())
-    return PyrateLimiter(SingleBucketFactory(bucket, schedule_leak=False), buffer_ms=5)
-
-
 def _bucket(limit: int | None, window_s: float) -> Any:
     """A weighted, blocking, thread-safe token bucket of ``limit`` per ``window_s``.
 
@@ -327,6 +321,20 @@ def rate_limit_wait(exc: BaseException) -> float | None:
         return asked
     headers = getattr(getattr(exc, "response", None), "headers", None)
     return reset_wait(headers) if headers is not None else None
+
+
+def exhausted(headers: Mapping[str, str] | Any) -> set[str]:
+    """The limits whose remaining is 0 (``requests``, ``tokens``, ``input-tokens``...)."""
+    try:
+        items = list(headers.items())
+    except (AttributeError, TypeError):
+        return set()
+    return {
+        m.group(1)
+        for raw_name, value in items
+        for remaining in _REMAINING
+        if (m := remaining.fullmatch(str(raw_name).lower())) and str(value).strip() == "0"
+    }
 
 
 def reset_wait(headers: Mapping[str, str] | Any) -> float | None:

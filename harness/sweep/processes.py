@@ -8,9 +8,14 @@ sweep's own command line (``harness.sweep.index.relaunch_command``) with
 
 - cells are split round-robin by cell number: process k runs the cells whose
   number is k modulo P, as threads, exactly as a one-process sweep would;
-- the limit is divided, not shared: each process's ``model.rpm``, ``model.tpm``,
-  ``model.max_concurrency`` (and ``model.concurrency``) are the sweep's ÷ P,
-  rounded down, at least 1; the division is appended to ``limits.jsonl``;
+- ``model.rpm`` is shared: every process paces its calls through one pacer in
+  the sweep folder (``harness.models.pacing``), so a worker that starts late or
+  a share that ends early leaves none of the rate unused (10,000 RPM, two
+  processes: 6,934-7,481 RPM divided, 7,488-7,775 shared); ``model.tpm``,
+  ``model.max_concurrency`` (and ``model.concurrency``) are divided: each
+  process's is the sweep's ÷ P, rounded down, at least 1. Both are appended to
+  ``limits.jsonl``. Ray actors, which may run on other machines, divide
+  ``model.rpm`` too;
 - a worker writes its cells' records and nothing of the sweep's own
   (``sweep.json`` and the progress are the driver's);
 - the first SIGINT or SIGTERM to the driver is passed to every worker, and a
@@ -32,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +52,7 @@ from omegaconf import DictConfig, open_dict
 
 from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import JsonlSink, LimitChange
+from harness.models.pacing import PACER_DIR_ENV
 from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
@@ -56,7 +63,8 @@ DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is 
 PROCESSES_LOCK = "processes.lock"
 WORKERS_DIR = "workers"  # each worker's console output: workers/<k>.log
 MAX_PROCESSES = max(2, os.cpu_count() or 1)  # past the cores, processes only contend
-DIVIDED = ("rpm", "tpm", "max_concurrency", "concurrency")
+DIVIDED = ("rpm", "tpm", "max_concurrency", "concurrency")  # rpm: by Ray actors only
+PACING_DIR = "pacing"  # the shared pacer of model.rpm (PACER_DIR_ENV)
 ENGINES = ("local", "ray")  # where the shares run: subprocesses here, or Ray actors
 
 
@@ -134,13 +142,18 @@ class Processes:
             return []
         return [job for job in jobs if job[0] % self.processes == self.k]
 
+    @property
+    def divided(self) -> tuple[str, ...]:
+        """The model's limits each process takes a part of (the rest are shared)."""
+        return DIVIDED if self.engine == "ray" else tuple(n for n in DIVIDED if n != "rpm")
+
     def divide(self, cfg: DictConfig) -> None:
         """Set this process's part of the model's limits in a cell's config."""
         model = cfg.get("model")
         if self.processes == 1 or not model:
             return
         with open_dict(model):
-            for name in DIVIDED:
+            for name in self.divided:
                 if model.get(name) is not None:
                     model[name] = max(1, int(model[name]) // self.processes)
 
@@ -166,19 +179,43 @@ class Processes:
                     return
                 if self.processes > 1:
                     self.record(master)
-                with self.workers():
+                with self.pacing(), self.workers():
                     yield
         finally:
             os.close(lock)
 
     def record(self, master: DictConfig) -> None:
-        """Append the division of each set limit to the sweep's ``limits.jsonl``."""
+        """Append the division (or the sharing) of each set limit to the sweep's ``limits.jsonl``."""
         model, sink = master.get("model") or {}, JsonlSink(self.sweep_dir / LIMITS_JSONL)
         reason = f"divided by sweep.processes={self.processes}"
         for name in DIVIDED:
-            if (value := model.get(name)) is not None:
+            if (value := model.get(name)) is None:
+                continue
+            if name in self.divided:
                 new = max(1, int(value) // self.processes)
                 sink(LimitChange(utcnow().isoformat(), f"model.{name} per process", value, new, reason))
+            else:
+                shared = f"shared by sweep.processes={self.processes} ({PACING_DIR}/)"
+                sink(LimitChange(utcnow().isoformat(), f"model.{name}", value, value, shared))
+
+    @contextmanager
+    def pacing(self) -> Iterator[None]:
+        """The driver's and its workers' shared pacer of ``model.rpm``, fresh, for the run."""
+        if self.engine == "ray":
+            yield
+            return
+        folder = self.sweep_dir / PACING_DIR
+        shutil.rmtree(folder, ignore_errors=True)  # a pacer's time is this run's
+        folder.mkdir()
+        before = os.environ.get(PACER_DIR_ENV)
+        os.environ[PACER_DIR_ENV] = str(folder)  # the workers inherit it
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop(PACER_DIR_ENV, None)
+            else:
+                os.environ[PACER_DIR_ENV] = before
 
     @contextmanager
     def workers(self) -> Iterator[None]:
@@ -235,9 +272,11 @@ def _die_with_driver(stopped: threading.Event) -> None:
 
 
 def divisions(sweep_dir: Path) -> list[dict[str, Any]]:
-    """The divisions recorded in ``limits.jsonl`` (what a test or a reader checks)."""
+    """The divisions (and sharings) recorded in ``limits.jsonl`` (what a test or a reader checks)."""
     import json
 
     path = sweep_dir / LIMITS_JSONL
     lines = path.read_text().splitlines() if path.exists() else []
-    return [c for c in map(json.loads, filter(None, lines)) if c["reason"].startswith("divided by")]
+    return [
+        c for c in map(json.loads, filter(None, lines)) if c["reason"].startswith(("divided by", "shared by"))
+    ]
