@@ -12,7 +12,11 @@ of one endpoint (provider, base_url, API key, model) the same ``Limiter``:
 - a 429's ``Retry-After`` (or, without one, the ``x-ratelimit-reset-*`` /
   ``anthropic-ratelimit-*-reset`` time of the exhausted limit) blocks every
   NEW acquisition until then, not only the caller that was refused;
-- optional RPM / TPM buckets, a request weighted by its estimated tokens.
+- an optional RPM pacer (``harness.models.pacing``: evenly spaced, shared by
+  a sweep's processes on one machine) and TPM bucket, a request weighted by
+  its estimated tokens; a 429 naming only a paced limit is waited out
+  without cutting concurrency;
+- slots handed out first come first served, so every cell keeps one pace.
 
 The retry policy stays ``harness.models.retry``: the limiter only decides
 when an attempt may start. Every change of the limit goes, as a
