@@ -39,7 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.models.pacing import pacer
+from harness.models.pacing import pacer, token_bucket
 from harness.models.retry import classify, retry_after
 from harness.slots import Slots
 
@@ -129,7 +129,7 @@ class Limiter:
         # says nothing new about the new limit (TCP: one decrease per window)
         self._epoch = 0
         self._rpm = pacer(rpm, window_s, label)
-        self._tpm = _bucket(tpm, window_s)
+        self._tpm = token_bucket(tpm, window_s)
 
     @property
     def capacity(self) -> int:
@@ -232,8 +232,8 @@ class Limiter:
     def _paced(self, exc: BaseException) -> bool:
         """Whether a 429 names only limits this limiter paces (requests with ``rpm``,
         tokens with ``tpm``): its block is the answer, as fewer calls in flight
-        only starve the pace (10,000 RPM in two processes: 21 cuts held them near
-        30 calls in flight of the ~42 each needed)."""
+        only starve the pace (10,000 RPM in two processes: 21 cuts took them down
+        to 30 calls in flight of the ~42 each needed)."""
         paced = {"requests"} if self._rpm is not None else set()
         paced |= {"tokens", "input-tokens", "output-tokens"} if self._tpm is not None else set()
         headers = getattr(getattr(exc, "response", None), "headers", None)
@@ -286,27 +286,6 @@ class Limiter:
             self.sink(change)
         except Exception:  # a diagnostic log must not fail the model call
             _log.warning("limit change not recorded: %s", change, exc_info=True)
-
-
-def _bucket(limit: int | None, window_s: float) -> Any:
-    """A weighted, blocking, thread-safe token bucket of ``limit`` per ``window_s``.
-
-    pyrate-limiter's StateBucket + TokenBucket: constant state however large
-    the weight (its window log keeps one entry per token), a blocking
-    ``try_acquire(name, weight)`` that sleeps without holding its lock, and no
-    leaker thread with ``schedule_leak=False``. aiolimiter is asyncio-only.
-    A token bucket admits a full burst at rest, as Anthropic documents its
-    limits; against a sliding window (OpenAI, the simulator) that first burst
-    can overshoot, and the 429 and Retry-After handling above absorbs it. TPM
-    stays one: GCRA would refuse for ever a request weighing more than its burst.
-    """
-    if not limit:
-        return None
-    from pyrate_limiter import Limiter as PyrateLimiter
-    from pyrate_limiter import Rate, SingleBucketFactory, StateBucket, TokenBucket
-
-    bucket = StateBucket([Rate(int(limit), max(1, int(window_s * 1000)))], algorithm=TokenBucket())
-    return PyrateLimiter(SingleBucketFactory(bucket, schedule_leak=False), buffer_ms=5)
 
 
 # -- reading the server's wait ------------------------------------------------

@@ -36,10 +36,36 @@ def pacer(limit: int | None, window_s: float, label: str) -> Any:
     if shared := os.environ.get(PACER_DIR_ENV):
         name = hashlib.sha256(label.encode()).hexdigest()[:12]
         return FilePacer(Path(shared) / f"rpm-{name}", limit, window_s, burst)
-    from pyrate_limiter import GCRA, Rate, SingleBucketFactory, StateBucket
-    from pyrate_limiter import Limiter as PyrateLimiter
+    from pyrate_limiter import GCRA
 
-    bucket = StateBucket([Rate(int(limit), max(1, int(window_s * 1000)), burst=burst)], algorithm=GCRA())
+    return _pyrate(limit, window_s, GCRA(), burst)
+
+
+def token_bucket(limit: int | None, window_s: float) -> Any:
+    """A weighted token bucket of ``limit`` per ``window_s`` (``model.tpm``; None: none).
+
+    A token bucket admits a full burst at rest, as Anthropic documents its
+    limits; against a sliding window (OpenAI, the simulator) that first burst
+    can overshoot, and the limiter's 429 and Retry-After handling absorbs it.
+    Tokens are not paced: GCRA would refuse for ever a request weighing more
+    than its burst.
+    """
+    if not limit:
+        return None
+    from pyrate_limiter import TokenBucket
+
+    return _pyrate(limit, window_s, TokenBucket(), None)
+
+
+def _pyrate(limit: int, window_s: float, algorithm: Any, burst: int | None) -> Any:
+    """pyrate-limiter's StateBucket under ``algorithm``: constant state however large
+    the weight (its window log keeps one entry per token), a blocking
+    ``try_acquire(name, weight)`` that sleeps without holding its lock, and no
+    leaker thread with ``schedule_leak=False``. aiolimiter is asyncio-only."""
+    from pyrate_limiter import Limiter as PyrateLimiter
+    from pyrate_limiter import Rate, SingleBucketFactory, StateBucket
+
+    bucket = StateBucket([Rate(int(limit), max(1, int(window_s * 1000)), burst=burst)], algorithm=algorithm)
     return PyrateLimiter(SingleBucketFactory(bucket, schedule_leak=False), buffer_ms=5)
 
 
