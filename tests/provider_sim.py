@@ -509,6 +509,9 @@ def _handler_for(sim: ProviderSim) -> type[BaseHTTPRequestHandler]:
         # keep-alive, as the SDKs' pooled clients expect; every reply has a Content-Length
         protocol_version = "HTTP/1.1"
         timeout = 60  # an idle keep-alive connection's thread ends after this
+        # headers and body go out in two writes: with Nagle on, the body waits for
+        # the client's delayed ACK of the headers, ~40 ms a call no provider adds
+        disable_nagle_algorithm = True
 
         def setup(self) -> None:
             super().setup()
