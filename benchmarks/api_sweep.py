@@ -13,6 +13,9 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    one cell and N cells, each command in its own process; (user + sys) of the
    N-cell command over its calls (start-up included; goal <= 2 ms), and the
    marginal figure (what the other N - 1 cells added, over their calls).
+   0b. The issue's own shape of the whole-process ratio: the scripted model
+   sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
+   the N-cell (and ``--big``) command's wall over the 1-cell command's.
 1. Unlimited: the simulator without limits. The whole-process ratio: the
    N-cell command's wall over the 1-cell command's, each timed alone in its
    own process in the same run of this script, start-up included (goal <= 1.10
@@ -331,6 +334,18 @@ def driver_cpu(n: int, r: int, timeout_s: float) -> None:
     )
 
 
+def sleeping(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> None:
+    """Phase 0b, the issue's own shape: the scripted model sleeping ``--latency``
+    a call, no HTTP (as inspect_ai's sleeping ``ModelAPI`` beside it in phase 1):
+    the n-cell (and each ``--big``) command's wall over the 1-cell command's."""
+    sleep = [f"model.latency_s={args.latency}"]
+    one = run_sweep(None, "sleep-one", 1, r, ["sweep.concurrency=1", *sleep], timeout_s)
+    print(f"0b. scripted model sleeping {args.latency:g} s a call (no HTTP), {r} rounds:", flush=True)
+    for cells in [n, *[b for b in args.big if b > n]]:
+        many = run_sweep(None, f"sleep-{cells}", cells, r, [f"sweep.concurrency={cells}", *sleep], timeout_s)
+        print(f"  {cells} cells: {timing_line(many, one)}; failed cells {many.failed}", flush=True)
+
+
 def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tuple[Sweep, dict[str, float]]:
     """Phase 1 (and the memory figures): returns the in-process sweep and its demand rates."""
     inproc = in_process(n)
@@ -512,6 +527,8 @@ def main() -> None:
     began = time.perf_counter()
     if not args.only_rpm:
         driver_cpu(n, r, timeout_s)
+        print(f"   ({load()})")
+        sleeping(args, n, r, timeout_s)
         print(f"   ({load()})")
         swept, demand = unlimited(args, n, r, timeout_s)
         print(f"   ({load()})")
