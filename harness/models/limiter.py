@@ -308,16 +308,7 @@ def rate_limit_wait(exc: BaseException) -> float | None:
 
 def exhausted(headers: Mapping[str, str] | Any) -> set[str]:
     """The limits whose remaining is 0 (``requests``, ``tokens``, ``input-tokens``...)."""
-    try:
-        items = list(headers.items())
-    except (AttributeError, TypeError):
-        return set()
-    return {
-        m.group(1)
-        for raw_name, value in items
-        for remaining in _REMAINING
-        if (m := remaining.fullmatch(str(raw_name).lower())) and str(value).strip() == "0"
-    }
+    return {name for _, name in _exhausted(_items(headers))}
 
 
 def reset_wait(headers: Mapping[str, str] | Any) -> float | None:
@@ -327,23 +318,36 @@ def reset_wait(headers: Mapping[str, str] | Any) -> float | None:
     A reset is when a limit is whole again, later than when one more request
     fits, so it is only the fallback to Retry-After.
     """
+    items = _items(headers)
     resets: dict[tuple[int, str], float] = {}
-    exhausted: set[tuple[int, str]] = set()
-    try:
-        items = list(headers.items())
-    except (AttributeError, TypeError):
-        return None
     for raw_name, value in items:
         name = str(raw_name).lower()
-        for family, (reset, remaining) in enumerate(zip(_RESET, _REMAINING, strict=True)):
+        for family, reset in enumerate(_RESET):
             if (m := reset.fullmatch(name)) and (seconds := _seconds(str(value))) is not None:
                 resets[(family, m.group(1))] = seconds
-            elif (m := remaining.fullmatch(name)) and str(value).strip() == "0":
-                exhausted.add((family, m.group(1)))
     if not resets:
         return None
-    hit = [s for dim, s in resets.items() if dim in exhausted]
+    spent = _exhausted(items)
+    hit = [s for dim, s in resets.items() if dim in spent]
     return max(hit) if hit else min(resets.values())
+
+
+def _items(headers: Mapping[str, str] | Any) -> list[tuple[Any, Any]]:
+    """A response's headers as pairs; none if they are not a mapping."""
+    try:
+        return list(headers.items())
+    except (AttributeError, TypeError):
+        return []
+
+
+def _exhausted(items: list[tuple[Any, Any]]) -> set[tuple[int, str]]:
+    """(header family, limit) of each limit whose remaining is 0."""
+    return {
+        (family, m.group(1))
+        for raw_name, value in items
+        for family, remaining in enumerate(_REMAINING)
+        if (m := remaining.fullmatch(str(raw_name).lower())) and str(value).strip() == "0"
+    }
 
 
 def _seconds(value: str) -> float | None:
