@@ -63,7 +63,8 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
     python benchmarks/api_sweep.py --only-rpm --rounds 3   # the 10,000 RPM runs, 1 and 2 processes
     python benchmarks/api_sweep.py --only-rpm --rounds 3 --ray   # 1 process, then 2 Ray workers (the ray extra)
 
-The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Nothing is asserted.
+The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Every sweep's folder
+is kept until the script ends (``KEPT``). Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -97,6 +98,11 @@ from harness.sweep.index import read_index  # noqa: E402
 TEMPERATURES = ["0.2", "0.5", "0.8", "1.0"]
 POLL_S = 0.2
 MB = 1024 * 1024
+# Each sweep's folder, kept until the script ends: on a file system without a journal
+# (ext4 here) a new inode is found by skipping every one freed in the last minute or
+# more, so removing one sweep's thousands of files made the next sweep's driver pay
+# ~2 s of system CPU a 256-cell sweep (perf: ext4's recently_deleted)
+KEPT: list[Path] = []
 
 
 class ChargedSim(ProviderSim):
@@ -251,34 +257,30 @@ def read_sweep(sweep: Sweep, sweep_dir: Path, began: float) -> None:
 def run_sweep(
     sim: ProviderSim | None, label: str, cells: int, rounds: int, extra: list[str], timeout_s: float
 ) -> Sweep:
-    """One sweep under the API key ``sk-<label>``, in a temp folder removed afterwards."""
+    """One sweep under the API key ``sk-<label>``, in a temp folder removed when the script ends."""
     tmp = Path(tempfile.mkdtemp(prefix=f"api-sweep-{label}-"))
-    try:
-        sweep_dir = tmp / "sweep"
-        cmd = command(sim, sweep_dir, cells, rounds, extra)
-        began, cpu = time.time(), children_cpu()
-        polled: dict[int, float] = {}
-        wall, code, driver, tree = watch(
-            cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s, polled
-        )
-        sweep = Sweep(label, cells, wall, driver, tree, cpu_s=children_cpu() - cpu)
-        sweep.polled_cpu_s = sum(polled.values())
-        replies = sweep_dir.glob("*/*/replies.jsonl")  # one line a call answered
-        sweep.calls = (
-            sim.billing(f"sk-{label}").billed_requests
-            if sim
-            else sum(len(f.read_bytes().splitlines()) for f in replies)
-        )
-        if code != 0:
-            tail = (tmp / "stderr.txt").read_text()[-1500:]
-            print(f"  {label}: exit {code} after {wall:.0f} s (timeout {timeout_s:.0f} s)\n{tail}")
-        if (sweep_dir / "sweep.json").is_file():
-            read_sweep(sweep, sweep_dir, began)
-        else:
-            sweep.failed = cells
-        return sweep
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    KEPT.append(tmp)  # removed once every sweep has run (remove_kept)
+    sweep_dir = tmp / "sweep"
+    cmd = command(sim, sweep_dir, cells, rounds, extra)
+    began, cpu = time.time(), children_cpu()
+    polled: dict[int, float] = {}
+    wall, code, driver, tree = watch(cmd, environment(f"sk-{label}"), tmp / "stderr.txt", timeout_s, polled)
+    sweep = Sweep(label, cells, wall, driver, tree, cpu_s=children_cpu() - cpu)
+    sweep.polled_cpu_s = sum(polled.values())
+    replies = sweep_dir.glob("*/*/replies.jsonl")  # one line a call answered
+    sweep.calls = (
+        sim.billing(f"sk-{label}").billed_requests
+        if sim
+        else sum(len(f.read_bytes().splitlines()) for f in replies)
+    )
+    if code != 0:
+        tail = (tmp / "stderr.txt").read_text()[-1500:]
+        print(f"  {label}: exit {code} after {wall:.0f} s (timeout {timeout_s:.0f} s)\n{tail}")
+    if (sweep_dir / "sweep.json").is_file():
+        read_sweep(sweep, sweep_dir, began)
+    else:
+        sweep.failed = cells
+    return sweep
 
 
 def ledger_line(sim: ProviderSim, sweep: Sweep) -> str:
@@ -542,9 +544,17 @@ def main() -> None:
     print(f"total {time.perf_counter() - began:.0f} s, {load()}")
 
 
+def remove_kept() -> None:
+    for tmp in KEPT:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def load() -> str:
     return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        remove_kept()
