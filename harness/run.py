@@ -45,6 +45,7 @@ from harness.schema import ConfigError, read_topics
 from harness.store.rundir import DiskFullError
 from harness.sweep.cell import is_sweep_job, run_cell, task_overrides
 from harness.sweep.launcher import launcher_overrides
+from harness.sweep.ready import fork_ready
 
 
 def topic_range(path: str | None) -> str:
@@ -107,12 +108,9 @@ hydra_main = hydra.main(config_path=str(conf_dir()), config_name="config", versi
 
 
 def cli() -> None:
-    sys.argv[1:] = quote_text_values(sys.argv[1:])
-    try:
-        sys.argv[1:] = launcher_overrides(sys.argv[1:])  # sweep.concurrency=N: cells as threads
-    except ConfigError as exc:
-        fail(str(exc), exit_code(exc))
-    check_group_choices(sys.argv[1:])
+    sys.argv[1:] = checked_argv(sys.argv[1:])
+    if fork_ready(sys.argv[1:]):  # a worker of sweep.processes=P, forked as its driver started
+        sys.argv[1:] = checked_argv(sys.argv[1:])  # the command its driver sent it
     sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
     held = HeldStderr(guarded(sys.stderr))
     sys.stderr = held
@@ -125,6 +123,17 @@ def cli() -> None:
         raise
     finally:
         release_stderr()
+
+
+def checked_argv(argv: list[str]) -> list[str]:
+    """The command line as Hydra is to read it, or a one-line error before anything starts."""
+    argv = quote_text_values(argv)
+    try:
+        argv = launcher_overrides(argv)  # sweep.concurrency=N: cells as threads
+    except ConfigError as exc:
+        fail(str(exc), exit_code(exc))
+    check_group_choices(argv)
+    return argv
 
 
 @contextmanager

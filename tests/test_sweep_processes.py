@@ -10,10 +10,13 @@ sweep with no call made twice. Bad values are one line before anything starts.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +28,7 @@ from harness.sweep.control import ControlError, reachable
 from harness.sweep.index import current_index, read_index
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.processes import MAX_PROCESSES, divisions
+from harness.sweep.ready import FORK_ENV, processes_asked
 
 
 def cell_pids(run_dir: Path) -> list[str]:
@@ -81,8 +85,47 @@ def two_shares_on_the_simulator(sweep_dir: Path, *args: str) -> list[str]:
 
 
 @pytest.mark.network_loopback
-def test_two_processes_split_the_cells_and_divide_the_limit(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fork", ["1", "0"])
+def test_two_processes_split_the_cells_and_divide_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: str
+) -> None:
+    """The worker forked as its driver started, or (DRIFT_SWEEP_FORK=0) a new interpreter: the same sweep."""
+    monkeypatch.setenv(FORK_ENV, fork)
     two_shares_on_the_simulator(tmp_path / "sweep", "sweep.processes=2")
+    said = (tmp_path / "sweep" / "workers" / "1.log").read_text()
+    assert ("forked as its driver started" in said) == (fork == "1")
+
+
+def copies_of(cmdline: list[str]) -> list[int]:
+    """Processes running exactly ``cmdline`` (Linux's /proc)."""
+    wanted, found = "\0".join(cmdline) + "\0", []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and (proc / "cmdline").read_text() == wanted:
+                found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_a_driver_that_fails_its_config_check_leaves_no_forked_worker(tmp_path: Path) -> None:
+    """Its worker is forked before Hydra checks the config; the failed driver's exit ends it."""
+    cmd = [sys.executable, "-m", "harness.run", "-m", *ARGS, "sweep.concurrency=2", "sweep.processes=2"]
+    cmd += ["nosuch.key=1", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    with open(tmp_path / "err.txt", "w") as err:  # not a pipe: a copy left holding it would hide here
+        driver = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=err)
+        assert driver.wait(timeout=120) == 2
+    assert "nosuch.key" in (tmp_path / "err.txt").read_text()
+    deadline = time.monotonic() + 10
+    while copies_of(cmd) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert copies_of(cmd) == []
+
+
+def test_processes_asked_reads_either_key() -> None:
+    assert processes_asked(["-m", "sweep.processes=3"]) == 3
+    assert processes_asked(["-m", "hydra.launcher.processes=2", "x=1"]) == 2  # a resume's command
+    assert processes_asked(["-m", "sweep.processes=two"]) == 1  # the config check says why
+    assert processes_asked(["-m", "rounds=2"]) == 1
 
 
 def test_a_killed_driver_stops_its_worker_and_the_sweep_resumes(tmp_path: Path) -> None:

@@ -4,7 +4,8 @@ One interpreter drives about 90-100 model calls a second; past that the
 in-process launcher runs its cells in P processes that share one sweep
 folder. The driver runs its own share and starts P-1 workers, each the
 sweep's own command line (``harness.sweep.index.relaunch_command``) with
-``DRIFT_SWEEP_SHARE=k/P`` set:
+``DRIFT_SWEEP_SHARE=k/P`` set, run by a copy of the driver forked as it
+started (``harness.sweep.ready``; a new interpreter where it cannot fork):
 
 - cells are split round-robin by cell number: process k runs the cells whose
   number is k modulo P, as threads, exactly as a one-process sweep would;
@@ -57,6 +58,7 @@ from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
 from harness.sweep.ray_workers import MAX_RAY_WORKERS, check_ray, ray_workers, stop_with_driver
+from harness.sweep.ready import ReadyWorker, dismiss_ready, take_ready
 
 SHARE_ENV = "DRIFT_SWEEP_SHARE"  # "k/P": this process is worker k of P
 DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is its parent's
@@ -223,11 +225,13 @@ class Processes:
         command = relaunch_command(self.sweep_dir, read_index(self.sweep_dir))
         (self.sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
         if self.engine == "ray":
+            dismiss_ready()  # Ray's actors are its own processes
             shares = [{SHARE_ENV: f"{k}/{self.processes}"} for k in range(self.processes)]
             with ray_workers(self.sweep_dir, command[3:], shares, self.stopped, self.ray):
                 yield
             return
         procs = [self._start(command, k) for k in range(1, self.processes)]
+        dismiss_ready()  # copies forked for more workers than this sweep starts
         done = threading.Event()
         relay = threading.Thread(target=self._relay, args=(procs, done), name="sweep-workers", daemon=True)
         relay.start()
@@ -241,8 +245,12 @@ class Processes:
             done.set()
             relay.join()
 
-    def _start(self, command: list[str], k: int) -> subprocess.Popen[bytes]:
+    def _start(self, command: list[str], k: int) -> subprocess.Popen[bytes] | ReadyWorker:
+        """Worker ``k``: its copy forked at start-up (``harness.sweep.ready``), or a new interpreter."""
         env = {**os.environ, SHARE_ENV: f"{k}/{self.processes}", DRIVER_ENV: str(os.getpid())}
+        if (ready := take_ready(k)) is not None:
+            ready.start(command[3:], env, self.sweep_dir / WORKERS_DIR / f"{k}.log")
+            return ready
         with open(self.sweep_dir / WORKERS_DIR / f"{k}.log", "ab") as log:
             return subprocess.Popen(
                 command,
@@ -252,7 +260,7 @@ class Processes:
                 stderr=log,
             )
 
-    def _relay(self, procs: list[subprocess.Popen[bytes]], done: threading.Event) -> None:
+    def _relay(self, procs: list[subprocess.Popen[bytes] | ReadyWorker], done: threading.Event) -> None:
         """Pass the driver's stop to every worker still running."""
         while not done.wait(0.1):
             if self.stopped.is_set():
