@@ -15,7 +15,9 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    marginal figure (what the other N - 1 cells added, over their calls).
    0b. The issue's own shape of the whole-process ratio: the scripted model
    sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
-   the N-cell (and ``--big``) command's wall over the 1-cell command's.
+   the N-cell (and ``--big``) command's wall over the 1-cell command's; then
+   each ``--big`` sweep again in one driver process a core
+   (``sweep.processes``).
 1. Unlimited: the simulator without limits. The whole-process ratio: the
    N-cell command's wall over the 1-cell command's, each timed alone in its
    own process in the same run of this script, start-up included (goal <= 1.10
@@ -346,6 +348,14 @@ def sleeping(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> None
     for cells in [n, *[b for b in args.big if b > n]]:
         many = run_sweep(None, f"sleep-{cells}", cells, r, [f"sweep.concurrency={cells}", *sleep], timeout_s)
         print(f"  {cells} cells: {timing_line(many, one)}; failed cells {many.failed}", flush=True)
+    for cells in [b for b in args.big if b > n]:  # past what one interpreter's CPU keeps up with
+        processes = [f"sweep.concurrency={cells}", f"sweep.processes={os.cpu_count() or 1}", *sleep]
+        many = run_sweep(None, f"sleep-{cells}-p", cells, r, processes, timeout_s)
+        print(
+            f"  {cells} cells, sweep.processes={os.cpu_count() or 1}: {timing_line(many, one)}; "
+            f"failed cells {many.failed}",
+            flush=True,
+        )
 
 
 def unlimited(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> tuple[Sweep, dict[str, float]]:
