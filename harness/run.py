@@ -111,6 +111,12 @@ def cli() -> None:
     sys.argv[1:] = checked_argv(sys.argv[1:])
     if fork_ready(sys.argv[1:]):  # a worker of sweep.processes=P, forked as its driver started
         sys.argv[1:] = checked_argv(sys.argv[1:])  # the command its driver sent it
+        run_then_exit(command)  # the copy's process is its own, whatever called cli
+    command()
+
+
+def command() -> None:
+    """The command line in ``sys.argv``, checked, run by Hydra."""
     sys.stdout = guarded(sys.stdout)  # a closed pipe or a lost terminal ends no run
     held = HeldStderr(guarded(sys.stderr))
     sys.stderr = held

@@ -28,7 +28,7 @@ from harness.sweep.control import ControlError, reachable
 from harness.sweep.index import current_index, read_index
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.processes import MAX_PROCESSES, divisions
-from harness.sweep.ready import FORK_ENV, processes_asked
+from harness.sweep.ready import PREFORK_ENV, processes_asked
 
 
 def cell_pids(run_dir: Path) -> list[str]:
@@ -89,8 +89,8 @@ def two_shares_on_the_simulator(sweep_dir: Path, *args: str) -> list[str]:
 def test_two_processes_split_the_cells_and_divide_the_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fork: str
 ) -> None:
-    """The worker forked as its driver started, or (DRIFT_SWEEP_FORK=0) a new interpreter: the same sweep."""
-    monkeypatch.setenv(FORK_ENV, fork)
+    """The worker forked as its driver started, or (DRIFT_SWEEP_PREFORK=0) a new interpreter: the same sweep."""
+    monkeypatch.setenv(PREFORK_ENV, fork)
     two_shares_on_the_simulator(tmp_path / "sweep", "sweep.processes=2")
     said = (tmp_path / "sweep" / "workers" / "1.log").read_text()
     assert ("forked as its driver started" in said) == (fork == "1")

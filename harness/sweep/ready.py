@@ -13,7 +13,7 @@ with that command would, from the same ``harness.run.cli``.
 
 A copy exits at once, having done nothing, when its pipe closes before a
 command comes (the driver failed its config check, or ended) or when the
-driver dies (``PR_SET_PDEATHSIG``, Linux). ``DRIFT_SWEEP_FORK=0`` turns this
+driver dies (``PR_SET_PDEATHSIG``, Linux). ``DRIFT_SWEEP_PREFORK=0`` turns this
 off, and so does anything that makes a fork unsafe: a thread already running,
 a platform without ``fork``. The driver then starts each worker as a new
 interpreter, as before; nothing else differs.
@@ -31,7 +31,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-FORK_ENV = "DRIFT_SWEEP_FORK"  # "0": start every worker as a new interpreter
+PREFORK_ENV = "DRIFT_SWEEP_PREFORK"  # "0": start every worker as a new interpreter
 _PROCESS_KEYS = ("sweep.processes", "hydra.launcher.processes")
 _READY: dict[int, ReadyWorker] = {}  # worker k -> its copy, forked at start-up
 
@@ -104,7 +104,7 @@ def fork_ready(argv: list[str]) -> bool:
         or not ({"-m", "--multirun"} & set(argv))
         or not _local(argv)
         or os.environ.get(SHARE_ENV)  # a worker itself
-        or os.environ.get(FORK_ENV) == "0"
+        or os.environ.get(PREFORK_ENV) == "0"
         or not hasattr(os, "fork")
         or threading.active_count() > 1  # a lock another thread holds would stay held in the copy
     ):
