@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,11 +25,12 @@ import pytest
 from test_sweep_inprocess import ARGS, api_sweep, ledger, resume_to_the_end, sweep
 
 from harness.schema import ConfigError
+from harness.sweep import ready
 from harness.sweep.control import ControlError, reachable
 from harness.sweep.index import current_index, read_index
 from harness.sweep.launcher import launcher_overrides
-from harness.sweep.processes import MAX_PROCESSES, divisions
-from harness.sweep.ready import PREFORK_ENV, processes_asked
+from harness.sweep.processes import MAX_PROCESSES, Processes, divisions
+from harness.sweep.ready import PREFORK_ENV, ReadyWorker, processes_asked
 
 
 def cell_pids(run_dir: Path) -> list[str]:
@@ -119,6 +121,23 @@ def test_a_driver_that_fails_its_config_check_leaves_no_forked_worker(tmp_path: 
     while copies_of(cmd) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert copies_of(cmd) == []
+
+
+def test_a_copy_gone_before_its_command_gives_way_to_a_new_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # a copy killed before the driver sent its command
+        os._exit(0)
+    os.close(read)
+    monkeypatch.setattr(ready, "_READY", {1: ReadyWorker(pid, write)})
+    (tmp_path / "workers").mkdir()
+    share = Processes(tmp_path, 2, threading.Event(), "test")
+    proc = share._start([sys.executable, "-c", "print('a new interpreter')", "-m"], 1)
+    assert isinstance(proc, subprocess.Popen) and proc.wait() == 0
+    assert (tmp_path / "workers" / "1.log").read_text() == "a new interpreter\n"
+    assert ready._READY == {}
 
 
 def test_processes_asked_reads_either_key() -> None:

@@ -58,13 +58,11 @@ from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
 from harness.sweep.ray_workers import MAX_RAY_WORKERS, check_ray, ray_workers, stop_with_driver
-from harness.sweep.ready import ReadyWorker, dismiss_ready, take_ready
+from harness.sweep.ready import MAX_PROCESSES, SHARE_ENV, ReadyWorker, dismiss_ready, take_ready
 
-SHARE_ENV = "DRIFT_SWEEP_SHARE"  # "k/P": this process is worker k of P
 DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is its parent's
 PROCESSES_LOCK = "processes.lock"
 WORKERS_DIR = "workers"  # each worker's console output: workers/<k>.log
-MAX_PROCESSES = max(2, os.cpu_count() or 1)  # past the cores, processes only contend
 DIVIDED = ("rpm", "tpm", "max_concurrency", "concurrency")  # rpm: by Ray actors only
 PACING_DIR = "pacing"  # the shared pacer of model.rpm (PACER_DIR_ENV)
 ENGINES = ("local", "ray")  # where the shares run: subprocesses here, or Ray actors
@@ -249,8 +247,11 @@ class Processes:
         """Worker ``k``: its copy forked at start-up (``harness.sweep.ready``), or a new interpreter."""
         env = {**os.environ, SHARE_ENV: f"{k}/{self.processes}", DRIVER_ENV: str(os.getpid())}
         if (ready := take_ready(k)) is not None:
-            ready.start(command[3:], env, self.sweep_dir / WORKERS_DIR / f"{k}.log")
-            return ready
+            try:
+                ready.start(command[3:], env, self.sweep_dir / WORKERS_DIR / f"{k}.log")
+                return ready
+            except OSError:  # the copy is gone (killed by hand): a new interpreter, then
+                ready.wait()
         with open(self.sweep_dir / WORKERS_DIR / f"{k}.log", "ab") as log:
             return subprocess.Popen(
                 command,

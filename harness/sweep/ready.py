@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PREFORK_ENV = "DRIFT_SWEEP_PREFORK"  # "0": start every worker as a new interpreter
+SHARE_ENV = "DRIFT_SWEEP_SHARE"  # "k/P": this process is worker k of P (harness.sweep.processes)
+MAX_PROCESSES = max(2, os.cpu_count() or 1)  # past the cores, processes only contend
 _PROCESS_KEYS = ("sweep.processes", "hydra.launcher.processes")
 _READY: dict[int, ReadyWorker] = {}  # worker k -> its copy, forked at start-up
 
@@ -96,11 +98,9 @@ def _local(argv: list[str]) -> bool:
 def fork_ready(argv: list[str]) -> bool:
     """Fork the P-1 workers a multirun of ``argv`` will ask for, each waiting for its
     command. True in a copy, once it has one (``sys.argv[1:]`` is that command)."""
-    from harness.sweep.processes import SHARE_ENV
-
     wanted = processes_asked(argv)
     if (
-        wanted < 2
+        not 2 <= wanted <= MAX_PROCESSES  # more: the config check refuses it
         or not ({"-m", "--multirun"} & set(argv))
         or not _local(argv)
         or os.environ.get(SHARE_ENV)  # a worker itself
@@ -152,8 +152,6 @@ def _await_command(read: int, driver: int) -> None:
     os.dup2(log, 2)
     os.close(log)
     os.close(null)
-    from harness.sweep.processes import SHARE_ENV
-
     share = message["env"].get(SHARE_ENV, "?")
     os.write(2, f"=== worker {share} (pid {os.getpid()}), forked as its driver started ===\n".encode())
     sys.argv[1:] = message["argv"]
