@@ -131,6 +131,7 @@ def test_a_copy_gone_before_its_command_gives_way_to_a_new_interpreter(
     if pid == 0:  # a copy killed before the driver sent its command
         os._exit(0)
     os.close(read)
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # gone, not yet reaped: its pipe has no reader
     monkeypatch.setattr(ready, "_READY", {1: ReadyWorker(pid, write)})
     (tmp_path / "workers").mkdir()
     share = Processes(tmp_path, 2, threading.Event(), "test")
