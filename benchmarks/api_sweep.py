@@ -51,7 +51,8 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
 4. Sustained: ``--rpm-cells`` cells (256) against a simulator limited to
    ``--rpm`` (10,000) requests a minute, ``model.rpm`` the same: the RPM
    reached, wall over the limit's own minimum (calls / rate), 429s and failed
-   cells (goal 0); once in one driver process and once in two
+   cells (goal 0), and the rate sustained once the calls flow (the middle
+   80% of the simulator's admissions); once in one driver process and once in two
    (``--processes 1 2``: ``sweep.processes=2``, each process holding half of
    ``model.rpm``, one simulator key and bill for both; ``--ray``: two Ray
    workers on a local cluster, ``sweep.engine=ray``).
@@ -109,11 +110,13 @@ KEPT: list[Path] = []
 
 class ChargedSim(ProviderSim):
     """The simulator, also adding up what each admitted request was charged against TPM
-    (prompt words + max_tokens, on admission), per key: the TPM limit's own count."""
+    (prompt words + max_tokens, on admission), per key: the TPM limit's own count;
+    and when it admitted each (``time.monotonic``), per key."""
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.charged: dict[str, int] = {}
+        self.admitted: dict[str, list[float]] = {}
         self._charged_lock = threading.Lock()
 
     def admit(self, key: str, cost: int) -> Decision:
@@ -121,7 +124,18 @@ class ChargedSim(ProviderSim):
         if decision.status != 429:
             with self._charged_lock:
                 self.charged[key] = self.charged.get(key, 0) + cost
+                self.admitted.setdefault(key, []).append(time.monotonic())
         return decision
+
+    def steady_rpm(self, key: str, middle: float = 0.8) -> float:
+        """Requests a minute over the ``middle`` share of ``key``'s admitted requests
+        (the first and last tenths left out: start-up, the ramp, the last cells' tail)."""
+        times = sorted(self.admitted.get(key, []))
+        if len(times) < 20:
+            return 0.0
+        skip = round(len(times) * (1 - middle) / 2)
+        first, last = times[skip], times[-1 - skip]
+        return (len(times) - 1 - 2 * skip) / max(last - first, 1e-9) * 60
 
 
 @dataclass
@@ -496,6 +510,10 @@ def sustained(args: argparse.Namespace, r: int, timeout_s: float, processes: int
             f"from the first cell's start to the last one's end); wall/limit's minimum ({floor:.1f} s) "
             f"{swept.wall_s / max(floor, 1e-9):.2f}; 429s {bill.rate_limited}; failed cells {swept.failed} "
             f"of {n} (goal 0); CPU of {cpu_who} {cpu_line(swept)}"
+        )
+        print(
+            f"      sustained: {sim.steady_rpm(f'sk-{label}'):.0f} RPM over the middle 80% of the calls "
+            f"(the simulator's admissions; its window admits {per_window / w * 60:.0f} a minute)"
         )
         if ray:
             per_call = swept.polled_cpu_s / max(swept.calls, 1) * 1000
