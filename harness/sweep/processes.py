@@ -35,7 +35,6 @@ none (``harness.sweep.ray_workers``); everything above holds for them.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import shutil
@@ -44,7 +43,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,7 +57,14 @@ from harness.store.records import utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
 from harness.sweep.ray_workers import MAX_RAY_WORKERS, check_ray, ray_workers, stop_with_driver
-from harness.sweep.ready import MAX_PROCESSES, SHARE_ENV, ReadyWorker, dismiss_ready, take_ready
+from harness.sweep.ready import (
+    MAX_PROCESSES,
+    SHARE_ENV,
+    ReadyWorker,
+    die_with_parent,
+    dismiss_ready,
+    take_ready,
+)
 
 DRIVER_ENV = "DRIFT_SWEEP_DRIVER"  # the driver's pid, which a worker checks is its parent's
 PROCESSES_LOCK = "processes.lock"
@@ -274,8 +280,7 @@ class Processes:
 def _die_with_driver(stopped: threading.Event) -> None:
     """In a worker: SIGTERM when the driver dies (Linux's PR_SET_PDEATHSIG; elsewhere
     nothing), and a stop at once if it died before that was set."""
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
+    die_with_parent()
     if str(os.getppid()) != os.environ.get(DRIVER_ENV):
         stopped.set()
 

@@ -130,8 +130,7 @@ def fork_ready(argv: list[str]) -> bool:
 
 def _await_command(read: int, driver: int) -> None:
     """In a copy: block until the driver sends a command, and take it on; exit if none comes."""
-    with suppress(OSError, AttributeError):
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the driver
+    die_with_parent()
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the driver's console and pipes are not the copy's to hold open
         os.dup2(null, fd)
@@ -155,6 +154,12 @@ def _await_command(read: int, driver: int) -> None:
     share = message["env"].get(SHARE_ENV, "?")
     os.write(2, f"=== worker {share} (pid {os.getpid()}), forked as its driver started ===\n".encode())
     sys.argv[1:] = message["argv"]
+
+
+def die_with_parent() -> None:
+    """SIGTERM to this process when its parent dies (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    with suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
 
 def take_ready(k: int) -> ReadyWorker | None:
