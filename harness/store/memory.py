@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar, cast
 
-from harness.slots import waiting
+from harness.slots import syncing
 from harness.store.jsonl import OnDisk, id_round, last_line, scan
 from harness.store.records import (
     CritiqueRecord,
@@ -175,7 +175,7 @@ class JsonlLog(Generic[R]):
                 if written != len(line):  # a short write: the disk filled mid-line
                     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 if self.fsync:
-                    with waiting():
+                    with syncing():
                         os.fsync(fd)
                 self._unsynced = not self.fsync
             finally:
@@ -193,7 +193,7 @@ class JsonlLog(Generic[R]):
             return
         fd = os.open(self.path, os.O_RDONLY)
         try:
-            with waiting():
+            with syncing():
                 os.fsync(fd)
         finally:
             os.close(fd)

@@ -26,7 +26,7 @@ import yaml
 from pydantic import TypeAdapter
 
 from harness.schema import Config, redact
-from harness.slots import waiting
+from harness.slots import syncing
 from harness.store.records import FOLDER_VERSION, RunManifest
 
 PACKAGES = (
@@ -107,7 +107,7 @@ def create_run_dir(root: Path, base: str, fill: Callable[[Path], None] | None = 
 def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
-        with waiting():
+        with syncing():
             os.fsync(fd)
     finally:
         os.close(fd)
@@ -123,7 +123,7 @@ def write_atomic(path: Path, text: str) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
-            with waiting():
+            with syncing():
                 os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
