@@ -6,6 +6,7 @@ and exit, which only a real process shows), with every folder under tmp_path.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ from harness.store.records import parse_record
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.commands import main as sweep_main
 from harness.sweep.grid import plan_cells, replicate_seed
-from harness.sweep.index import current_index, read_index
+from harness.sweep.index import current_index, read_index, write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]
@@ -88,6 +89,8 @@ def test_two_by_two_sweep_gives_each_cell_its_own_folder_and_an_index(tmp_path):
     table = pd.read_parquet(sweep_dir / "sweep.parquet")
     assert len(table) == 4 and set(table["status"]) == {"completed"}
     assert sorted(table["param.critic"]) == ["lenient", "lenient", "strict", "strict"]
+    write_parquet(sweep_dir, index)  # again, here: the same table, and the collector left unfrozen
+    assert pd.read_parquet(sweep_dir / "sweep.parquet").equals(table) and gc.get_freeze_count() == 0
     # what varies reaches the cell's own config
     assert "temperature: 1.0" in (sweep_dir / "temp-1.0_critic-strict" / "config.yaml").read_text()
 
