@@ -12,6 +12,7 @@ the run folder's path as the last line. ``-m`` runs each cell of a sweep
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Iterator
@@ -108,6 +109,9 @@ hydra_main = hydra.main(config_path=str(conf_dir()), config_name="config", versi
 
 
 def cli() -> None:
+    # numpy comes in only to write a sweep's sweep.parquet (through pyarrow), and its
+    # BLAS threads then spun ~0.1 s of CPU each, for no work
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     sys.argv[1:] = checked_argv(sys.argv[1:])
     if fork_ready(sys.argv[1:]):  # a worker of sweep.processes=P, forked as its driver started
         sys.argv[1:] = checked_argv(sys.argv[1:])  # the command its driver sent it
