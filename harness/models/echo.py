@@ -127,6 +127,22 @@ def written(texts: tuple[str, ...], n: int) -> Written:
     return Written({k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()}, frozenset(by_gram))
 
 
+_CODE_WRITTEN_LOCK = threading.Lock()
+
+
+def code_written(n: int) -> Written:
+    """``written`` of the prompt code's literals, by ``n`` alone (keyed by the
+    literals themselves, every request hashed all ~2,000 of them), under a lock
+    for the reason ``templates`` gives."""
+    with _CODE_WRITTEN_LOCK:
+        return _code_written(n)
+
+
+@functools.cache
+def _code_written(n: int) -> Written:
+    return written(templates(), n)
+
+
 def strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Every string in a tree of dataclasses, dicts and lists, with its dotted path."""
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
@@ -189,7 +205,8 @@ class EchoCheck:
         """The first run of ``text`` copied from the instructions or the schema:
         (its length in words, the text as written, where it comes from)."""
         spans = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
-        grams = [" ".join(w for w, _, _ in spans[i : i + self.n]) for i in range(len(spans) - self.n + 1)]
+        ws, n = [w for w, _, _ in spans], self.n
+        grams = [" ".join(ws[i : i + n]) for i in range(len(ws) - n + 1)]
         hits = [g in self.schema or g in self.example or self.instructed(g) for g in grams]
         if not any(hits):
             return None
@@ -262,12 +279,15 @@ class Shown:
     def _pieces(self) -> tuple[Written, Written]:
         # found once a request: the cache's key hashes every literal of the prompt code
         if self._written is None:
-            self._written = written(templates(), self.n), written(self.extra, self.n)
+            self._written = code_written(self.n), written(self.extra, self.n)
         return self._written
 
     def instructs(self, gram: str) -> bool:
         """Whether ``gram`` is a run of a piece these messages show whole."""
-        return any(self.shows(piece) for pieces in self._pieces() for piece in pieces.by_gram.get(gram, ()))
+        code, extra = self._pieces()
+        if gram not in code.grams and gram not in extra.grams:  # most of a reply's runs: two set lookups
+            return False
+        return any(self.shows(piece) for pieces in (code, extra) for piece in pieces.by_gram.get(gram, ()))
 
     @property
     def runs(self) -> frozenset[str]:
@@ -301,7 +321,7 @@ def example_texts(schema: dict[str, Any]) -> tuple[str, ...]:
 
 def written_ngrams(extra: tuple[str, ...], n: int) -> frozenset[str]:
     """Every ``n``-word run the harness could write: its prompt code's and ``extra``'s."""
-    return written(templates(), n).grams | written(extra, n).grams
+    return code_written(n).grams | written(extra, n).grams
 
 
 @functools.lru_cache(maxsize=256)
