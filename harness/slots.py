@@ -118,7 +118,8 @@ class _Waiting:
         self.lent = _SLOTS.holding() and (self.lending is None or self.lending.lends())
         if self.lent:
             _SLOTS.release()
-        self.began = time.perf_counter()
+        if self.lending is not None:
+            self.began = time.perf_counter()
 
     def __exit__(self, *exc: object) -> None:
         if self.lending is not None:

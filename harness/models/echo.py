@@ -277,7 +277,7 @@ class Shown:
         return seen
 
     def _pieces(self) -> tuple[Written, Written]:
-        # found once a request: the cache's key hashes every literal of the prompt code
+        # found once a request: ``written`` of the config texts is keyed by all of them
         if self._written is None:
             self._written = code_written(self.n), written(self.extra, self.n)
         return self._written
