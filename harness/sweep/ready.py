@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,16 +83,22 @@ class ReadyWorker:
                 os.kill(self.pid, sig)
 
 
+def _values(argv: list[str], wanted: Callable[[str], bool]) -> list[str]:
+    """The values ``key=value`` overrides in ``argv`` (``+key=``, ``++key=`` too) give keys ``wanted`` takes."""
+    pairs = (a.lstrip("+").split("=", 1) for a in argv)
+    return [pair[1] for pair in pairs if len(pair) == 2 and wanted(pair[0])]
+
+
 def processes_asked(argv: list[str]) -> int:
     """The P of ``sweep.processes=P`` (or ``hydra.launcher.processes=P``, a resume's) in
     ``argv``; 1 if none or not a whole number (the config check says so later)."""
-    given = [a.split("=", 1)[1] for a in argv if a.lstrip("+").split("=", 1)[0] in _PROCESS_KEYS and "=" in a]
+    given = _values(argv, _PROCESS_KEYS.__contains__)
     value = given[-1].strip() if given else "1"
     return int(value) if value.isdigit() else 1
 
 
 def _local(argv: list[str]) -> bool:
-    engines = [a.split("=", 1)[1] for a in argv if a.lstrip("+").split("=", 1)[0].endswith(".engine")]
+    engines = _values(argv, lambda key: key.endswith(".engine"))
     return not engines or engines[-1] == "local"
 
 
