@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -165,6 +166,50 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
         timeout=60,
     )
     assert again.returncode == 0 and "all 4 cells completed; nothing to do" in again.stdout
+
+
+# A stand-in driver: says it is ready, then logs each SIGTERM and ends as the driver does (130).
+DRIVER = """
+import os, signal, sys, time
+log = open(sys.argv[1], "a", buffering=1)
+signal.signal(signal.SIGTERM, lambda *_: (log.write("TERM\\n"), time.sleep(0.3), sys.exit(130)))
+log.write(f"ready {os.getpid()} {os.getpgid(0)}\\n")
+time.sleep(60)
+"""
+RELAY = (
+    "import os, sys; from harness.sweep.index import relay; sys.exit(relay(sys.argv[1:], dict(os.environ)))"
+)
+
+
+def _relayed(log: Path) -> tuple[subprocess.Popen[bytes], int, int]:
+    """The resume wrapper's relay running the stand-in driver: (wrapper, driver pid, its group)."""
+    wrapper = subprocess.Popen(
+        [sys.executable, "-c", RELAY, sys.executable, "-c", DRIVER, str(log)], env=environment()
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (log.exists() and log.read_text().startswith("ready")):
+        time.sleep(0.02)
+    _, pid, group = log.read_text().split()[:3]
+    return wrapper, int(pid), int(group)
+
+
+def test_the_resume_wrapper_passes_each_signal_on_once_and_its_driver_ends_with_it(tmp_path):
+    """harness.sweep resume's driver once ran on alone when the wrapper was killed."""
+    log = tmp_path / "term.log"
+    wrapper, pid, group = _relayed(log)
+    assert group == pid != os.getpgid(wrapper.pid)  # its own group: a terminal's Ctrl-C comes through once
+    wrapper.send_signal(signal.SIGTERM)
+    assert wrapper.wait(timeout=30) == 130
+    assert log.read_text().splitlines()[1:] == ["TERM"]
+
+    killed = tmp_path / "kill.log"
+    wrapper, _, _ = _relayed(killed)
+    wrapper.kill()
+    wrapper.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "TERM" not in killed.read_text():
+        time.sleep(0.02)
+    assert killed.read_text().splitlines()[1:] == ["TERM"]  # told to stop, not left running
 
 
 def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):

@@ -25,8 +25,10 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -36,9 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from harness.cli.errors import BAD_INPUT, FAILED, exit_code
+from harness.cli.errors import BAD_INPUT, FAILED, INTERRUPTED, exit_code
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
 from harness.sweep.grid import Cell, override_key
+from harness.sweep.ready import die_with_parent
 
 if TYPE_CHECKING:
     from harness.store.records import RunManifest
@@ -340,7 +343,39 @@ def resume(sweep_dir: Path, changes: list[str] | None = None) -> int:
         flush=True,
     )
     env = {**os.environ, RESUME_ENV: "1"}
-    return subprocess.call(relaunch_command(sweep_dir, index, changes or []), env=env)
+    return relay(relaunch_command(sweep_dir, index, changes or []), env)
+
+
+RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def relay(command: list[str], env: dict[str, str]) -> int:
+    """Run ``command`` (the sweep's driver) as a child that ends with this process.
+
+    The child has a process group of its own, so a terminal's Ctrl-C or hang-up
+    reaches it once, through here: each SIGINT, SIGTERM or SIGHUP this process
+    gets is passed on (a second one is the driver's "abandon at once"). If this
+    process is killed outright, the child gets SIGTERM and stops as it would on
+    Ctrl-C, where it once ran on alone beside the next resume. Returns its exit
+    code (128 + N for a signal N that ended it)."""
+    parent = os.getpid()
+
+    def in_child() -> None:
+        die_with_parent()
+        if os.getppid() != parent:  # this process died before the line above took hold
+            os._exit(INTERRUPTED)
+
+    proc = subprocess.Popen(command, env=env, process_group=0, preexec_fn=in_child)
+    held = threading.current_thread() is threading.main_thread()  # handlers belong to it alone
+    previous = (
+        {s: signal.signal(s, lambda signum, _: proc.send_signal(signum)) for s in RELAYED} if held else {}
+    )
+    try:
+        code = proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 128 - code if code < 0 else code
 
 
 def limiter_lines(sweep_dir: Path) -> list[str]:
