@@ -7,8 +7,10 @@ and exit, which only a real process shows), with every folder under tmp_path.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,11 +21,20 @@ import pandas as pd
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from harness.schema import ConfigError
 from harness.store.records import parse_record
-from harness.sweep.callback import concurrent_workers, replicate_override
+from harness.sweep.callback import check_sweep_folder, concurrent_workers, replicate_override, start_index
 from harness.sweep.commands import main as sweep_main
+from harness.sweep.control import driver_lock
 from harness.sweep.grid import plan_cells, replicate_seed
-from harness.sweep.index import current_index, read_index, write_parquet
+from harness.sweep.index import (
+    SweepIndex,
+    current_index,
+    read_index,
+    resume_changes,
+    write_index,
+    write_parquet,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = ["model=scripted", "progress=false"]
@@ -96,6 +107,17 @@ def test_two_by_two_sweep_gives_each_cell_its_own_folder_and_an_index(tmp_path):
     assert "temperature: 1.0" in (sweep_dir / "temp-1.0_critic-strict" / "config.yaml").read_text()
 
 
+def resume_sweep(sweep_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
+        cwd=REPO,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def _wait_for_round(run_dir: Path, proc: subprocess.Popen[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
@@ -136,14 +158,17 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
     ]
     log = (sweep_dir / "cells.jsonl").read_text()
 
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
-        cwd=REPO,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=180,
+    index = (sweep_dir / "sweep.json").read_bytes()
+    with driver_lock(sweep_dir, "another driver"):  # one still running: a second is refused in one line
+        second = resume_sweep(sweep_dir)
+    assert second.returncode == 2
+    assert second.stderr.strip().endswith(
+        "another driver runs this sweep (driver.lock is held); wait for it, or stop it (Ctrl-C) and resume"
     )
+    assert len(second.stderr.strip().splitlines()) == 1
+    assert (sweep_dir / "sweep.json").read_bytes() == index
+
+    out = resume_sweep(sweep_dir)
     assert out.returncode == 0, out.stderr
     assert "2 completed (skipped), 1 to resume, 1 never started" in out.stdout
     index = read_index(sweep_dir)
@@ -157,14 +182,7 @@ def test_resume_after_one_cell_is_killed(tmp_path, capsys):
     assert arguments(killed) == arguments(sweep_dir / "latency-s-0.03_critic-lenient")
     assert len(arguments(killed)) == 8
 
-    again = subprocess.run(
-        [sys.executable, "-m", "harness.sweep", "resume", str(sweep_dir)],
-        cwd=REPO,
-        env=environment(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    again = resume_sweep(sweep_dir)
     assert again.returncode == 0 and "all 4 cells completed; nothing to do" in again.stdout
 
 
@@ -307,9 +325,56 @@ def test_single_run_folder_name_is_unchanged(run):
 
 
 def test_sweep_command_line_errors(tmp_path, capsys):
+    assert sweep_main(["resume", "--help"]) == 0 and capsys.readouterr().out.startswith("usage:")
     assert sweep_main(["resume"]) == 2
     assert sweep_main(["status", str(tmp_path)]) == 2
     assert "no sweep.json" in capsys.readouterr().err
+
+
+def test_a_sweep_folder_that_is_a_file_is_one_line_and_the_file_is_kept(tmp_path, capsys):
+    (afile := tmp_path / "afile").write_text("keep")
+    for sweep_dir in (afile, afile / "sub"):  # hydra.sweep.dir, or runs_root, naming a file
+        with pytest.raises(SystemExit) as exc:
+            check_sweep_folder(sweep_dir)
+        assert exc.value.code == 2
+        assert (
+            capsys.readouterr().err
+            == f"error: hydra.sweep.dir: {afile} is a file, not a folder (sweep folder {sweep_dir})\n"
+        )
+    assert afile.read_text() == "keep"
+    check_sweep_folder(tmp_path / "new" / "sweep")  # a folder still to make is no error
+    with pytest.raises(SystemExit):  # a grid of no cells: refused before its folder is made
+        start_index(tmp_path / "zero", OmegaConf.create(), ["llm.temperature=range(0,0)"])
+    assert "this grid has no cells" in capsys.readouterr().err and not (tmp_path / "zero").exists()
+
+
+def test_a_resume_changes_budgets_only_and_names_any_other_key():
+    started = ["model=scripted", "llm.temperature=0.2,0.8", "rounds=2"]
+    index = SweepIndex(name="s", launcher="basic", task_overrides=started, hydra_overrides=[], cells=[])
+    # the sweep's own value again is no change (it once moved in the list and was refused)
+    assert resume_changes(index, ["llm.temperature=0.2,0.8", "budget.sweep_usd=2"]) == ["budget.sweep_usd=2"]
+    for change, key in (
+        ("rounds=4", "rounds"),
+        ("llm.temperature=0.2", "llm.temperature"),
+        ("seed=3", "seed"),
+    ):
+        with pytest.raises(
+            ConfigError, match=rf"^{re.escape(key)}: a sweep's cells are planned when it starts"
+        ):
+            resume_changes(index, [change])
+
+
+def test_status_into_a_closed_pipe_ends_quietly(tmp_path, monkeypatch):
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    index = SweepIndex(name="s", launcher="basic", task_overrides=[], hydra_overrides=[], cells=[])
+    write_index(tmp_path, index, parquet=False)
+    monkeypatch.setattr(sys, "argv", ["drift-sweep", "status", str(tmp_path)])
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())  # `| head`, closed before the table
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # put back after main() guards it
+    assert sweep_main() == 0  # not a BrokenPipeError traceback
 
 
 def test_thread_rule_counts_the_cells_running_at_once_per_machine():

@@ -134,7 +134,7 @@ def test_a_copy_gone_before_its_command_gives_way_to_a_new_interpreter(
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # gone, not yet reaped: its pipe has no reader
     monkeypatch.setattr(ready, "_READY", {1: ReadyWorker(pid, write)})
     (tmp_path / "workers").mkdir()
-    share = Processes(tmp_path, 2, threading.Event(), "test")
+    share = Processes(tmp_path, 2, threading.Event())
     proc = share._start([sys.executable, "-c", "print('a new interpreter')", "-m"], 1)
     assert isinstance(proc, subprocess.Popen) and proc.wait() == 0
     assert (tmp_path / "workers" / "1.log").read_text() == "a new interpreter\n"

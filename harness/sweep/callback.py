@@ -23,6 +23,7 @@ import math
 import os
 import sys
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,12 +33,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from harness.cli.errors import BAD_INPUT, FAILED, HeldStderr
 from harness.schema import ConfigError
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog
+from harness.sweep.control import driver_lock
 from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
     COMPACTIONS,
     INDEX_COST,
     INDEX_JSON,
     RESUME_ENV,
+    RESUME_MUTABLE,
     SweepIndex,
     progress_line,
     read_index,
@@ -89,17 +92,25 @@ def concurrent_workers(launcher: DictConfig, cells: int) -> int:
     return 1
 
 
-# Overrides a resumed sweep may change without changing its cells (a raised budget).
-RESUME_MUTABLE = ("budget.", "+budget.")
-
-
 def fixed(overrides: list[str]) -> list[str]:
     """The overrides that say which cell a job is."""
     return [o for o in overrides if not o.startswith(RESUME_MUTABLE)]
 
 
-def _start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:
+def check_sweep_folder(sweep_dir: Path) -> None:
+    """One line, before anything is written, when the sweep's folder cannot be a folder."""
+    for path in (sweep_dir, *sweep_dir.parents):
+        if path.exists():
+            if not path.is_dir():
+                _fail(f"hydra.sweep.dir: {path} is a file, not a folder (sweep folder {sweep_dir})")
+            return
+
+
+def start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> SweepIndex:
+    check_sweep_folder(sweep_dir)
     cells = plan_cells(arguments)
+    if not cells:  # a sweep over nothing (range(0,0)) once made an empty sweep and exited 0
+        _fail(f"{' '.join(arguments)}: this grid has no cells (a sweep over no values)")
     if os.environ.get(RESUME_ENV):
         if not (sweep_dir / INDEX_JSON).is_file():
             _fail(f"{RESUME_ENV} is set but {sweep_dir} holds no {INDEX_JSON} to resume")
@@ -192,7 +203,9 @@ class SweepIndexCallback(Callback):
             with read_write(config.hydra), open_dict(config.hydra):
                 config.hydra.overrides.task = expanded
             return
-        index = _start_index(sweep_dir, config, params + expanded)
+        _let_go()  # what a multirun of this process that ended by an exception still holds
+        index = start_index(sweep_dir, config, params + expanded)
+        _PROGRESS["lock"] = _locked(sweep_dir, str(config.hydra.launcher.get("_target_", "")))
         write_index(sweep_dir, index, parquet=False)
         (sweep_dir / EVENTS_JSONL).touch()  # its presence says: status may read the log
         with read_write(config.hydra), open_dict(config.hydra):
@@ -216,11 +229,34 @@ class SweepIndexCallback(Callback):
         _PROGRESS["stop"].set()
         _PROGRESS["thread"].join()
         sweep_dir: Path = _PROGRESS["sweep_dir"]
-        index = refresh_index(sweep_dir, _PROGRESS["index"], final=True)
-        write_index(sweep_dir, index)
+        try:
+            index = refresh_index(sweep_dir, _PROGRESS["index"], final=True)
+            write_index(sweep_dir, index)
+        finally:
+            _let_go()
         INDEX_COST.dump()
         print(progress_line(index.cells), file=sys.stderr, flush=True)
         print(status_table(index), flush=True)
         print(sweep_dir, flush=True)
         if any(c.status != "completed" for c in index.cells):
             sys.exit(FAILED)
+
+
+def _locked(sweep_dir: Path, launcher: str) -> ExitStack:
+    """The sweep's ``driver.lock``, held from before the driver writes its index until
+    after its last write, whatever the launcher: two drivers on one sweep once ran
+    its cells side by side, and raced on ``sweep.parquet``."""
+    held = ExitStack()
+    try:
+        held.enter_context(driver_lock(sweep_dir, launcher))
+    except RuntimeError as exc:
+        _fail(f"{exc}; wait for it, or stop it (Ctrl-C) and resume")
+    return held
+
+
+def _let_go() -> None:
+    """Release the driver's lock and stop its progress thread, if still held."""
+    if (stop := _PROGRESS.get("stop")) is not None:
+        stop.set()
+    if (held := _PROGRESS.pop("lock", None)) is not None:
+        held.close()

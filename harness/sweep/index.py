@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from harness.cli.errors import BAD_INPUT, FAILED, INTERRUPTED, exit_code
+from harness.schema import ConfigError
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
 from harness.sweep.grid import Cell, override_key
 from harness.sweep.ready import die_with_parent
@@ -331,6 +332,7 @@ def resume(sweep_dir: Path, changes: list[str] | None = None) -> int:
     """Skip completed cells, resume crashed ones, run those never started;
     ``changes`` such as a raised ``budget.sweep_usd`` apply to every cell."""
     index = refresh_index(sweep_dir, read_index(sweep_dir), final=True)
+    changes = resume_changes(index, changes or [])
     counts = tally(index.cells)
     todo = len(index.cells) - counts.get("completed", 0)
     if todo == 0:
@@ -343,7 +345,29 @@ def resume(sweep_dir: Path, changes: list[str] | None = None) -> int:
         flush=True,
     )
     env = {**os.environ, RESUME_ENV: "1"}
-    return relay(relaunch_command(sweep_dir, index, changes or []), env)
+    return relay(relaunch_command(sweep_dir, index, changes), env)
+
+
+# Overrides a resumed sweep may change without changing its cells (a raised budget).
+RESUME_MUTABLE = ("budget.", "+budget.")
+
+
+def resume_changes(index: SweepIndex, changes: list[str]) -> list[str]:
+    """What a resume passes on: ``budget.*``. A key given again with the value the
+    sweep started with is no change and is dropped; any other is a one-line error
+    naming it (its cells were planned when it started)."""
+    started = dict(o.split("=", 1) for o in index.task_overrides if "=" in o)
+    kept = []
+    for change in changes:
+        key, value = change.split("=", 1)
+        if change.startswith(RESUME_MUTABLE):
+            kept.append(change)
+        elif started.get(key) != value:
+            raise ConfigError(
+                f"{key}: a sweep's cells are planned when it starts; a resume may change budget.* "
+                f"only (another grid is another sweep: a new hydra.sweep.dir)"
+            )
+    return kept
 
 
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -411,6 +435,9 @@ USAGE = (
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if {"-h", "--help"} & set(args):
+        print(USAGE)
+        return 0
     changes = args[2:]
     well_formed = all("=" in c and not c.startswith("hydra") for c in changes)
     if (
@@ -424,6 +451,6 @@ def main(argv: list[str] | None = None) -> int:
     sweep_dir = Path(args[1])
     try:
         return resume(sweep_dir, changes) if args[0] == "resume" else status(sweep_dir)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_code(exc)

@@ -188,9 +188,7 @@ class InProcessLauncher(Launcher):
         release_stderr()  # what Hydra said before the first cell, held by harness.run.cli
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
-        self.share = share = Processes(
-            sweep_dir, self.processes, self.stopped, repr(self), self.engine, self.ray
-        )
+        self.share = share = Processes(sweep_dir, self.processes, self.stopped, self.engine, self.ray)
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
             self.steering = Steering(sweep_dir, self.concurrency, self.stopped)
             with share.held(self.config):  # the driver's lock, and its workers if processes > 1

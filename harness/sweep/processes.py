@@ -54,7 +54,6 @@ from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import JsonlSink, LimitChange
 from harness.models.pacing import PACER_DIR_ENV
 from harness.store.records import utcnow
-from harness.sweep.control import driver_lock
 from harness.sweep.index import LIMITS_JSONL, read_index, relaunch_command
 from harness.sweep.ray_workers import MAX_RAY_WORKERS, check_ray, ray_workers, stop_with_driver
 from harness.sweep.ready import (
@@ -133,7 +132,6 @@ class Processes:
     sweep_dir: Path
     processes: int
     stopped: threading.Event
-    launcher: str
     engine: str = "local"
     ray: dict[str, Any] | None = None  # hydra.launcher.ray, checked (harness.sweep.ray_workers)
 
@@ -165,8 +163,8 @@ class Processes:
 
     @contextmanager
     def held(self, master: DictConfig) -> Iterator[None]:
-        """The driver: its lock, the division recorded, and P-1 workers until they end.
-        A worker: the shared lock that tells a later driver it still runs."""
+        """The driver: the workers' lock, the division recorded, and P-1 workers until
+        they end. A worker: the shared lock that tells a later driver it still runs."""
         lock = os.open(self.sweep_dir / PROCESSES_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             if self.worker:
@@ -177,16 +175,16 @@ class Processes:
                     _die_with_driver(self.stopped)
                 yield
                 return
-            with driver_lock(self.sweep_dir, self.launcher):
-                fcntl.flock(lock, fcntl.LOCK_EX)  # a killed driver's workers are still stopping
-                fcntl.flock(lock, fcntl.LOCK_SH)
-                if self.processes == 1 and self.engine == "local":
-                    yield
-                    return
-                if self.processes > 1:
-                    self.record(master)
-                with self.pacing(), self.workers():
-                    yield
+            # the sweep's driver.lock is the index callback's (harness.sweep.callback)
+            fcntl.flock(lock, fcntl.LOCK_EX)  # a killed driver's workers are still stopping
+            fcntl.flock(lock, fcntl.LOCK_SH)
+            if self.processes == 1 and self.engine == "local":
+                yield
+                return
+            if self.processes > 1:
+                self.record(master)
+            with self.pacing(), self.workers():
+                yield
         finally:
             os.close(lock)
 
