@@ -34,6 +34,12 @@ over cells. Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
 and the interval stays the dry passes'; past +-25% in calls, one line says how
 many more runs like the pilot's would narrow it there.
 
+Only the rounds a pilot run finished are its turns: an unfinished run (stopped
+by its budget, failed, killed) counts its rounds up to its last snapshot, its
+unplayed rounds are no turns, and the calls of the round it stopped in are left
+out (that turn never finished; counted, it would look like a cheap one). A run
+that finished no round is an error of one line.
+
 A pilot of another format is an error of one line (its turns are not the
 plan's); a role run on another model than planned, or a pilot run under other
 loop limits (``critic.max_iterations``, ``structured.max_repairs``), is
@@ -58,6 +64,9 @@ from harness.plan.dry import Call, Passes, length_key, units_of
 from harness.plan.estimate import Estimate, Roles, Tally, countings, estimate_cell, pick, tally
 from harness.schema import Config, ConfigError
 from harness.store.reader import find_runs, replies
+from harness.store.records import RunManifest
+from harness.store.rundir import read_manifest
+from harness.store.snapshot import list_snapshots
 
 Tag = tuple[str, str]  # a call's (team, role) tags: "None" for no team
 Turn = tuple[int, str]  # (round, team): the calls of one seat's turn
@@ -88,7 +97,24 @@ class PilotRun:
     units: int  # its length, in the format's length key
     specs: dict[str, str]  # model role -> the model spec it ran
     limits: tuple[int, int]  # its critic.max_iterations and structured.max_repairs
-    calls: tuple[PilotCall, ...]
+    calls: tuple[PilotCall, ...]  # those of the rounds it finished
+    played: int | None = None  # an unfinished run's rounds finished; None: it completed
+    planned: int = 0  # the rounds it was to run
+    status: str = "completed"
+    left_out: int = 0  # calls of the round it stopped in
+
+    def finished(self, round_: int) -> bool:
+        return self.played is None or round_ <= self.played
+
+    def unfinished(self) -> str | None:
+        """A line on how far an unfinished run got, or None."""
+        if self.played is None:
+            return None
+        line = f"pilot: {self.path}: {self.played} of {self.planned} rounds played ({self.status})"
+        line += ", only those count"
+        if self.left_out:
+            line += f"; the {self.left_out} call(s) of its unfinished round {self.played + 1} left out"
+        return line
 
 
 def limits(cfg: Config) -> tuple[int, int]:
@@ -111,9 +137,10 @@ def read_pilot(paths: list[Path]) -> list[PilotRun]:
 def read_run(run_dir: Path) -> PilotRun:
     try:
         run = load_config(run_dir, [])
-    except (ResumeError, ConfigError) as exc:
-        raise PlanError(f"--pilot {run_dir}: {exc}") from None
-    calls = tuple(
+        manifest = read_manifest(run_dir)
+    except (ResumeError, ConfigError, ValueError) as exc:  # ValueError: a manifest of another version, or bad
+        raise PlanError(f"--pilot {run_dir}: {str(exc).splitlines()[0]}") from None
+    calls = [
         PilotCall(
             r.round,
             (str(r.team), r.role),
@@ -123,11 +150,37 @@ def read_run(run_dir: Path) -> PilotRun:
             r.usage.latency_s,
         )
         for r in replies(run_dir)
-    )
+    ]
     if not calls:
         raise PlanError(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
+    planned = run.fmt.planned_rounds(run.cfg)
+    played = None if manifest.status == "completed" else rounds_played(run_dir, manifest)
+    if played == 0:
+        raise PlanError(
+            f"--pilot {run_dir}: no round played (0 of {planned}, {manifest.status}), "
+            "so no turn to calibrate from"
+        )
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
-    return PilotRun(run_dir, run.fmt.name, units_of(run.cfg), specs, limits(run.cfg), calls)
+    kept = tuple(c for c in calls if played is None or c.round <= played)
+    return PilotRun(
+        run_dir,
+        run.fmt.name,
+        units_of(run.cfg),
+        specs,
+        limits(run.cfg),
+        kept,
+        played=played,
+        planned=planned,
+        status=manifest.status,
+        left_out=len(calls) - len(kept),
+    )
+
+
+def rounds_played(run_dir: Path, manifest: RunManifest) -> int:
+    """The rounds an unfinished run finished: a killed run's manifest is as it was
+    written at its start, so its newest snapshot (one a finished round) says."""
+    snaps = list_snapshots(run_dir)
+    return max(manifest.counts.rounds_completed, int(snaps[-1].stem.removeprefix("round-")) if snaps else 0)
 
 
 def at_length(cell: PlannedCell, units: int) -> PlannedCell:
@@ -205,8 +258,9 @@ def gather(
         dry = dry_of[run.units]
         keys = {*planned, *(k for turn in dry.values() for k in turn)}
         real = real_turns(run, {k.split(" ", 1)[1]: k.split(" ", 1)[0] for k in keys}, turns)
-        rows += [(real.get(turn, {}), dry.get(turn, {})) for turn in sorted({*real, *dry})]
-        turns.seats += [team for _, team in sorted({*real, *dry})]
+        played = sorted(turn for turn in {*real, *dry} if run.finished(turn[0]))
+        rows += [(real.get(turn, {}), dry.get(turn, {})) for turn in played]
+        turns.seats += [team for _, team in played]
     turns.keys = sorted({*planned, *(k for r, d in rows for k in (*r, *d))})
     turns.real = np.array([[r.get(k, [0.0] * 4) for k in turns.keys] for r, _ in rows])
     turns.dry = np.array(
@@ -317,7 +371,8 @@ class Calibration:
 
     def lines(self) -> list[str]:
         """What the pilot's turns did, the warnings, then the line on a wide interval, if any."""
-        return [self.summary, *self.warnings] + ([self.wide[1]] if self.wide else [])
+        unfinished = [line for run in self.runs if (line := run.unfinished())]
+        return [self.summary, *unfinished, *self.warnings] + ([self.wide[1]] if self.wide else [])
 
     def apply(self, estimate: Estimate, passes: Passes, words: bool | None) -> Estimate:
         """``estimate`` scaled by the pilot, with the interval from its spread over turns."""
