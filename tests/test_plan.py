@@ -192,7 +192,9 @@ def test_an_unfinished_pilot_counts_only_the_rounds_it_played(
     assert main(["model=scripted", "rounds=6", "--pilot", str(cut)]) == 0
     out = capsys.readouterr().out
     assert "pilot: 4 turns in 1 run(s), 3.0 calls a turn" in out
-    assert f"pilot: {cut}: 2 of 6 rounds played" in out and "round 3 left out" in out
+    status = "running, or killed" if how == "killed" else "interrupted"
+    assert f"pilot: {cut}: 2 of 6 rounds played ({status}), only its rounds 1-2 count" in out
+    assert "the 2 call(s) of its unfinished round 3 left out" in out
     calibrated, _ = build_plan(parse(["model=scripted", "rounds=6", "--pilot", str(cut)]))
     assert calibrated.point().calls == pytest.approx(plain.point().calls)
 
@@ -206,6 +208,19 @@ def test_a_pilot_that_played_no_round_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: --pilot {cut}: no round played (0 of 6, interrupted)")
+
+
+def test_a_fork_as_pilot_counts_only_its_own_rounds(
+    run: Callable[..., RunResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fork's rounds 1..k are its parent's (its replies leave them out): no turns of its own."""
+    parent = run("rounds=6", "run_name=parent").run_dir
+    given = [f"fork.parent={parent}", "fork.at_round=4", f"runs_root={tmp_path}"]
+    fork = fork_run(compose_cfg([*given, "progress=false"]), given).run_dir
+    assert main(["model=scripted", "rounds=6", "--pilot", str(fork)]) == 0
+    out = capsys.readouterr().out
+    assert "pilot: 4 turns in 1 run(s), 3.0 calls a turn" in out
+    assert f"pilot: {fork}: a fork at round 4, only its rounds 5-6 count" in out
 
 
 @pytest.mark.parametrize("where", ["nowhere", "empty"])

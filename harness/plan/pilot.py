@@ -34,11 +34,12 @@ over cells. Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
 and the interval stays the dry passes'; past +-25% in calls, one line says how
 many more runs like the pilot's would narrow it there.
 
-Only the rounds a pilot run finished are its turns: an unfinished run (stopped
-by its budget, failed, killed) counts its rounds up to its last snapshot, its
-unplayed rounds are no turns, and the calls of the round it stopped in are left
-out (that turn never finished; counted, it would look like a cheap one). A run
-that finished no round is an error of one line.
+Only the rounds a pilot run finished itself are its turns: an unfinished run
+(stopped by its budget, failed, killed) counts its rounds up to its last
+snapshot, its unplayed rounds are no turns, and the calls of the round it
+stopped in are left out (that turn never finished; counted, it would look like
+a cheap one); a fork's rounds 1..k are its parent's. A run that finished no
+round is an error of one line.
 
 A pilot of another format is an error of one line (its turns are not the
 plan's); a role run on another model than planned, or a pilot run under other
@@ -102,18 +103,25 @@ class PilotRun:
     planned: int = 0  # the rounds it was to run
     status: str = "completed"
     left_out: int = 0  # calls of the round it stopped in
+    forked_at: int = 0  # a fork's k: its rounds 1..k are its parent's
 
-    def finished(self, round_: int) -> bool:
-        return self.played is None or round_ <= self.played
+    def own(self, round_: int) -> bool:
+        """Whether ``round_`` is one this run finished itself."""
+        return (not self.forked_at or round_ > self.forked_at) and (
+            self.played is None or round_ <= self.played
+        )
 
-    def unfinished(self) -> str | None:
-        """A line on how far an unfinished run got, or None."""
-        if self.played is None:
+    def partial(self) -> str | None:
+        """A line on which of its rounds count, for a fork or an unfinished run; else None."""
+        parts = [f"a fork at round {self.forked_at}"] if self.forked_at else []
+        if self.played is not None:
+            parts.append(f"{self.played} of {self.planned} rounds played ({stopped(self.status)})")
+        if not parts:
             return None
-        line = f"pilot: {self.path}: {self.played} of {self.planned} rounds played ({self.status})"
-        line += ", only those count"
+        last = self.planned if self.played is None else self.played
+        line = f"pilot: {self.path}: {', '.join(parts)}, only its rounds {self.forked_at + 1}-{last} count"
         if self.left_out:
-            line += f"; the {self.left_out} call(s) of its unfinished round {self.played + 1} left out"
+            line += f"; the {self.left_out} call(s) of its unfinished round {last + 1} left out"
         return line
 
 
@@ -153,11 +161,14 @@ def read_run(run_dir: Path) -> PilotRun:
     ]
     if not calls:
         raise PlanError(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
-    planned = run.fmt.planned_rounds(run.cfg)
+    planned, forked_at = run.fmt.planned_rounds(run.cfg), manifest.lineage.at_round if manifest.lineage else 0
     played = None if manifest.status == "completed" else rounds_played(run_dir, manifest)
-    if played == 0:
+    if played is not None and played <= forked_at:
+        none = (
+            f"no round of its own played (a fork at round {forked_at}; " if forked_at else "no round played ("
+        )
         raise PlanError(
-            f"--pilot {run_dir}: no round played (0 of {planned}, {manifest.status}), "
+            f"--pilot {run_dir}: {none}{played} of {planned}, {stopped(manifest.status)}), "
             "so no turn to calibrate from"
         )
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
@@ -173,7 +184,12 @@ def read_run(run_dir: Path) -> PilotRun:
         planned=planned,
         status=manifest.status,
         left_out=len(calls) - len(kept),
+        forked_at=forked_at,
     )
+
+
+def stopped(status: str) -> str:
+    return "running, or killed" if status == "running" else status  # a kill leaves "running"
 
 
 def rounds_played(run_dir: Path, manifest: RunManifest) -> int:
@@ -258,7 +274,7 @@ def gather(
         dry = dry_of[run.units]
         keys = {*planned, *(k for turn in dry.values() for k in turn)}
         real = real_turns(run, {k.split(" ", 1)[1]: k.split(" ", 1)[0] for k in keys}, turns)
-        played = sorted(turn for turn in {*real, *dry} if run.finished(turn[0]))
+        played = sorted(turn for turn in {*real, *dry} if run.own(turn[0]))
         rows += [(real.get(turn, {}), dry.get(turn, {})) for turn in played]
         turns.seats += [team for _, team in played]
     turns.keys = sorted({*planned, *(k for r, d in rows for k in (*r, *d))})
@@ -371,8 +387,8 @@ class Calibration:
 
     def lines(self) -> list[str]:
         """What the pilot's turns did, the warnings, then the line on a wide interval, if any."""
-        unfinished = [line for run in self.runs if (line := run.unfinished())]
-        return [self.summary, *unfinished, *self.warnings] + ([self.wide[1]] if self.wide else [])
+        partial = [line for run in self.runs if (line := run.partial())]
+        return [self.summary, *partial, *self.warnings] + ([self.wide[1]] if self.wide else [])
 
     def apply(self, estimate: Estimate, passes: Passes, words: bool | None) -> Estimate:
         """``estimate`` scaled by the pilot, with the interval from its spread over turns."""
