@@ -101,6 +101,22 @@ def test_a_bad_override_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith("error: rounds:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (("model=scripted", "model.latency_s=0.05"), "a call 0.05 s (the scripted model's model.latency_s)"),
+        (("model=openai", "--call-s", "3"), "a call 3 s at the provider (--call-s)"),
+    ],
+    ids=["scripted", "remote"],
+)
+def test_the_wall_line_names_the_seconds_a_call_it_used(
+    given: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*given, "rounds=1"]) == 0
+    wall = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("wall:"))
+    assert said in wall
+
+
 # --- calibrating from a pilot ---------------------------------------------------------------
 
 

@@ -8,9 +8,9 @@ total, unknown.
 
 Wall time, at the limits the shared limiter is given (one limiter per
 endpoint, shared by every cell in flight): each cell makes its calls one
-after another, ``call_s`` each (a scripted role's own ``model.latency_s``)
-plus the harness's own time a call, as the dry passes measured it;
-cells run ``in_flight`` at a time. The sweep then takes the longest of:
+after another, ``call_s`` each (a scripted role's own ``model.latency_s``, a
+pilot's role its seconds a call) plus the harness's own time a call, as the
+dry passes measured it; cells run ``in_flight`` at a time. The sweep then takes the longest of:
 the cells' own time over the slots (longest first), each endpoint's calls
 at ``model.rpm``, its charged tokens at ``model.tpm``, and its calls spread
 over ``model.max_concurrency`` slots (the adaptive limit grows there when no
@@ -102,13 +102,38 @@ def cell_row(estimate: Estimate, call_s: float, engine_s: float) -> CellRow:
 
 
 def role_call_s(estimate: Estimate, role: str, call_s: float) -> float:
-    if role in estimate.call_s:  # a pilot's measure
-        return estimate.call_s[role]
+    return role_call(estimate, role, call_s)[0]
+
+
+def role_call(estimate: Estimate, role: str, call_s: float) -> tuple[float, str]:
+    """The seconds one of ``role``'s calls takes, and where the figure comes from."""
+    if role in estimate.call_s:
+        return estimate.call_s[role], "as the pilot's replies took (each role's own)"
     model = estimate.cell.settings.role_model(role)[0]
     provider = model.spec.split(":", 1)[0]
     if provider == "scripted":
-        return model.latency_s
-    return 0.0 if provider in FREE_TIME else call_s
+        return model.latency_s, "(the scripted model's model.latency_s)"
+    if provider in FREE_TIME:
+        return 0.0, "(a person's answers: not timed)"
+    return call_s, "at the provider (--call-s)"
+
+
+def call_times(rows: list[CellRow], call_s: float) -> str:
+    """The seconds a call the plan used, per source: the wall line's words for them."""
+    seen: dict[str, list[float]] = {}
+    for row in rows:
+        for role in row.estimate.point:
+            took, source = role_call(row.estimate, role, call_s)
+            seen.setdefault(source, []).append(took)
+    parts = []
+    for source, each in seen.items():
+        low, high = _seconds(min(each)), _seconds(max(each))
+        parts.append(f"a call {low if low == high else f'{low}-{high}'} s {source}")
+    return ", ".join(parts)
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.3f}".rstrip("0").rstrip(".")  # 2, 0.05, 0.003: a pilot's 9e-05 is 0
 
 
 def makespan(times: list[float], slots: int) -> float:
@@ -151,9 +176,9 @@ def make_plan(estimates: list[Estimate], in_flight: int, call_s: float, engine_s
     plan.unpriced = sorted({s for r in rows for s in r.unpriced})
     span = makespan([r.alone_s for r in rows], in_flight)
     plan.wall_s = span
-    timed = "each role's calls at the pilot's seconds a call" if any(e.call_s for e in estimates) else ""
-    at = timed or f"a call {call_s:g} s at the provider"
-    plan.bound = f"{in_flight} cell(s) in flight, {at} + {engine_s:.2f} s in the harness"
+    plan.bound = (
+        f"{in_flight} cell(s) in flight, {call_times(rows, call_s)} + {engine_s:.2f} s in the harness"
+    )
     for what, seconds in endpoint_floors(rows, call_s).items():
         if seconds > plan.wall_s:
             plan.wall_s, plan.bound = seconds, what
