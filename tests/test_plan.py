@@ -117,6 +117,14 @@ def test_the_wall_line_names_the_seconds_a_call_it_used(
     assert said in wall
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_is_a_usage_and_exit_0(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model=scripted", flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m harness.plan")
+    assert all(option in out for option in ("-m", "--call-s", "--count", "--pilot", "--record"))
+
+
 # --- calibrating from a pilot ---------------------------------------------------------------
 
 

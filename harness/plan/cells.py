@@ -67,7 +67,9 @@ def compose_cells(argv: list[str]) -> Cells:
     multirun = any(a in ("-m", "--multirun") for a in argv)
     args = quote_text_values([a for a in argv if a not in ("-m", "--multirun")])
     if flags := [a for a in args if a.startswith("-")]:
-        raise PlanError(f"{flags[0]}: not an override; harness.plan takes harness.run's overrides and -m")
+        raise PlanError(
+            f"{flags[0]}: not an override; harness.plan takes harness.run's overrides, -m and its own options (--help)"
+        )
     if any(a.partition("=")[0].lstrip("+") == "resume" for a in args):
         raise PlanError("resume: a plan is of a fresh run; plan it with the run's own overrides")
     try:

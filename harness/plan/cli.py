@@ -41,6 +41,17 @@ from harness.schema import ConfigError
 from harness.view.live import PLAN_JSON
 
 DEFAULT_CALL_S = 2.0
+USAGE = f"""\
+usage: python -m harness.plan [-m] [key=value ...] [--pilot PATH ...] [--call-s S] [--count words|chars] [--record DIR]
+
+What a run or a sweep will cost, before it runs: harness.run's overrides, -m included (docs/costs.md).
+  -m, --multirun        plan the sweep harness.run -m would run
+  --call-s S            seconds one remote call takes (default {DEFAULT_CALL_S:g})
+  --count words|chars   how the provider counts tokens (default: words for the scripted model,
+                        ~4 characters a token for the others)
+  --pilot PATH          a pilot's run folder or sweep folder, whose calls calibrate the plan (repeatable)
+  --record DIR          write the plan's seconds per cell to DIR/{PLAN_JSON}, for the sweep's live page
+  -h, --help            this usage"""
 
 
 @dataclass(frozen=True)
@@ -205,8 +216,12 @@ def _any_scripted(plan: Plan) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        say(USAGE, sys.stdout)
+        return 0
     try:
-        options = parse(sys.argv[1:] if argv is None else argv)
+        options = parse(argv)
         plan, runs = build_plan(options)
     except (PlanError, ConfigError, ModelConfigError) as exc:
         fail(str(exc), exit_code(exc))
