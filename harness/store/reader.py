@@ -10,18 +10,20 @@ shows what it holds. ``verify`` reads the same files strictly instead.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from harness.store.jsonl import scan
 from harness.store.lineage import own_start
 from harness.store.records import Record, ReplyRecord, RunLayout, RunManifest, Usage
-from harness.store.rundir import read_manifest
+from harness.store.rundir import RunFolderError, read_manifest
 
 
 def find_runs(path: Path) -> list[Path]:
@@ -44,8 +46,87 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:
+    """``run_dir``'s config.yaml ({} if it has none); a file that is no YAML
+    mapping is a ``RunFolderError`` naming it, never a parser's page."""
     path = run_dir / "config.yaml"
-    return (yaml.load(path.read_text(), Loader=_LOADER) or {}) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        config = yaml.load(path.read_text(), Loader=_LOADER) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise RunFolderError(
+            f"{path}: unreadable: not valid YAML ({getattr(exc, 'problem', None) or 'parse error'}{where})"
+        ) from None
+    if not isinstance(config, dict):
+        raise RunFolderError(f"{path}: unreadable: a {type(config).__name__}, not a mapping of keys")
+    return config
+
+
+def manifest_checked(run_dir: Path) -> None:
+    """``read_manifest``, with a file that does not parse said in one line
+    naming it (``read_manifest`` raises pydantic's report, which the store keeps)."""
+    path = run_dir / "manifest.json"
+    try:
+        read_manifest(run_dir)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        gist = (
+            f"not valid JSON ({first['msg'].removeprefix('Invalid JSON: ')})"
+            if first["type"] == "json_invalid"
+            else f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}"
+        )
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise RunFolderError(f"{path}: unreadable: {gist}{more}") from None
+
+
+def fingerprint_checked(run_dir: Path) -> None:
+    """The folder's fingerprint.json parses as ``harness.store.fingerprint`` writes it."""
+    path = run_dir / "fingerprint.json"
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:  # JSONDecodeError, or bytes that are no UTF-8
+        raise RunFolderError(f"{path}: unreadable: not valid JSON ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("parts"), dict):
+        raise RunFolderError(f"{path}: unreadable: no 'parts' object")
+
+
+# What each of a run's own files is read by, and what a run lacking it loses
+RUN_FILES: dict[str, tuple[Callable[[Path], object], str]] = {
+    "manifest.json": (manifest_checked, "this is no run folder"),
+    "config.yaml": (read_config, "it holds the config the run was made with"),
+    "fingerprint.json": (fingerprint_checked, "it records what a resume must match"),
+}
+
+
+def run_file_problems(run_dir: Path, names: Iterable[str] = RUN_FILES) -> list[str]:
+    """One line naming the file for each of ``names`` that ``run_dir`` holds but
+    cannot be read, or lacks though its manifest makes it a run (a folder
+    killed before its manifest was written has no fingerprint yet)."""
+    started = (run_dir / "manifest.json").is_file()
+    problems = []
+    for name in names:
+        path = run_dir / name
+        read, why = RUN_FILES[name]
+        if not path.is_file():
+            if started:
+                problems.append(f"{path}: missing; {why}")
+            continue
+        try:
+            read(run_dir)
+        except RunFolderError as exc:
+            problems.append(str(exc))
+        except OSError as exc:
+            problems.append(f"{path}: unreadable: {exc.strerror or exc}")
+    return problems
+
+
+def check_run_files(run_dir: Path, names: Iterable[str] = RUN_FILES) -> None:
+    """Refuse, in one line naming the file, a run folder whose own files a
+    command reads (``names``) cannot be read: resume, export and fork check first."""
+    if problems := run_file_problems(run_dir, names):
+        raise RunFolderError(problems[0])
 
 
 def read_records(path: Path, notes: list[str]) -> Iterator[Record]:

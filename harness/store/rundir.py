@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 import yaml
 from pydantic import TypeAdapter
 
-from harness.schema import Config, redact
+from harness.schema import Config, ConfigError, redact
 from harness.slots import syncing
 from harness.store.records import FOLDER_VERSION, RunManifest
 
@@ -150,7 +150,13 @@ def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
 _JSON_OBJECT = TypeAdapter(dict[str, Any])
 
 
-class FolderVersionError(ValueError):
+class RunFolderError(ConfigError):
+    """One of a run folder's own files (``manifest.json``, ``config.yaml``,
+    ``fingerprint.json``) cannot be read; the message is one line naming it.
+    A ``ConfigError``, so every command that says a bad config in one line says this too."""
+
+
+class FolderVersionError(RunFolderError):
     """A run folder of a version this harness does not read; the message is one line."""
 
 
