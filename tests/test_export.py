@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.engine import RunResult
+from harness.export.__main__ import main as export_main
 from harness.export.styles import export_run
 from harness.store.reader import read_run
 from harness.store.records import DecisionRecord, Published, SummaryRecord, SynthesisRecord
@@ -169,7 +170,23 @@ def test_cli_unreadable_manifest_is_one_error_line(drift: RunResult) -> None:
     (drift.run_dir / "manifest.json").write_text('{"run_id": 3}')
     done = export_cli(drift.run_dir)
     assert done.returncode == 2
-    assert done.stderr.startswith(f"error: {drift.run_dir}: ") and len(done.stderr.splitlines()) == 1
+    assert (
+        done.stderr.startswith(f"error: {drift.run_dir}/manifest.json: ")
+        and len(done.stderr.splitlines()) == 1
+    )
+
+
+def test_a_line_that_does_not_parse_mid_log_is_refused_naming_it(
+    drift: RunResult, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a crash's torn tail: every statement after it would be dropped without a word."""
+    shared = drift.run_dir / "shared_memory.jsonl"
+    lines = shared.read_text().splitlines(keepends=True)
+    shared.write_text("".join([lines[0], lines[1][:40] + "\n", *lines[2:]]))
+    assert export_main([str(drift.run_dir), "--as", "str"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith(f"error: {shared}: line 2 is no readable record; not exported")
+    assert len(err.splitlines()) == 1
 
 
 def test_a_torn_run_exports_what_it_holds(run: Run) -> None:

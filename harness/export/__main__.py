@@ -17,7 +17,9 @@ place and the exit status is 1. No other style reads a sweep.
 
 The run folder is only read: a path inside it is refused unless
 ``--force-into-run`` is given. A crashed run exports what it holds, with a
-line saying it is incomplete.
+line saying it is incomplete; a log line in the middle that does not parse,
+or an unreadable ``manifest.json`` or ``config.yaml``, is refused in one line
+naming the file (exit 2).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ import sys
 from pathlib import Path
 
 from harness.cli.errors import BAD_INPUT, FAILED
-from harness.export.styles import STYLES, export_run, export_sweep
+from harness.export.styles import STYLES, UnreadableLog, export_run, export_sweep
+from harness.store.reader import check_run_files
+from harness.store.rundir import RunFolderError
 
 SWEEP_INDEX = "sweep.json"
 
@@ -74,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         return error(f"{args.out}: inside the run folder {run_dir}; pass --force-into-run to write there")
     try:
+        if (run_dir / "manifest.json").is_file():
+            check_run_files(run_dir, ("manifest.json", "config.yaml"))  # the files the export reads whole
         text, code = render(run_dir, args.style)
-    except (OSError, ValueError) as exc:  # unreadable manifest or config, no synthesis (ConfigError too)
+    except (RunFolderError, UnreadableLog) as exc:  # one line naming the file already
+        return error(str(exc))
+    except (OSError, ValueError) as exc:  # no synthesis, a bad style for a sweep (ConfigError too)
         return error(f"{run_dir}: {first_line(exc)}")
     if args.out is None:
         sys.stdout.write(text)

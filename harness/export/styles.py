@@ -23,7 +23,7 @@ from harness.export.build import ROUND_HOOKS, build_report
 from harness.export.render import RENDERERS
 from harness.export.shape import EXPORT_VERSION, Report
 from harness.export.views import FINAL_HOOKS, MESSAGE_HOOKS, VIEWS, NoFinal, final_synthesis, messages
-from harness.store.reader import find_runs, read_config, read_run
+from harness.store.reader import RunFolder, find_runs, read_config, read_run
 
 __all__ = [
     "EXPORT_VERSION",
@@ -35,6 +35,7 @@ __all__ = [
     "VIEWS",
     "NoFinal",
     "Report",
+    "UnreadableLog",
     "build_report",
     "export_run",
     "export_sweep",
@@ -46,9 +47,30 @@ __all__ = [
 STYLES = [*RENDERERS, *VIEWS]
 
 
+class UnreadableLog(ValueError):
+    """A log line, written whole, that does not parse; the message is one line naming it."""
+
+
+def read_exported(run_dir: Path) -> RunFolder:
+    """``run_dir`` read for an export. A torn last line is what a crash
+    leaves, and the run exports what it holds (its report says so). A whole
+    line that does not parse is damage: the reader stops there, and an
+    export would drop every line after it without a word (a transcript view
+    has no room for notes), so it is refused, naming the file and the line."""
+    run = read_run(run_dir, skip=("prompts.jsonl",))
+    for note in run.notes:
+        if "torn last line" not in note:  # the reader's note, less the parser's page of detail
+            where = note.split(" unreadable (")[0]
+            raise UnreadableLog(
+                f"{where} is no readable record; not exported, as every line after it would be left out "
+                f"(python -m harness.verify {run_dir} says more)"
+            )
+    return run
+
+
 def export_run(run_dir: Path, style: str = "md") -> str:
     """The report or transcript view of the run in ``run_dir``, rendered as ``style``."""
-    run = read_run(run_dir, skip=("prompts.jsonl",))
+    run = read_exported(run_dir)
     return RENDERERS[style](build_report(run)) if style in RENDERERS else VIEWS[style](run)
 
 
@@ -68,7 +90,7 @@ def export_sweep(sweep_dir: Path) -> tuple[str, list[str]]:
     cells that have none (each still gets its topic line, and a note)."""
     out, missing = [], []
     for run_dir in sweep_cells(sweep_dir):
-        run = read_run(run_dir, skip=("prompts.jsonl",))
+        run = read_exported(run_dir)
         text = final_synthesis(run)
         if text is None:
             missing.append(run_dir.name)
