@@ -30,7 +30,8 @@ from harness.engine.forking import fork_run
 from harness.models.registry import build_model
 from harness.paths import conf_dir
 from harness.run import cli as run_cli
-from harness.store.reader import find_runs
+from harness.store.reader import check_run_files, find_runs
+from harness.store.rundir import RunFolderError
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_./:+-]+$")  # a path Hydra's override grammar reads unquoted
 
@@ -55,6 +56,11 @@ def parents(path: Path, multirun: bool) -> list[Path]:
         fail(f"{path}: no run folder there (no manifest.json)", BAD_INPUT)
     if len(runs) > 1 and not multirun:
         fail(f"{path}: holds {len(runs)} runs; fork them all with -m, or name one", BAD_INPUT)
+    for run in runs:
+        try:
+            check_run_files(run, ("manifest.json", "config.yaml"))  # the parent's files a fork reads whole
+        except RunFolderError as exc:
+            fail(f"fork.parent: {exc}", BAD_INPUT)
     return runs
 
 
@@ -62,6 +68,11 @@ def run_argv(args: argparse.Namespace) -> list[str]:
     """``harness.run``'s command line for this fork (or grid of forks)."""
     if "," in args.at_round and not args.multirun:
         fail(f"--at-round {args.at_round}: several rounds make a grid; add -m", BAD_INPUT)
+    for k in args.at_round.split(","):  # the range (k >= 1, a snapshot of the parent's) is checked later
+        if not re.fullmatch(r"\s*-?\d+\s*", k):
+            fail(
+                f"--at-round {args.at_round}: {k!r} is not a round number (k: a whole number >= 1)", BAD_INPUT
+            )
     runs = parents(args.run, args.multirun)
     argv = ["-m"] if args.multirun else []
     argv += [f"fork.parent={','.join(hydra_value(r) for r in runs)}", f"fork.at_round={args.at_round}"]

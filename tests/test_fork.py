@@ -117,6 +117,17 @@ def test_bad_input_is_one_line_and_makes_nothing(parents, tmp_path, case):
     assert not (tmp_path / "forks").exists()
 
 
+@pytest.mark.parametrize(("at_round", "bad"), [("abc", "abc"), ("1,x", "x")])
+def test_an_at_round_that_is_no_number_is_one_line(tmp_path, capsys, at_round, bad):
+    from harness.fork import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(tmp_path), "-m", "--at-round", at_round])
+    err = capsys.readouterr().err
+    assert done.value.code == 2 and len(err.splitlines()) == 1
+    assert err.startswith(f"error: --at-round {at_round}: '{bad}' is not a round number")
+
+
 def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
     with RunLock(parents["drift"]), pytest.raises(ConfigError, match="is running now"):
         fork(parents["drift"], 1, root=tmp_path)
