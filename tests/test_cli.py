@@ -284,3 +284,11 @@ def test_a_reply_budget_that_fits_a_larger_context_is_accepted(settings):
     cfg = settings("model=smollm2", "llm.max_tokens=2000", "model.n_ctx=4096")
     assert cfg.llm.max_tokens == 2000  # the same budget fails at the default n_ctx=2048 (BAD_VALUES)
     assert settings("model=scripted", "llm.max_tokens=99999").llm.max_tokens == 99999  # no context to fit
+
+
+def test_verify_of_a_missing_folder_names_it(tmp_path, capsys):
+    from harness.verify import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(tmp_path / "nope")])
+    assert done.value.code == 2 and capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such folder\n"
