@@ -15,15 +15,20 @@ from pathlib import Path
 from harness.cli.console import guarded, say
 from harness.cli.errors import exit_code
 from harness.cli.report import report
+from harness.engine.fork_config import is_group
 from harness.engine.resuming import ResumeError, resume_run
 from harness.models.base import ModelConfigError
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError
+from harness.store.memory import CorruptLogError
+from harness.store.reader import check_run_files
 from harness.store.rundir import DiskFullError, RunInUseError
 
 # What a resume may end in that the command says, with its exit status (``exit_code``).
+# ConfigError covers a run folder's unreadable manifest, config or fingerprint (RunFolderError).
 RESUME_ERRORS = (
     ConfigError,
+    CorruptLogError,
     ModelConfigError,
     ResumeError,
     RunInUseError,
@@ -42,14 +47,30 @@ def resume_error(exc: BaseException, run_dir: Path) -> list[str]:
     return [f"error: {exc}"]
 
 
+def check_groups(overrides: list[str]) -> None:
+    """A group choice (``format=panel``, ``critic=strict``) would swap a whole
+    section of the run's config: refused in one line, as a fork refuses its own."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+~")
+        if is_group(key):
+            raise ConfigError(
+                f"{key}={value}: a config group may not change on resume; a resume keeps the run's "
+                f"own {key} (the resume contract, docs/run-folders.md)"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.resume", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--force", action="store_true", help="resume despite a fingerprint mismatch")
     parser.add_argument("overrides", nargs="*", help="key=value changes, e.g. rounds=100")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # --force before, between or after the overrides
     sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # a closed pipe ends no run
     try:
+        check_groups(args.overrides)
+        if args.run_dir.is_dir():  # else the engine names the config.yaml it cannot find
+            check_run_files(args.run_dir)  # each in one line, before the engine reads them
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
     except RESUME_ERRORS as exc:
         for line in resume_error(exc, args.run_dir):

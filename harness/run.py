@@ -93,8 +93,9 @@ def main(cfg: DictConfig) -> None:
     if is_sweep_job():  # a multirun cell: its own folder, log and status; it never exits
         run_cell(cfg, main)
         return
-    if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: the run's own config wins
-        sys.exit(resume_main([str(cfg.resume)]))
+    if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: harness.resume, with the overrides typed
+        typed = [o for o in task_overrides() if o.partition("=")[0].lstrip("+~") != "resume"]
+        sys.exit(resume_main([str(cfg.resume), *typed]))
     try:
         result = start(cfg)
     except RUN_ERRORS as exc:

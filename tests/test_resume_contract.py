@@ -2,22 +2,36 @@
 fingerprinted per top-level definition of its format's prompt modules, so an
 edit to a prompt stops an in-place resume in one line naming the definition
 (``--force`` goes on, recorded), while moving a definition between the
-modules, or editing a comment or docstring, changes nothing."""
+modules, or editing a comment or docstring, changes nothing. Its command
+line: a folder whose own files cannot be read, or an override the contract
+forbids, is one line naming the file or key, in resume, export, fork and verify."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shutil
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import compose_cfg
+from omegaconf import OmegaConf
 from test_durable_resume import events
 
-from harness.engine import resume_run
+from harness.config import resolve
+from harness.engine import resume_run, run_debate
 from harness.engine.resuming import ResumeError
+from harness.export.__main__ import main as export_main
+from harness.fork import main as fork_main
 from harness.formats import FORMATS
+from harness.resume import main as resume_main
+from harness.run import cli as run_cli
 from harness.store.fingerprint import definitions, module_file
+from harness.store.rundir import read_manifest
+from harness.verify import main as verify_main
 
 # Two prompt modules of the drift format, as a run found them.
 FIRST = '''"""Opening lines."""
@@ -115,3 +129,107 @@ def test_an_edit_to_a_real_prompt_module_names_only_its_definition():
         "ReplyOutput"
     }
     assert changed(FIRST, "The first line of a seat's turn.", "Another docstring.") == set()
+
+
+# -- the command line: resume, export, fork and verify on a broken folder -------------
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One completed 2-round scripted run, copied by each test before it breaks it."""
+    root = tmp_path_factory.mktemp("made")
+    cfg = compose_cfg(["model=scripted", f"runs_root={root}", "progress=false", "rounds=2"])
+    return run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True)).run_dir  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def copy(made: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back what the commands guard
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    return Path(shutil.copytree(made, tmp_path / "run"))
+
+
+def set_version(run_dir: Path, version: int | None) -> None:
+    path = run_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    data.pop("folder_version") if version is None else data.update(folder_version=version)
+    path.write_text(json.dumps(data))
+
+
+BROKEN = {  # how a folder is broken, and the file each command must name
+    "newer version": (lambda d: set_version(d, 9), "manifest.json"),
+    "no version": (lambda d: set_version(d, None), "manifest.json"),
+    "truncated manifest": (
+        lambda d: (d / "manifest.json").write_text((d / "manifest.json").read_text()[:500]),
+        "manifest.json",
+    ),
+    "invalid config": (
+        lambda d: (d / "config.yaml").write_text((d / "config.yaml").read_text() + "llm: [unclosed\n"),
+        "config.yaml",
+    ),
+    "no fingerprint": (lambda d: (d / "fingerprint.json").unlink(), "fingerprint.json"),
+}
+
+
+def one_line(command: Callable[[], object], capsys: pytest.CaptureFixture[str]) -> tuple[object, str]:
+    """The exit status of an in-process command, and its stderr, which must be one line."""
+    try:
+        code = command()
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return code, err
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_folder_is_one_line_naming_the_file_in_every_command(copy, capsys, case):
+    breaks, name = BROKEN[case]
+    breaks(copy)
+    named = f"{copy}/{name}: "
+    code, err = one_line(lambda: resume_main([str(copy), "rounds=3"]), capsys)
+    assert code == 2 and err.startswith(f"error: {named}"), err
+    assert verify_main([str(copy)]) == 1 and f"{name}: " in capsys.readouterr().out
+    if name == "fingerprint.json":  # the export and a fork read no fingerprint
+        return
+    code, err = one_line(lambda: export_main([str(copy)]), capsys)
+    assert code == 2 and err.startswith(f"error: {named}"), err
+    code, err = one_line(lambda: fork_main([str(copy), "--at-round", "1"]), capsys)
+    assert code == 2 and err.startswith(f"error: fork.parent: {named}"), err
+
+
+@pytest.mark.parametrize("group", ["format=panel", "critic=strict"])
+def test_a_group_override_on_resume_is_refused_in_one_line(copy, capsys, group):
+    code, err = one_line(lambda: resume_main([str(copy), group]), capsys)
+    assert code == 2 and err.startswith(f"error: {group}: a config group may not change on resume"), err
+
+
+def test_force_may_stand_before_the_overrides(copy):
+    assert resume_main([str(copy), "--force", "rounds=3"]) == 0
+    assert read_manifest(copy).counts.rounds_completed == 3
+
+
+@pytest.mark.parametrize(
+    ("typed", "code", "rounds"), [(["rounds=3"], 0, 3), (["rounds=3", "llm.temperature=0.9", "seed=5"], 2, 2)]
+)
+def test_run_resume_passes_the_typed_overrides_on_as_harness_resume_does(
+    copy, capsys, monkeypatch, typed, code, rounds
+):
+    """``python -m harness.run resume=<dir> KEY=V``, in-process: the overrides reach the resume."""
+    monkeypatch.setattr(sys, "argv", ["harness.run", f"resume={copy}", *typed])
+    with pytest.raises(SystemExit) as done:
+        run_cli()
+    assert done.value.code == code and read_manifest(copy).counts.rounds_completed == rounds
+    if code:
+        assert (
+            "fingerprint mismatch (2 change(s)): config.llm.temperature: 0.7 -> 0.9"
+            in capsys.readouterr().err
+        )
+
+
+def test_a_log_line_that_does_not_parse_stops_a_resume_in_one_line(copy, capsys):
+    shared = copy / "shared_memory.jsonl"
+    lines = shared.read_text().splitlines(keepends=True)
+    shared.write_text("".join([lines[0], lines[1][:40] + "\n", *lines[2:]]))
+    code, err = one_line(lambda: resume_main([str(copy), "rounds=3"]), capsys)
+    assert code == 1 and err.startswith(f"error: {shared}: line "), err
