@@ -10,6 +10,7 @@ from harness.cli.errors import EXIT_CODES, exit_code
 from harness.engine import ResumeError
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError
+from harness.store.memory import CorruptLogError
 from harness.store.records import ErrorInfo
 from harness.store.rundir import DiskFullError, RunInUseError
 
@@ -20,6 +21,7 @@ from harness.store.rundir import DiskFullError, RunInUseError
         (ConfigError("llm.temperature: bad"), 2),
         (ResumeError("fingerprint mismatch"), 2),
         (RunInUseError("in use"), 2),
+        (CorruptLogError("shared_memory.jsonl: line 2 is unreadable"), 2),
         (ModelCallError("gave up", ErrorInfo(kind="fatal", type="X", message="")), 1),
         (DiskFullError(None, OSError(28, "No space left on device")), 1),
         (KeyboardInterrupt(), 130),

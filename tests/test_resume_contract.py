@@ -232,4 +232,4 @@ def test_a_log_line_that_does_not_parse_stops_a_resume_in_one_line(copy, capsys)
     lines = shared.read_text().splitlines(keepends=True)
     shared.write_text("".join([lines[0], lines[1][:40] + "\n", *lines[2:]]))
     code, err = one_line(lambda: resume_main([str(copy), "rounds=3"]), capsys)
-    assert code == 1 and err.startswith(f"error: {shared}: line "), err
+    assert code == 2 and err.startswith(f"error: {shared}: line "), err

@@ -35,6 +35,7 @@ EXIT_CODES: dict[str, int] = {
     "harness.engine.resuming.ResumeError": BAD_INPUT,
     "harness.store.rundir.RunInUseError": BAD_INPUT,
     "harness.store.sql.StoreError": BAD_INPUT,
+    "harness.store.memory.CorruptLogError": BAD_INPUT,  # a log edited mid-file: the folder, not the run
     "sqlite3.DatabaseError": BAD_INPUT,
     "builtins.ValueError": BAD_INPUT,  # ConfigError, ModelConfigError, PlanError, CollectionError, SearchError
     "builtins.OSError": BAD_INPUT,
