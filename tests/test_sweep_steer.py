@@ -164,6 +164,10 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_res
     cells = read_index(sweep_dir).cells
     assert [c.status for c in cells[:3]] == ["completed"] * 3 and cells[3].status == "interrupted"
     assert 3 < sum(c.cost_usd or 0.0 for c in cells) <= 7.5
+    again = (
+        f"raise it and resume: python -m harness.sweep resume {sweep_dir.resolve()} budget.sweep_usd=<more>"
+    )
+    assert again in (sweep_dir / "rep-3" / "cell.log").read_text()  # the key that stopped it, not budget.usd
 
     from harness.view.static import export_static  # the finished sweep, shared as a folder of pages
 
@@ -297,3 +301,36 @@ def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_
     cfg = OmegaConf.create({"model": {"concurrency": 8, "max_concurrency": 64}, "budget": {"sweep_usd": 1.0}})
     steering.configure(cfg)  # a cell starting now gets what was set
     assert (cfg.model.max_concurrency, cfg.model.concurrency, cfg.budget.sweep_usd) == (4, 4, 2.0)
+
+
+def test_a_sweep_budget_of_0_or_less_is_one_line_before_any_cell_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``harness.run -m`` and ``harness.sweep resume`` (which relaunches it with the
+    change) refuse it in the command line's check, naming the key, exit 2."""
+    from harness.run import checked_argv
+    from harness.sweep.index import SweepIndex, relaunch_command
+
+    index = SweepIndex(
+        name="s",
+        launcher="harness.sweep.launcher.InProcessLauncher",
+        task_overrides=["replicates=2", "budget.sweep_usd=5"],
+        hydra_overrides=["hydra/launcher=inprocess", "hydra.launcher.concurrency=2"],
+        cells=[],
+    )
+    for argv, key, bad in [
+        (["-m", "replicates=2", "sweep.concurrency=2", "budget.sweep_usd=-1"], "budget.sweep_usd", "-1"),
+        (["-m", "replicates=2", "sweep.concurrency=2", "budget.sweep_usd=0"], "budget.sweep_usd", "0"),
+        (
+            ["-m", "replicates=2", "sweep.concurrency=2", "+budget.sweep_tokens=1.5"],
+            "budget.sweep_tokens",
+            "1.5",
+        ),
+        (relaunch_command(tmp_path, index, ["budget.sweep_usd=-1"])[4:], "budget.sweep_usd", "-1"),
+    ]:
+        with pytest.raises(SystemExit) as stop:
+            checked_argv(argv)
+        assert stop.value.code == 2
+        assert capsys.readouterr().err == f"error: {key}: must be a number > 0 (or null: none), got '{bad}'\n"
+    checked_argv(["-m", "sweep.concurrency=2", "budget.sweep_usd=0.5", "budget.sweep_tokens=1000"])
+    checked_argv(relaunch_command(tmp_path, index, ["budget.sweep_usd=null"])[4:])

@@ -344,15 +344,34 @@ def check_multi_process(argv: list[str], value: str) -> int:
 
 def check_sweep_budget(argv: list[str]) -> None:
     """A sweep budget is one object shared by the cells of one process: it needs
-    this launcher (process launchers would each count their own)."""
-    given = [a.split("=", 1)[0].lstrip("+") for a in argv if a.lstrip("+").startswith("budget.sweep_")]
+    this launcher (process launchers would each count their own). Its limit is
+    checked here, before any cell starts: each cell's own check would fail it
+    alone, and a resumed cell (whose config is its folder's) would take the limit
+    unchecked and stop at once."""
+    from harness.schema import ConfigError
+
+    given = [a.lstrip("+").partition("=") for a in argv if a.lstrip("+").startswith("budget.sweep_")]
     in_process = any(
         a.lstrip("+").startswith(("sweep.concurrency=", "hydra/launcher=inprocess")) for a in argv
     )
     if given and not in_process:
-        from harness.schema import ConfigError
-
         raise ConfigError(
-            f"{given[0]}: a sweep budget is shared by the cells of one process; "
+            f"{given[0][0]}: a sweep budget is shared by the cells of one process; "
             "add -m and sweep.concurrency=N (or use budget.usd / budget.tokens per run)"
         )
+    for key, _, value in given:
+        if key in ("budget.sweep_usd", "budget.sweep_tokens") and not _budget_limit(key, value):
+            raise ConfigError(f"{key}: must be a number > 0 (or null: none), got {value!r}")
+
+
+def _budget_limit(key: str, value: str) -> bool:
+    """Whether a sweep budget's value on the command line is a limit above 0 (or
+    none); an interpolation is left to the config's own check."""
+    text = value.strip("'\"")
+    if text == "null" or text.startswith("${"):
+        return True
+    try:
+        number = int(text) if key.endswith("tokens") else float(text)
+    except ValueError:
+        return False
+    return 0 < number < float("inf")
