@@ -334,3 +334,21 @@ def test_a_sweep_budget_of_0_or_less_is_one_line_before_any_cell_starts(
         assert capsys.readouterr().err == f"error: {key}: must be a number > 0 (or null: none), got '{bad}'\n"
     checked_argv(["-m", "sweep.concurrency=2", "budget.sweep_usd=0.5", "budget.sweep_tokens=1000"])
     checked_argv(relaunch_command(tmp_path, index, ["budget.sweep_usd=null"])[4:])
+
+
+def test_a_budget_stop_says_which_key_to_raise_and_where() -> None:
+    from harness.runtime.budget import Budget, BudgetExhausted, go_on_past
+
+    cell = Path("sweeps/s/rep-0")
+    for budget, again in [
+        (Budget("budget.sweep_", usd=1.0), "python -m harness.sweep resume sweeps/s budget.sweep_usd=<more>"),
+        (
+            Budget("budget.sweep_", tokens=10),
+            "python -m harness.sweep resume sweeps/s budget.sweep_tokens=<more>",
+        ),
+        (Budget("budget.", usd=1.0), "python -m harness.resume sweeps/s/rep-0 budget.usd=<more>"),
+        (Budget("budget.", tokens=10), "python -m harness.resume sweeps/s/rep-0 budget.tokens=<more>"),
+    ]:
+        with pytest.raises(BudgetExhausted) as stop:
+            budget.reserve(2.0, 20)
+        assert go_on_past(str(stop.value), cell) == again

@@ -9,6 +9,7 @@ from harness.cli.console import say
 from harness.cli.errors import BUDGET_STOPPED, INTERRUPTED
 from harness.cli.progress import summary_line
 from harness.engine.execute import RunResult
+from harness.runtime.budget import go_on_past
 
 
 def report(result: RunResult) -> int:
@@ -19,8 +20,7 @@ def report(result: RunResult) -> int:
     if manifest.status == "interrupted" and (manifest.stop_reason or "").startswith("budget"):
         say(
             f"stopped after round {manifest.counts.rounds_completed}, before a call that could cross the "
-            f"{manifest.stop_reason}; raise it and resume: python -m harness.resume {result.run_dir} "
-            f"budget.usd=<more> (or budget.tokens=<more>)",
+            f"{manifest.stop_reason}; raise it and resume: {go_on_past(manifest.stop_reason or '', result.run_dir)}",
             sys.stderr,
         )
     elif manifest.status == "interrupted":

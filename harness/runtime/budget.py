@@ -16,17 +16,33 @@ A sweep's budget is one object shared by every cell of the driver process
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.runtime.interrupt import RunStopped
 
 
 class BudgetExhausted(RunStopped):
     """The next call could cross a budget; ``str()`` is the stop reason."""
+
+
+_STOPPED_BY = re.compile(r"\b(budget\.(?:sweep_)?(?:usd|tokens))=")  # as ``Budget.reserve`` names it
+
+
+def go_on_past(stop_reason: str, run_dir: Path) -> str:
+    """The command that goes on past a budget stop, raising the key that stopped it:
+    a sweep's budget on the sweep's resume (a cell's folder is in its sweep's), a
+    run's on the run's."""
+    found = _STOPPED_BY.search(stop_reason)
+    key = found.group(1) if found else "budget.usd"
+    if key.startswith("budget.sweep_"):
+        return f"python -m harness.sweep resume {run_dir.parent} {key}=<more>"
+    return f"python -m harness.resume {run_dir} {key}=<more>"
 
 
 @dataclass
