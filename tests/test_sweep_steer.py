@@ -352,3 +352,41 @@ def test_a_budget_stop_says_which_key_to_raise_and_where() -> None:
         with pytest.raises(BudgetExhausted) as stop:
             budget.reserve(2.0, 20)
         assert go_on_past(str(stop.value), cell) == again
+
+
+def test_a_budget_set_on_a_sweep_started_without_one_holds_the_cells_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cell running when ``set budget.sweep_usd`` lands is held by it at its next
+    call; the budget is charged with what the sweep's runs had spent before it."""
+    import threading
+
+    import harness.sweep.steer as steer
+    from harness.engine.execute import run_budgets
+    from harness.runtime.budget import BudgetExhausted, forget_sweep_budgets
+    from harness.schema import Config
+
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({"name": "s", "launcher": "x", "task_overrides": [], "hydra_overrides": [], "cells": []})
+    )
+    # the runs' ledgers: $0.50 spent by an earlier driver, and the $0.30 call below
+    monkeypatch.setattr(steer, "spent_in", lambda sweep_dir: (0.8, 80), raising=False)
+    forget_sweep_budgets()
+    steering = steer.Steering(tmp_path, 2, threading.Event())
+
+    def cell(num: int, overrides: list[str]) -> None:
+        budgets = run_budgets(Config(), tmp_path / "c0")  # made as the cell's run starts
+        with budgets.call(0.3, 30) as paid:
+            paid(0.3, 30)
+        assert steering.do_set("budget.sweep_usd", "1") == (
+            True,
+            "budget.sweep_usd none -> $1 (spent $0.8000)",
+        )
+        with pytest.raises(BudgetExhausted, match=r"budget.sweep_usd=\$1 spent"), budgets.call(0.3, 30):
+            pass  # $0.80 + $0.30 could cross $1: not made
+        with budgets.call(0.15, 15) as paid:  # fits
+            paid(0.15, 15)
+
+    steering._run(cell, "c0", 0, [])
+    assert (steering.budget.spent_usd, steering.budget.spent_tokens) == (pytest.approx(0.95), 95)
+    forget_sweep_budgets()

@@ -148,7 +148,7 @@ def run_budgets(cfg: Config, run_dir: Path) -> Budgets:
         paid = ledger(run_dir)
         spent = paid.input_tokens + paid.output_tokens
         held.append(Budget("budget.", cfg.budget.usd, cfg.budget.tokens, paid.cost_usd or 0.0, spent))
-    if (shared := sweep_budget()) is not None and shared.limited:
+    if (shared := sweep_budget()) is not None:  # with no limit too: ctl may set one while the run goes on
         held.append(shared)
     return Budgets(tuple(held))
 

@@ -11,7 +11,9 @@ check: spend can pass a limit only by what the calls in flight cost beyond
 their reservations (a prompt longer than its estimate).
 
 A sweep's budget is one object shared by every cell of the driver process
-(``sweep_budget``), seeded with what the sweep's runs had already spent.
+(``sweep_budget``), seeded with what the sweep's runs had already spent. The
+in-process launcher opens it for every cell, with no limit if the sweep has
+none, so that a limit ``ctl`` sets later holds the cells already running.
 """
 
 from __future__ import annotations
@@ -57,10 +59,9 @@ class Budget:
     _held_usd: float = 0.0
     _held_tokens: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def limited(self) -> bool:
-        return self.usd is not None or self.tokens is not None
+    # a sweep's budget opened with no limit counts this process's calls only; what the
+    # sweep's runs had spent before is read once a limit is first set (``_limit``)
+    before: Callable[[], tuple[float, int]] | None = field(default=None, repr=False)
 
     def reserve(self, usd: float | None, tokens: int) -> None:
         """Hold a call's worst case, or raise ``BudgetExhausted`` if it could cross a limit.
@@ -126,18 +127,19 @@ def sweep_budget() -> Budget | None:
     return _SWEEP.get()
 
 
-@contextmanager
-def in_sweep_budget(
-    name: str, usd: float | None, tokens: int | None, spent: Callable[[], tuple[float, int]]
-) -> Iterator[Budget]:
-    """Run the enclosed cell under the budget shared by every cell of sweep ``name``.
-    ``spent`` gives what the sweep had spent before this process (read once)."""
+def open_sweep_budget(name: str, spent: Callable[[], tuple[float, int]]) -> Budget:
+    """Sweep ``name``'s budget, opened with no limit if it has none yet. ``spent`` gives
+    what the sweep's runs have spent, read when a limit is first set."""
     with _SHARED_LOCK:
         budget = _SHARED.get(name)
         if budget is None:
-            before_usd, before_tokens = spent()
-            budget = _SHARED[name] = Budget("budget.sweep_", usd, tokens, before_usd, before_tokens)
-        budget.usd, budget.tokens = usd, tokens  # a resume may raise them
+            budget = _SHARED[name] = Budget("budget.sweep_", before=spent)
+        return budget
+
+
+@contextmanager
+def charged_to(budget: Budget) -> Iterator[Budget]:
+    """Run the enclosed cell under ``budget``, its sweep's (what ``sweep_budget`` gives)."""
     token = _SWEEP.set(budget)
     try:
         yield budget
@@ -145,16 +147,47 @@ def in_sweep_budget(
         _SWEEP.reset(token)
 
 
+@contextmanager
+def in_sweep_budget(
+    name: str, usd: float | None, tokens: int | None, spent: Callable[[], tuple[float, int]]
+) -> Iterator[Budget]:
+    """Run the enclosed cell under the budget shared by every cell of sweep ``name``.
+    ``spent`` gives what the sweep had spent before this process (read once)."""
+    budget = open_sweep_budget(name, spent)
+    with _SHARED_LOCK:
+        _limit(budget, usd, tokens)  # a resume may raise them
+    with charged_to(budget):
+        yield budget
+
+
+def _limit(budget: Budget, usd: float | None, tokens: int | None) -> float | None:
+    """Set a sweep budget's limits at once (the old dollar limit back), the first limit
+    charging it first with what the sweep's runs had spent before; under ``_SHARED_LOCK``,
+    so one caller reads that. The runs' ledgers hold this process's calls settled before
+    the read (the budget counted them already: taken out) and some settled during it
+    (counted twice: a budget opened mid-sweep errs high, never low)."""
+    if budget.before is not None and (usd is not None or tokens is not None):
+        with budget._lock:
+            counted_usd, counted_tokens = budget.spent_usd, budget.spent_tokens
+        before_usd, before_tokens = budget.before()
+        budget.before = None
+        with budget._lock:
+            budget.spent_usd += max(0.0, before_usd - counted_usd)
+            budget.spent_tokens += max(0, before_tokens - counted_tokens)
+    with budget._lock:  # a reservation in progress sees the old limits or the new, whole
+        old, budget.usd, budget.tokens = budget.usd, usd, tokens
+    return old
+
+
 def set_sweep_usd(name: str, usd: float) -> tuple[float | None, float] | None:
     """Set the dollar limit of sweep ``name``'s budget at once (``ctl set budget.sweep_usd``):
     (the old limit, spent so far), or None when no cell of it has opened its budget yet."""
     with _SHARED_LOCK:
         budget = _SHARED.get(name)
-    if budget is None:
-        return None
-    with budget._lock:  # a reservation in progress sees the old limit or the new, whole
-        old, budget.usd = budget.usd, usd
-        return old, budget.spent_usd
+        if budget is None:
+            return None
+        old = _limit(budget, usd, budget.tokens)
+    return old, budget.spent_usd
 
 
 def forget_sweep_budgets() -> None:

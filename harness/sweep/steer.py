@@ -12,9 +12,11 @@ effect:
 - ``set sweep.concurrency=N`` is the queue's own bound; ``set
   model.max_concurrency=N`` is every live limiter's ceiling, and both
   ``model.max_concurrency`` and ``budget.sweep_usd`` are set in each cell's
-  config from then on (a cell's config is made when it starts). A raised
+  config from then on (a cell's config is made when it starts). A set
   budget is the shared ``Budget``'s limit at once: every reservation after
   it is checked against it, so a raise never lets spend pass the new limit.
+  Every cell runs under that ``Budget``, opened with no limit on a sweep
+  started without one, so a budget set there holds the cells running too.
 - ``cancel <cell>`` stops a running cell after its node in flight (or while
   it is held at the gate), leaving it interrupted and resumable; a queued
   one leaves the queue, recorded interrupted. ``requeue <cell>`` puts a
@@ -37,9 +39,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import limiters
-from harness.runtime.budget import set_sweep_usd
+from harness.runtime.budget import charged_to, open_sweep_budget, set_sweep_usd
 from harness.runtime.gate import EVERY, gate
 from harness.runtime.interrupt import request_stop_of, stoppable_as
+from harness.store.reader import ledger
 from harness.sweep.cell import find_cell
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.concurrency import MAX_CONCURRENCY
@@ -66,6 +69,7 @@ class Steering:
         self.cancelled: set[str] = set()  # until the driver sees the cell's future end
         self.requeued: set[str] = set()  # cancelled cells requeued while they wind down
         self.overrides: dict[str, int | float] = {}  # set in every cell's config from now on
+        self.budget = open_sweep_budget(str(sweep_dir.resolve()), lambda: spent_in(sweep_dir))
 
     # -- the queue ---------------------------------------------------------------------
 
@@ -108,7 +112,7 @@ class Steering:
         return not self.stopped.is_set() and not paused and len(self.running) < self.concurrency
 
     def _run(self, run: Callable[[int, list[str]], None], name: str, num: int, overrides: list[str]) -> None:
-        with stoppable_as(name):
+        with stoppable_as(name), charged_to(self.budget):
             run(num, overrides)
 
     def ended(self, name: str) -> None:
@@ -218,3 +222,9 @@ class Steering:
             return False, f"requeue: {name} is {status}; only a failed or interrupted cell goes back"
         self.queue.append(job)
         return True, f"requeued {name} ({record.status}); {self.in_flight()}"
+
+
+def spent_in(sweep_dir: Path) -> tuple[float, int]:
+    """What the sweep's runs have spent (dollars, tokens), by the replies they kept."""
+    paid = [ledger(run) for run in sweep_dir.iterdir() if (run / "manifest.json").is_file()]
+    return sum(p.cost_usd or 0.0 for p in paid), sum(p.input_tokens + p.output_tokens for p in paid)
