@@ -390,3 +390,70 @@ def test_a_budget_set_on_a_sweep_started_without_one_holds_the_cells_running(
     steering._run(cell, "c0", 0, [])
     assert (steering.budget.spent_usd, steering.budget.spent_tokens) == (pytest.approx(0.95), 95)
     forget_sweep_budgets()
+
+
+def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lacks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``set model.max_concurrency`` on a scripted sweep would fail every later cell
+    (its model config has no such key): one line naming the key, nothing appended. A
+    sweep of a scripted and an OpenAI cell takes it, set in the OpenAI cell's config only."""
+    import threading
+
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from harness.paths import conf_dir
+    from harness.sweep.control import driver_lock
+    from harness.sweep.launcher import CellConfigs
+    from harness.sweep.steer import Steering
+
+    def sweep_folder(sweep_dir: Path, cells: list[list[str]]) -> CellConfigs:
+        """The folder a driver of these cells made (its ``multirun.yaml`` as Hydra writes it)."""
+        sweep_dir.mkdir()
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            hydra = GlobalHydra.instance().hydra
+            assert hydra is not None
+            master = hydra.compose_config("config", ["experiment=debug"], run_mode=RunMode.MULTIRUN)
+            OmegaConf.save(master, sweep_dir / "multirun.yaml")
+            configs = CellConfigs(hydra.config_loader, master)
+            [configs.compose(overrides) for overrides in cells]  # composed now, while Hydra is up
+        rows = [{"num": n, "name": f"c{n}", "overrides": o, "params": {}} for n, o in enumerate(cells)]
+        launcher = "hydra_plugins.drift_harness_launcher.InProcessLauncher"
+        index = {
+            "name": "s",
+            "launcher": launcher,
+            "task_overrides": [],
+            "hydra_overrides": [],
+            "cells": rows,
+        }
+        (sweep_dir / "sweep.json").write_text(json.dumps(index))
+        return configs
+
+    scripted = tmp_path / "scripted"
+    sweep_folder(scripted, [["experiment=debug", f"replicate={n}", "replicates=3"] for n in range(3)])
+    with driver_lock(scripted, "InProcessLauncher"):
+        assert sweep_main(["ctl", str(scripted), "set", "model.max_concurrency=3"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: model.max_concurrency: no cell of this sweep has it in its model config "
+        "(scripted:default); nothing sent\n"
+    )
+    assert (scripted / "control.jsonl").read_text() == ""  # nothing was sent
+
+    mixed = tmp_path / "mixed"
+    cells = [["experiment=debug", "model=scripted"], ["experiment=debug", "model=openai"]]
+    configs = sweep_folder(mixed, cells)
+    from harness.sweep.control import check_model_key
+
+    check_model_key(mixed, "model.max_concurrency")  # the OpenAI cell has it: no error
+    steering = Steering(mixed, 2, threading.Event())
+    steering.overrides["model.max_concurrency"] = 3  # as ctl set it
+    scripted_cfg, openai_cfg = (configs.compose(o) for o in cells)  # as the driver makes each cell's
+    steering.configure(scripted_cfg)  # no KeyError: the scripted cell starts as it was
+    steering.configure(openai_cfg)
+    assert "max_concurrency" not in scripted_cfg.model
+    assert (openai_cfg.model.max_concurrency, openai_cfg.model.concurrency) == (3, 3)

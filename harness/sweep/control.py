@@ -14,9 +14,9 @@
   runs (released by the kernel however the driver ends, a SIGKILL too), so
   "driver not running" needs no heartbeat and no pid guess.
 
-A command is checked here before anything is written (a bad value is one
-line, the sweep untouched), appended, and then ``ctl`` waits for its
-effect. The driver's side is ``harness.sweep.steer``.
+A command is checked here before anything is written (a bad value, or a
+model key no cell's config has, is one line, the sweep untouched), appended,
+and then ``ctl`` waits for its effect. The driver's side is ``harness.sweep.steer``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, Field
 
 from harness.appended import lines_after
@@ -186,10 +187,58 @@ def reachable(sweep_dir: Path) -> None:
         raise ControlError(f"{sweep_dir}: only the driver's user (uid {owner}) may steer this sweep")
 
 
+def check_model_key(sweep_dir: Path, key: str) -> None:
+    """A ``ControlError`` if no cell's model config has ``key``: set in a config that lacks
+    it (``model.max_concurrency`` on the scripted model), every cell started after would
+    fail. The cells' configs are made as the driver makes them (``CellConfigs``, from the
+    sweep's ``multirun.yaml``), one for each set of overrides that can change their keys."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from harness.paths import conf_dir
+    from harness.sweep.launcher import CellConfigs
+
+    master = OmegaConf.load(sweep_dir / "multirun.yaml") if (sweep_dir / "multirun.yaml").is_file() else None
+    if not isinstance(master, DictConfig):
+        return
+    seen, specs = set(), set()
+    GlobalHydra.instance().clear()  # this process's own (ctl's): the harness.plan way
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None
+        configs = CellConfigs(hydra.config_loader, master)
+        for cell in read_index(sweep_dir).cells:
+            if (keys := tuple(_keys_of(o, master) for o in cell.overrides)) in seen:
+                continue
+            seen.add(keys)
+            try:
+                model = configs.compose(cell.overrides).get("model") or {}
+            except Exception:  # made otherwise here (another config folder?): refuse nothing on a guess
+                return
+            if key.partition(".")[2] in model:
+                return
+            specs.add(str(model.get("spec")))
+    raise ControlError(
+        f"{key}: no cell of this sweep has it in its model config ({', '.join(sorted(specs))}); nothing sent"
+    )
+
+
+def _keys_of(override: str, master: DictConfig) -> str:
+    """What of an override can change which keys a cell's config has: a value's key
+    (``llm.temperature=0.7``: not its value), anything else whole (``model=openai``)."""
+    key, sep, _ = override.partition("=")
+    bare = key.lstrip("+")
+    if sep and ("." in bare or (bare in master and not OmegaConf.is_config(master[bare]))):
+        return key
+    return override
+
+
 def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> ControlEntry | None:
     """Check ``words``, append them as a command and wait for the driver's effect (None: no answer)."""
     verb, arg, _ = check_command(words)
     reachable(sweep_dir)
+    if verb == "set" and arg.startswith("model."):
+        check_model_key(sweep_dir, arg)
     if verb in ("cancel", "requeue") and arg not in {c.name for c in read_index(sweep_dir).cells}:
         raise ControlError(f"{verb}: {arg!r} is not a cell of {sweep_dir} (python -m harness.sweep status)")
     log = ControlLog(sweep_dir, from_end=True)

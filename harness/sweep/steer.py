@@ -128,11 +128,16 @@ class Steering:
         return name in self.cancelled
 
     def configure(self, cfg: DictConfig) -> None:
-        """A starting cell's config, with what ``set`` changed."""
+        """A starting cell's config, with what ``set`` changed: a model key only where the
+        cell's model config has it (``ctl`` refuses one no cell has; a sweep of two models
+        may have it in one only), since a key set in a config without it fails the cell."""
+        model = cfg.get("model") or {}
         for key, value in self.overrides.items():
-            OmegaConf.update(cfg, key, value, merge=False)
-        if (top := self.overrides.get("model.max_concurrency")) is not None and cfg.get("model"):
-            cfg.model.concurrency = min(int(cfg.model.get("concurrency") or top), int(top))
+            section, _, name = key.partition(".")
+            if section != "model" or name in model:
+                OmegaConf.update(cfg, key, value, merge=False)
+        if (top := self.overrides.get("model.max_concurrency")) is not None and "concurrency" in model:
+            cfg.model.concurrency = min(int(model.get("concurrency") or top), int(top))
 
     # -- commands ----------------------------------------------------------------------
 
