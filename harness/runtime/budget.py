@@ -165,7 +165,8 @@ def _limit(budget: Budget, usd: float | None, tokens: int | None) -> float | Non
     charging it first with what the sweep's runs had spent before; under ``_SHARED_LOCK``,
     so one caller reads that. The runs' ledgers hold this process's calls settled before
     the read (the budget counted them already: taken out) and some settled during it
-    (counted twice: a budget opened mid-sweep errs high, never low)."""
+    (counted twice): a budget opened mid-sweep errs high, low only by a call settled and
+    not yet kept (``harness.runtime.context`` keeps a reply just after) as the read began."""
     if budget.before is not None and (usd is not None or tokens is not None):
         with budget._lock:
             counted_usd, counted_tokens = budget.spent_usd, budget.spent_tokens
