@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,8 +28,9 @@ from provider_sim import ProviderSim
 
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.commands import main as sweep_main
-from harness.sweep.control import ControlError, ControlLog, send
-from harness.sweep.index import read_index
+from harness.sweep.control import ControlEntry, ControlError, ControlLog, append_entry, driver_lock, send
+from harness.sweep.index import SweepIndex, read_index, write_index
+from harness.sweep.steer import Steering
 
 API = ["model=openai", "model.spec=openai:sim-model", "rounds=1", "progress=false"]
 PRICED = [
@@ -457,3 +459,15 @@ def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lack
     steering.configure(openai_cfg)
     assert "max_concurrency" not in scripted_cfg.model
     assert (openai_cfg.model.max_concurrency, openai_cfg.model.concurrency) == (3, 3)
+
+
+def test_a_command_sent_once_the_lock_is_held_reaches_the_driver(tmp_path: Path) -> None:
+    """The index callback takes driver.lock before the launcher starts reading the
+    control log; `ctl … --wait` sends as soon as the lock is held, and that command
+    is this driver's (it was skipped, and ctl said 'the driver did not answer')."""
+    write_index(tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=[]))
+    append_entry(tmp_path, ControlEntry(kind="command", id="old", words=["pause"]))  # to an earlier driver
+    with driver_lock(tmp_path, "test"):
+        append_entry(tmp_path, ControlEntry(kind="command", id="new", words=["pause"]))
+        steering = Steering(tmp_path, 1, threading.Event())
+        assert [entry.id for entry in steering.log.read()] == ["new"]

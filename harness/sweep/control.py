@@ -116,9 +116,10 @@ def append_entry(sweep_dir: Path, entry: ControlEntry) -> None:
 class ControlLog:
     """``control.jsonl`` read from where the last read stopped (a half-written line waits)."""
 
-    def __init__(self, sweep_dir: Path, *, from_end: bool = False) -> None:
+    def __init__(self, sweep_dir: Path, *, from_end: bool = False, offset: int | None = None) -> None:
         self.path = sweep_dir / CONTROL_JSONL
-        self.offset = self.path.stat().st_size if from_end and self.path.exists() else 0
+        end = self.path.stat().st_size if from_end and self.path.exists() else 0
+        self.offset = end if offset is None else offset
 
     def read(self) -> list[ControlEntry]:
         lines, self.offset = lines_after(self.path, self.offset)
@@ -131,6 +132,16 @@ class ControlLog:
         return out
 
 
+def commands_from(sweep_dir: Path) -> int | None:
+    """Where the commands to this process's driver begin in ``control.jsonl``, as its
+    ``driver.lock`` says (None: this process holds no lock there)."""
+    try:
+        held = json.loads((sweep_dir / DRIVER_LOCK).read_text())
+    except (OSError, ValueError):
+        return None
+    return held.get("control_from") if held.get("pid") == os.getpid() else None
+
+
 @contextmanager
 def driver_lock(sweep_dir: Path, launcher: str) -> Iterator[None]:
     """Hold ``driver.lock`` while the driver runs, and open the control log to this user alone."""
@@ -141,11 +152,15 @@ def driver_lock(sweep_dir: Path, launcher: str) -> Iterator[None]:
         os.close(fd)
         raise RuntimeError(f"{sweep_dir}: another driver runs this sweep ({DRIVER_LOCK} is held)") from None
     try:
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "uid": os.getuid(), "launcher": launcher}).encode())
         log = os.open(sweep_dir / CONTROL_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         os.fchmod(log, 0o600)  # one made by an older driver with a wider umask is narrowed
+        # where this driver's commands begin: ctl may send one as soon as the lock is
+        # held, before the launcher reads the log (harness.sweep.steer)
+        since = os.fstat(log).st_size
         os.close(log)
+        os.ftruncate(fd, 0)
+        held = {"pid": os.getpid(), "uid": os.getuid(), "launcher": launcher, "control_from": since}
+        os.write(fd, json.dumps(held).encode())
         yield
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)

@@ -46,7 +46,7 @@ from harness.store.reader import ledger
 from harness.sweep.cell import find_cell
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.concurrency import MAX_CONCURRENCY
-from harness.sweep.control import ControlEntry, ControlLog, append_entry, check_command
+from harness.sweep.control import ControlEntry, ControlLog, append_entry, check_command, commands_from
 from harness.sweep.index import read_index
 
 POLL_S = 0.1  # how often the driver looks for commands and free slots
@@ -61,7 +61,8 @@ class Steering:
 
     def __init__(self, sweep_dir: Path, concurrency: int, stopped: threading.Event) -> None:
         self.dir, self.concurrency, self.stopped = sweep_dir, concurrency, stopped
-        self.log = ControlLog(sweep_dir, from_end=True)  # commands sent before this driver are not ours
+        # commands sent before this driver took its lock are not ours; those since are
+        self.log = ControlLog(sweep_dir, from_end=True, offset=commands_from(sweep_dir))
         self.cells = {cell.name: (cell.num, cell.overrides) for cell in read_index(sweep_dir).cells}
         self.queue: deque[Job] = deque()
         self.running: dict[Future[None], str] = {}
