@@ -3,19 +3,37 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import compose_cfg
+from omegaconf import OmegaConf
 
+from harness.config import resolve
+from harness.engine import run_debate
 from harness.resume import ResumeError, resume_run
 from harness.store.records import Snapshot
 from harness.store.snapshot import list_snapshots, read_snapshot
 from harness.verify import verify
 
 FAIL_FAST = ["retry.max_attempts=1", "retry.initial_s=0", "retry.jitter_s=0"]
+
+
+@pytest.fixture(scope="module")
+def two_rounds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed 2-round scripted run, made once; tests resume copies of it."""
+    root = tmp_path_factory.mktemp("two-rounds")
+    cfg = compose_cfg(["model=scripted", f"runs_root={root}", "progress=false", "run_name=two", "rounds=2"])
+    return run_debate(resolve(cfg), OmegaConf.to_container(cfg, resolve=True)).run_dir  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def finished(two_rounds: Path, tmp_path: Path) -> Path:
+    return shutil.copytree(two_rounds, tmp_path / "two")
 
 
 def shared(run_dir: Path) -> list[str]:
@@ -83,6 +101,11 @@ def test_extending_a_finished_run_equals_a_longer_run(run):
     calls = {role: u.calls for role, u in longer.manifest.counts.usage_by_role.items()}
     assert {role: u.calls for role, u in extended.manifest.counts.usage_by_role.items()} == calls
     assert extended.manifest.counts.by_event == {**longer.manifest.counts.by_event, "resume": 1}
+
+
+def test_a_finished_run_refuses_a_key_that_may_not_change(finished):
+    with pytest.raises(ResumeError, match=r"fingerprint mismatch .*config.llm.temperature: 0.7 -> 1.0"):
+        resume_run(finished, overrides=["llm.temperature=1.0"])
 
 
 def test_resuming_a_finished_run_does_nothing(run):

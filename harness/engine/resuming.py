@@ -134,16 +134,17 @@ def resume_run(
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
         state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
-        if manifest.status == "completed" and state["done"]:
-            return RunResult(
-                run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
-            )
         roles = build_roles(run, prices, build)
+        # compared before "nothing to do": a key that may not change is refused on a finished run too
         changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
         if changed and not force:
             raise ResumeError(
                 f"fingerprint mismatch ({len(changed)} change(s)): {'; '.join(changed[:5])}"
                 " — pass --force to resume anyway"
+            )
+        if manifest.status == "completed" and state["done"]:
+            return RunResult(
+                run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
             )
         detail = f"from round {snap.round if snap else 0}" + (f"; forced past: {changed}" if changed else "")
         if skipped:
