@@ -108,6 +108,21 @@ def test_a_finished_run_refuses_a_key_that_may_not_change(finished):
         resume_run(finished, overrides=["llm.temperature=1.0"])
 
 
+def test_a_finished_runs_torn_last_line_is_quarantined_by_resume(finished):
+    with open(finished / "shared_memory.jsonl", "ab") as fh:
+        fh.write(b'{"schema_version":1,"id":"tor')
+    assert verify(finished)[0] == [
+        "shared_memory.jsonl: last line is torn (no newline); resume will quarantine it"
+    ]
+    again = resume_run(finished)
+    assert again.note.startswith(
+        "shared_memory.jsonl: torn last line moved to shared_memory.jsonl.quarantine"
+    )
+    assert again.note.endswith("already completed; nothing to do")
+    assert (finished / "shared_memory.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"tor\n'
+    assert verify(finished) == ([], ["shared_memory.jsonl.quarantine: quarantined torn line(s)"])
+
+
 def test_resuming_a_finished_run_does_nothing(run):
     result = run("rounds=2")
     before = {p: p.read_bytes() for p in result.run_dir.rglob("*.jsonl")}

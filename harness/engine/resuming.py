@@ -30,8 +30,9 @@ from harness.models.prices import PriceTable
 from harness.models.registry import build_model
 from harness.schema import REDACTED
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
+from harness.store.memory import RunMemory
 from harness.store.reader import read_config
-from harness.store.records import HistoryEntry, Snapshot
+from harness.store.records import HistoryEntry, RunLayout, Snapshot
 from harness.store.rundir import RunLock, read_manifest
 from harness.store.snapshot import latest_valid
 
@@ -115,6 +116,13 @@ def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: Mod
     return execute(run, run_dir, roles, manifest, dict(run.fmt.initial_state(run.cfg)))
 
 
+def reopened(run_dir: Path, layout: RunLayout, snap: Snapshot | None) -> str:
+    """Open a finished run's logs past its last snapshot as a resume would, so a
+    torn last line (a crash mid-write) is quarantined; what was, for the note."""
+    torn = RunMemory(run_dir, layout, start=snap.logs if snap else None).quarantined()
+    return "".join(f"{name}: torn last line moved to {name}.quarantine; " for name in sorted(torn))
+
+
 def resume_run(
     run_dir: Path,
     *,
@@ -143,9 +151,8 @@ def resume_run(
                 " — pass --force to resume anyway"
             )
         if manifest.status == "completed" and state["done"]:
-            return RunResult(
-                run_dir, manifest, state, fmt.planned_rounds(cfg), "already completed; nothing to do"
-            )
+            note = reopened(run_dir, manifest.layout, snap) + "already completed; nothing to do"
+            return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
         detail = f"from round {snap.round if snap else 0}" + (f"; forced past: {changed}" if changed else "")
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
