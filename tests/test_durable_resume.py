@@ -14,7 +14,7 @@ from conftest import compose_cfg
 from omegaconf import OmegaConf
 
 from harness.config import resolve
-from harness.engine import run_debate
+from harness.engine import resuming, run_debate
 from harness.resume import ResumeError, resume_run
 from harness.store.records import Snapshot
 from harness.store.snapshot import list_snapshots, read_snapshot
@@ -101,6 +101,24 @@ def test_extending_a_finished_run_equals_a_longer_run(run):
     calls = {role: u.calls for role, u in longer.manifest.counts.usage_by_role.items()}
     assert {role: u.calls for role, u in extended.manifest.counts.usage_by_role.items()} == calls
     assert extended.manifest.counts.by_event == {**longer.manifest.counts.by_event, "resume": 1}
+
+
+def test_an_extension_killed_as_it_starts_is_the_runs_new_length(finished, run, monkeypatch):
+    """``rounds=4`` is written to config.yaml before a round runs under it, so the
+    plain resume a killed extension prints goes on to 4, as a 4-round run would."""
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # a kill -9 before the extension wrote a line
+
+    monkeypatch.setattr(resuming, "execute", killed)
+    with pytest.raises(KeyboardInterrupt):
+        resume_run(finished, overrides=["rounds=4"])
+    monkeypatch.undo()
+    assert yaml.safe_load((finished / "config.yaml").read_text())["rounds"] == 4
+    resumed = resume_run(finished)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 4
+    assert shared(finished) == shared(run("rounds=4").run_dir)
+    assert verify(finished)[0] == []
 
 
 def test_a_finished_run_refuses_a_key_that_may_not_change(finished):

@@ -4,7 +4,9 @@ round replay from the records that already landed (ids are deterministic),
 so nothing is duplicated and the transcript equals an uninterrupted run's.
 The fingerprint must match unless ``force``, which is recorded. Overrides
 may change only what the fingerprint allows, e.g. ``rounds=100`` to extend
-(the contract: ``harness.store.fingerprint``).
+(the contract: ``harness.store.fingerprint``). A new length is written to
+``config.yaml`` before any round is run under it, so a later plain resume
+(after a kill) goes on to it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from harness.store.fingerprint import differences, read_fingerprint, write_finge
 from harness.store.memory import RunMemory
 from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, RunLayout, Snapshot
-from harness.store.rundir import RunLock, read_manifest
+from harness.store.rundir import RunLock, read_manifest, write_config
 from harness.store.snapshot import latest_valid
 
 
@@ -110,10 +112,23 @@ def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: Mod
             "this folder cannot be resumed (python -m harness.verify says more)"
         )
     roles = build_roles(run, prices, build)
+    record_length(run_dir, run)
     write_fingerprint(run_dir, components(run.cfg, roles, run.fmt))
     manifest = new_manifest(run, run_dir, roles)
     manifest.history[0].detail = "by resume: the run had stopped before its manifest was written"
     return execute(run, run_dir, roles, manifest, dict(run.fmt.initial_state(run.cfg)))
+
+
+def record_length(run_dir: Path, run: Resolved) -> str:
+    """Write a new ``rounds`` into ``config.yaml`` (atomically) before a round runs
+    under it: from then on it is the run's length, which a plain resume goes on to."""
+    kept = read_config(run_dir)
+    old = kept.get("rounds")
+    if old == run.cfg.rounds:
+        return ""
+    kept["rounds"] = run.cfg.rounds
+    write_config(run_dir, kept)
+    return f"; rounds {old} -> {run.cfg.rounds}"
 
 
 def reopened(run_dir: Path, layout: RunLayout, snap: Snapshot | None) -> str:
@@ -153,7 +168,8 @@ def resume_run(
         if manifest.status == "completed" and state["done"]:
             note = reopened(run_dir, manifest.layout, snap) + "already completed; nothing to do"
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
-        detail = f"from round {snap.round if snap else 0}" + (f"; forced past: {changed}" if changed else "")
+        detail = f"from round {snap.round if snap else 0}" + record_length(run_dir, run)
+        detail += f"; forced past: {changed}" if changed else ""
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
