@@ -36,6 +36,10 @@ def finished(two_rounds: Path, tmp_path: Path) -> Path:
     return shutil.copytree(two_rounds, tmp_path / "two")
 
 
+def jsonl_bytes(run_dir: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in run_dir.rglob("*.jsonl")}
+
+
 def shared(run_dir: Path) -> list[str]:
     return [json.loads(line)["text"] for line in (run_dir / "shared_memory.jsonl").read_text().splitlines()]
 
@@ -119,6 +123,18 @@ def test_an_extension_killed_as_it_starts_is_the_runs_new_length(finished, run, 
     assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 4
     assert shared(finished) == shared(run("rounds=4").run_dir)
     assert verify(finished)[0] == []
+
+
+def test_a_resume_cannot_make_a_run_shorter_than_its_rounds_done(finished):
+    before, config = jsonl_bytes(finished), (finished / "config.yaml").read_bytes()
+    with pytest.raises(ResumeError, match=r"rounds=1: .* has 2 round\(s\) done; a resume cannot") as err:
+        resume_run(finished, overrides=["rounds=1"])
+    assert "\n" not in str(err.value) and "python -m harness.fork" in str(err.value)
+    # killed in round 2 (its records landed, its snapshot not): rounds=1 would leave round 2 in the logs
+    (finished / "snapshots" / "round-0002.json").unlink()
+    with pytest.raises(ResumeError, match=r"rounds=1: .* has 1 round\(s\) done"):
+        resume_run(finished, overrides=["rounds=1"])
+    assert jsonl_bytes(finished) == before and (finished / "config.yaml").read_bytes() == config
 
 
 def test_a_finished_run_refuses_a_key_that_may_not_change(finished):
