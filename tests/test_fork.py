@@ -128,6 +128,19 @@ def test_an_at_round_that_is_no_number_is_one_line(tmp_path, capsys, at_round, b
     assert err.startswith(f"error: --at-round {at_round}: '{bad}' is not a round number")
 
 
+def test_a_fork_of_a_fork_before_its_fork_round_is_refused_naming_its_parent(parents, tmp_path):
+    """F1's rounds 1-2 are its parent's, made under the parent's config: a fork of F1
+    at round 1 would go on under F1's (seed 7) and call that "nothing changed"."""
+    f1 = fork(parents["drift"], 2, "seed=7", "run_name=f1", root=tmp_path).run_dir
+    with pytest.raises(ConfigError) as err:
+        fork(f1, 1, root=tmp_path / "forks")
+    assert str(err.value) == (
+        f"fork.at_round: {f1}'s rounds 1-2 are {parents['drift'].resolve()}'s (a fork at round 2); "
+        f"fork that run instead: python -m harness.fork {parents['drift'].resolve()} --at-round 1"
+    )
+    assert not (tmp_path / "forks").exists()
+
+
 def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
     with RunLock(parents["drift"]), pytest.raises(ConfigError, match="is running now"):
         fork(parents["drift"], 1, root=tmp_path)

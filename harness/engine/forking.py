@@ -73,6 +73,7 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     assert isinstance(composed, dict)
     parent, k = Path(str(cfg.fork.parent)), int(cfg.fork.at_round)
     manifest = parent_manifest(parent)
+    check_own_round(parent, manifest, k)
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
     run = resolve(unredacted(raw))
     check_layout(run, manifest.layout)
@@ -104,6 +105,25 @@ def parent_manifest(parent: Path) -> RunManifest:
         return read_manifest(parent)
     except (FolderVersionError, ValueError) as exc:
         raise ConfigError(f"fork.parent: {str(exc).splitlines()[0]}") from None
+
+
+def check_own_round(parent: Path, manifest: RunManifest, k: int) -> None:
+    """A fork's rounds up to its own fork round were made under its parent's
+    config, not its own: forking it before that round would go on under a config
+    those rounds never had. Refused, naming the run whose round ``k`` is."""
+    owner, lineage = parent, manifest.lineage
+    while lineage is not None and k < lineage.at_round:
+        owner = Path(lineage.parent)
+        try:
+            lineage = read_manifest(owner).lineage
+        except (OSError, ValueError):  # gone or unreadable: the furthest ancestor named is the pointer
+            lineage = None
+    if owner != parent:
+        at = manifest.lineage.at_round if manifest.lineage else 0
+        raise ConfigError(
+            f"fork.at_round: {parent}'s rounds 1-{at} are {owner}'s (a fork at round {at}); "
+            f"fork that run instead: python -m harness.fork {owner} --at-round {k}"
+        )
 
 
 def _shape(layout: RunLayout) -> tuple[Any, ...]:
