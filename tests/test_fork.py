@@ -105,6 +105,7 @@ BAD = {
     "the format": ((1, "format=panel"), "format=panel: a fork keeps its parent's format"),
     "the seats": ((1, "format.teams=[a,b]"), "format.teams: cannot change mid-run"),
     "the motion": ((1, "topic.text=other"), "topic.text: cannot change mid-run"),
+    "fewer rounds than it copies": ((2, "rounds=1"), "rounds=1: a fork at round 2 has 2 rounds already"),
 }
 
 

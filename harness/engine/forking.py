@@ -80,6 +80,10 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     prices = preflight(run)
     with parent_held(parent):
         snap = parent_snapshot(parent, k)
+        if (planned := run.fmt.planned_rounds(run.cfg)) < k:  # it would end "completed" with k rounds in it
+            raise ConfigError(
+                f"rounds={planned}: a fork at round {k} has {k} rounds already; give rounds>={k}"
+            )
         check_verified(parent)
         roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
         lineage = Lineage(
