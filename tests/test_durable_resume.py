@@ -213,7 +213,7 @@ def test_cli_resume_through_run_entry_point(run, tmp_path):
     manifest["status"] = "running"  # as a kill -9 leaves it
     (result.run_dir / "manifest.json").write_text(json.dumps(manifest))
     out = subprocess.run(
-        [sys.executable, "-m", "harness.run", f"resume={result.run_dir}", "rounds=99"],
+        [sys.executable, "-m", "harness.run", f"resume={result.run_dir}", "rounds=3"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -221,8 +221,8 @@ def test_cli_resume_through_run_entry_point(run, tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == str(result.run_dir)
-    # the run's own config won: rounds=99 on the command line did not apply
-    assert json.loads((result.run_dir / "manifest.json").read_text())["counts"]["rounds_completed"] == 2
+    # the overrides typed go on to the resume, as with harness.resume: rounds=3 extends it
+    assert json.loads((result.run_dir / "manifest.json").read_text())["counts"]["rounds_completed"] == 3
     assert not (result.run_dir / ".hydra").exists()
 
 
