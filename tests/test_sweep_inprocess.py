@@ -150,6 +150,8 @@ def test_sweep_concurrency_picks_the_launcher_and_is_checked_first() -> None:
             launcher_overrides(["-m", f"sweep.concurrency={bad}"])
     with pytest.raises(ConfigError, match=r"^sweep\.concurrency: .*add -m$"):
         launcher_overrides(["sweep.concurrency=8"])
+    with pytest.raises(ConfigError, match=r"^sweep\.concurrency: .*drop hydra/launcher=joblib"):
+        launcher_overrides(["-m", "sweep.concurrency=2", "hydra/launcher=joblib"])
     assert check_concurrency(1) == 1
 
 

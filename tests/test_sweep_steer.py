@@ -222,7 +222,7 @@ def test_bad_commands_and_unreachable_drivers_are_one_line(
         (["set", "budget.sweep_usd=-1"], "budget.sweep_usd: a number of dollars above 0"),
         (["set", "llm.temperature=1"], "set: one of"),
         (["fly"], "usage:"),
-        (["pause"], "runs on JoblibLauncher, whose cells are processes ctl cannot reach"),
+        (["pause"], "runs on JoblibLauncher, which ctl cannot steer"),
     ]:
         assert sweep_main(["ctl", str(sweep_dir), *words]) == 2
         err = capsys.readouterr().err

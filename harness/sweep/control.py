@@ -180,7 +180,7 @@ def reachable(sweep_dir: Path) -> None:
     if not index.launcher.endswith("InProcessLauncher"):
         launcher = index.launcher.rsplit(".", 1)[-1] or "a process launcher"
         raise ControlError(
-            f"{sweep_dir}: runs on {launcher}, whose cells are processes ctl cannot reach; "
+            f"{sweep_dir}: runs on {launcher}, which ctl cannot steer (it steers the in-process launcher only); "
             f"stop it with Ctrl-C and continue with: python -m harness.sweep resume {sweep_dir} "
             "(start a sweep with sweep.concurrency=N to steer it)"
         )

@@ -320,6 +320,14 @@ def launcher_overrides(argv: list[str]) -> list[str]:
             out.append(f"hydra.launcher.engine={check_engine_args(argv, value)}")
         else:
             out += ["hydra/launcher=inprocess", f"hydra.launcher.concurrency={check_concurrency(value)}"]
+            other = [a for a in argv if a.startswith("hydra/launcher=") and a != "hydra/launcher=inprocess"]
+            if other:  # Hydra then said it "could not override 'hydra.launcher.concurrency'"
+                from harness.schema import ConfigError
+
+                raise ConfigError(
+                    f"sweep.concurrency: runs the cells on the in-process launcher; drop {other[0]}, "
+                    "or set that launcher's own parallelism (joblib: hydra.launcher.n_jobs)"
+                )
     check_sweep_budget(argv)
     return out
 
