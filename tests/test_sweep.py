@@ -26,10 +26,11 @@ from harness.store.records import parse_record
 from harness.sweep.callback import check_sweep_folder, concurrent_workers, replicate_override, start_index
 from harness.sweep.commands import main as sweep_main
 from harness.sweep.control import driver_lock
-from harness.sweep.grid import plan_cells, replicate_seed
+from harness.sweep.grid import Cell, plan_cells, replicate_seed
 from harness.sweep.index import (
     SweepIndex,
     current_index,
+    progress_line,
     read_index,
     resume_changes,
     write_index,
@@ -228,6 +229,27 @@ def test_the_resume_wrapper_passes_each_signal_on_once_and_its_driver_ends_with_
     while time.monotonic() < deadline and "TERM" not in killed.read_text():
         time.sleep(0.02)
     assert killed.read_text().splitlines()[1:] == ["TERM"]  # told to stop, not left running
+
+
+def test_a_resume_raises_the_cells_own_budget(tmp_path):
+    """budget.tokens given to a sweep's resume reaches the cells it resumes (it reached
+    only the cells never started: a resumed cell went on under its folder's budget)."""
+    out = sweep(tmp_path, "rounds=2", "llm.temperature=0.2,0.8", "budget.tokens=400")
+    assert out.returncode == 1, out.stderr  # each cell stopped by its budget, resumable
+    sweep_dir = sweep_dir_of(tmp_path)
+    assert [c.status for c in read_index(sweep_dir).cells] == ["interrupted"] * 2
+    assert sweep_main(["resume", str(sweep_dir), "budget.tokens=0"]) == 2  # refused before any cell
+    assert sweep_main(["resume", str(sweep_dir), "budget.tokens=100000"]) == 0
+    assert [(c.status, c.rounds_done) for c in read_index(sweep_dir).cells] == [("completed", 2)] * 2
+
+
+def test_the_progress_line_counts_stopped_cells_apart_from_failed_ones():
+    states = ["completed", "interrupted", "interrupted", "crashed", "pending"]
+    cells = [Cell(num=i, name=f"c{i}", overrides=[], params={}, status=s) for i, s in enumerate(states)]
+    line = (
+        "[sweep] 1/5 done | 0 running | 1 failed | 2 interrupted | 1 pending"  # a budget stop is no failure
+    )
+    assert progress_line(cells) == line
 
 
 def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):

@@ -156,19 +156,29 @@ def _set_aside(run_dir: Path) -> None:
     run_dir.rename(aside)
 
 
-def _resume(run_dir: Path) -> int:
+# A run's own budget, which a sweep's resume may raise (its sweep budget is the cell's
+# config's, read by sweep_budget_of): passed on to the cell's resume.
+RUN_BUDGET_KEYS = ("budget.usd", "budget.tokens")
+
+
+def _resume(run_dir: Path, overrides: list[str]) -> int:
     """Continue the cell's run from its own folder (durable runs), as
-    ``python -m harness.resume`` would: same messages, same exit codes."""
+    ``python -m harness.resume`` would: same messages, same exit codes; with the
+    run budget the sweep's resume gave, which the run's own config did not hold."""
     from harness.resume import main as resume_main
 
-    return resume_main([str(run_dir)])
+    raised = [o.lstrip("+") for o in overrides if o.lstrip("+").partition("=")[0] in RUN_BUDGET_KEYS]
+    return resume_main([str(run_dir), *raised])
 
 
-def _invoke(single_run: Callable[[DictConfig], None], cfg: DictConfig, run_dir: Path, resume: bool) -> int:
-    """The cell's exit code; nothing a cell does may end the sweep except Ctrl-C."""
+def _invoke(
+    single_run: Callable[[DictConfig], None], cfg: DictConfig, run_dir: Path, resume: list[str] | None
+) -> int:
+    """The cell's exit code; nothing a cell does may end the sweep except Ctrl-C.
+    ``resume``: the cell's overrides, to continue its run (None: start it)."""
     try:
-        if resume:
-            return _resume(run_dir)
+        if resume is not None:
+            return _resume(run_dir, resume)
         single_run(cfg)
         return 0
     except SystemExit as exc:
@@ -248,7 +258,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     try:
         with cell_output(sweep_dir, cell.name) as log, sweep_budget_of(cell_cfg, sweep_dir):
             offset = log.stat().st_size
-            code = _invoke(single_run, cell_cfg, run_dir, resume=manifest is not None)
+            code = _invoke(single_run, cell_cfg, run_dir, job.overrides if manifest is not None else None)
     finally:
         _CELL.reset(token)
         _CELL_OVERRIDES.reset(given)

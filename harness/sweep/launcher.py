@@ -370,6 +370,11 @@ def check_sweep_budget(argv: list[str]) -> None:
     for key, _, value in given:
         if key in ("budget.sweep_usd", "budget.sweep_tokens") and not _budget_limit(key, value):
             raise ConfigError(f"{key}: must be a number > 0 (or null: none), got {value!r}")
+    if "-m" in argv or "--multirun" in argv:  # one value for every cell: each would fail alone
+        for key, _, value in (a.lstrip("+").partition("=") for a in argv):
+            single = "," not in value and "(" not in value
+            if key in ("budget.usd", "budget.tokens") and single and not _budget_limit(key, value):
+                raise ConfigError(f"{key}: must be a number > 0 (or null: none), got {value!r}")
 
 
 def _budget_limit(key: str, value: str) -> bool:
