@@ -280,10 +280,12 @@ def tally(cells: list[Cell]) -> dict[str, int]:
 def progress_line(cells: list[Cell]) -> str:
     counts = tally(cells)
     done = counts.get("completed", 0)
-    failed = sum(counts.get(s, 0) for s in ("failed", "crashed", "interrupted"))
+    failed = counts.get("failed", 0) + counts.get("crashed", 0)
+    # interrupted (Ctrl-C, a budget, ctl cancel) is resumable as it stands, not a failure
+    stopped = f"{counts['interrupted']} interrupted | " if counts.get("interrupted") else ""
     return (
         f"[sweep] {done}/{len(cells)} done | {counts.get('running', 0)} running | "
-        f"{failed} failed | {counts.get('pending', 0)} pending"
+        f"{failed} failed | {stopped}{counts.get('pending', 0)} pending"
     )
 
 
