@@ -216,3 +216,22 @@ def test_a_failed_call_is_an_error_span_named_by_its_type_alone(
     assert failed and len(failed) < len(chats)  # the scripted faults are seeded: some calls fail, then retry
     for span in failed:  # an exception's message may quote what must not leave: only its type is kept
         assert span.status.description == span.attributes["error.type"] and span.events == ()
+
+
+def test_the_exporter_gives_up_within_the_runs_wait_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A collector refusing connections was retried for ~7 s of the exporter's default 10 s,
+    and the SDK's flush waits out an export in flight: each run's end waited that long."""
+    for name in otel_provider.TIMEOUT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    try:
+        otel_provider.configure()
+        assert otel_provider._provider["delivery"].inner._client._timeout == otel_provider.FLUSH_S
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")  # the user's own timeout stands
+        otel_provider.shutdown()
+        otel_provider.configure()
+        assert otel_provider._provider["delivery"].inner._client._timeout == 7
+    finally:
+        otel_provider.shutdown()

@@ -46,14 +46,13 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.tracers.context import register_configure_hook
 
 from harness.models.base import ChatModel, Completion, ModelRequest
-from harness.runtime.otel_provider import SCHEMA_URL, configure, report, trace_id_var
+from harness.runtime.otel_provider import FLUSH_S, SCHEMA_URL, configure, report, trace_id_var
 from harness.schema import Config
 from harness.store.records import RunManifest
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-FLUSH_S = 2.0  # the most a run's end waits for its spans to leave
 # LangChain provider names -> gen_ai.provider.name (the others pass as they are)
 PROVIDERS = {
     "azure_openai": "azure.ai.openai",

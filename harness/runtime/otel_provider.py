@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import sys
 import threading
 from contextvars import ContextVar
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
 # release that carried them (they moved to semantic-conventions-genai after).
 SEMCONV_VERSION = "1.41.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+# The most a run's end waits for its spans to leave. The exporter's own timeout is
+# set to it too: the SDK's flush waits out an export in flight, and the exporter
+# retried a collector that refused connections for ~7 s of its default 10 s.
+FLUSH_S = 2.0
+TIMEOUT_ENV = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")  # the user's, if set
 # Set while a run's root span starts: the run's own trace id (see RunIds).
 trace_id_var: ContextVar[int | None] = ContextVar("drift_harness_otel_trace_id", default=None)
 
@@ -96,7 +102,8 @@ def configure(exporter: Any = None) -> TracerProvider:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         quiet_exporter_logs()
-        delivery = Delivery(OTLPSpanExporter())
+        timeout = None if any(os.environ.get(k) for k in TIMEOUT_ENV) else FLUSH_S
+        delivery = Delivery(OTLPSpanExporter(timeout=timeout))
         provider.add_span_processor(BatchSpanProcessor(delivery))  # type: ignore[arg-type]
     else:
         delivery = Delivery(exporter)
