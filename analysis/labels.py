@@ -6,7 +6,11 @@ the runs analysed together, with short names: ``T=0.3 persona_drift_rate=0.05``.
   runs, replicate and spending keys aside. A group choice stands for the keys
   its group sets that split the runs exactly as it does: ``model.spec`` for
   ``model.n_ctx`` when only the model changed it (``control`` for a control
-  preset's ``experiment_name`` and ``critic.approve_all``).
+  preset's ``experiment_name`` and ``critic.approve_all``). A section some
+  runs lack altogether is one key, ``probes=on``/``probes=off``
+  (``with_sections``); a key equal in every run that has it goes with the
+  group choice or section that decides where it is (``format=grounded`` for
+  that format's options).
 - ``label_cells(runs, run_dirs)``: relabels every run. When every run is a
   cell of a sweep whose index (``sweep.json``) names overrides that explain
   every varying key, the label is those overrides as typed (``model=smollm2``);
@@ -87,18 +91,63 @@ def _rank(key: str) -> tuple[int, str]:
     return (FIRST.index(key) if key in FIRST else len(FIRST), key)
 
 
+def with_sections(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with a column ``cfg.<section>`` (``on``/``off``) for each top-level
+    config section that some runs lack altogether: a run that probes nothing keeps no
+    ``probes`` section (nor one that interviews nobody ``interviews``), so its absence
+    is one setting, not one missing value per key of the section."""
+    heads: dict[str, list[str]] = {}
+    for key in condition_keys(runs):
+        parts = key.split(".")
+        if len(parts) > 2:
+            heads.setdefault(".".join(parts[:2]), []).append(key)
+    added = {}
+    for head, keys in heads.items():
+        if head in runs.columns:
+            continue  # a key of that name already (or this frame has its section columns)
+        present = ~runs[keys].map(is_null).all(axis=1)
+        if present.any() and not present.all():
+            added[head] = present.map({True: "on", False: "off"}).astype(object)
+    return pd.concat([runs, pd.DataFrame(added, index=runs.index)], axis=1) if added else runs
+
+
+def section_keys(keys: Iterable[str]) -> list[str]:
+    """The keys among ``keys`` that head others (``cfg.probes`` of ``cfg.probes.use``): sections."""
+    keys = list(keys)
+    return [k for k in keys if any(other.startswith(f"{k}.") for other in keys)]
+
+
 def varying_keys(runs: pd.DataFrame) -> list[str]:
     """The config keys that differ between ``runs``, group choices standing for
-    the keys they move, in a fixed order: format, model, T, critic, control, then by name."""
-    texts = {k: texts_of(runs[k]) for k in condition_keys(runs)}
+    the keys they move, in a fixed order: format, model, T, critic, control, then by name.
+    A section some runs lack is one key (``probes``: ``on``/``off``, see ``with_sections``).
+    A key equal in every run that has it, missing from the others, is left to what
+    decides where it is: the group choice that sets it (``format=grounded`` for the
+    grounded format's own options) or its section (``probes=on``)."""
+    runs = with_sections(runs)
+    all_keys = condition_keys(runs)
+    texts = {k: texts_of(runs[k]) for k in all_keys}
     keys = sorted((k for k, t in texts.items() if t.nunique() > 1), key=_rank)
     split = {k: tuple(pd.factorize(texts[k])[0]) for k in keys}  # equal tuples: the same partition
+    sections = set(section_keys(all_keys)) & set(keys)
+    # equal wherever it is set: only whether a run has it varies
+    present_only = {k for k in keys if k not in sections and runs[k].map(is_null).any()}
+    present_only = {k for k in present_only if texts[k][~runs[k].map(is_null)].nunique() == 1}
+
+    def decides(head: str, key: str) -> bool:
+        """Runs alike in ``head`` are alike in ``key``."""
+        return bool(pd.Series(split[key]).groupby(list(split[head])).nunique().max() == 1)
 
     hidden: set[str] = set()
     for head, prefixes in GROUPS.items():
         if head in split and head not in hidden:
-            alike = (k for k in keys if k != head and split[k] == split[head] and k.startswith(prefixes))
-            hidden.update(k for k in alike if k not in FIRST)
+            for k in keys:
+                if k == head or k in FIRST or not f"{k}.".startswith(prefixes):
+                    continue
+                if split[k] == split[head] or (k in present_only | sections and decides(head, k)):
+                    hidden.add(k)
+    for section in sections:
+        hidden.update(k for k in present_only if k.startswith(f"{section}.") and decides(section, k))
     return [k for k in keys if k not in hidden]
 
 
@@ -117,7 +166,9 @@ def short_names(keys: Iterable[str]) -> dict[str, str]:
 
 def config_labels(runs: pd.DataFrame) -> pd.Series:
     """Each run's varying keys and values. A key no run of a format has is left
-    out of that format's labels, and critic keys of runs with no critic."""
+    out of that format's labels, a section's keys out of the runs without that
+    section, and critic keys out of runs with no critic."""
+    runs = with_sections(runs)
     keys = varying_keys(runs)
     names = short_names(keys)
     texts = pd.DataFrame({k: texts_of(runs[k]) for k in keys}, index=runs.index)
@@ -126,10 +177,16 @@ def config_labels(runs: pd.DataFrame) -> pd.Series:
     critic = (
         runs["has_critic"].fillna(True).astype(bool) if "has_critic" in runs else pd.Series(True, runs.index)
     )
+    sections = [s for s in section_keys(condition_keys(runs)) if s in runs and not runs[s].map(is_null).any()]
     labels = []
     for i in runs.index:
+        lacks = tuple(f"{s}." for s in sections if runs.at[i, s] == "off")
         shown = [
-            k for k in keys if k not in absent[fmt[i]] and (critic[i] or not k.startswith("cfg.critic."))
+            k
+            for k in keys
+            if k not in absent[fmt[i]]
+            and (critic[i] or not k.startswith("cfg.critic."))
+            and not (lacks and k.startswith(lacks))
         ]
         labels.append(" ".join(f"{names[k]}={texts.at[i, k]}" for k in shown))
     return pd.Series(labels, index=runs.index, dtype=object)
@@ -200,6 +257,7 @@ def label_cells(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) 
 
 def cells_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: its hash, label, number of runs and each varying key."""
+    runs = with_sections(runs)
     keys = varying_keys(runs)
     cells = runs.groupby("cell", sort=False).agg(cell_label=("cell_label", "first"), runs=("run_id", "size"))
     values = runs.drop_duplicates("cell").set_index("cell")[keys]

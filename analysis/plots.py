@@ -17,7 +17,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from matplotlib.typing import RGBAColorType
 
-from analysis.labels import is_null, short_names, value_text, varying_keys, whole_floats
+from analysis.labels import is_null, short_names, value_text, varying_keys, whole_floats, with_sections
 from analysis.registry import DIMENSIONS, signal_names
 from analysis.scoring import aggregate
 
@@ -164,6 +164,7 @@ def heatmap_keys(
     """(x, y, facets, averaged): the heatmap's axes (default: the first two keys that vary,
     the first on y), one panel per combination of the other varying keys, and the varying
     keys it averages over, only those named in ``average``."""
+    frame = with_sections(frame)  # a section some runs lack is one key: probes=on/off
     varying = varying_keys(frame)
     averaged = [_config_key(frame, name, varying, "average") for name in average]
     for name, key in zip(average, averaged, strict=True):
@@ -225,7 +226,7 @@ def sweep_heatmap(
     names; default the first two that vary), one panel per combination of the other
     varying keys, so each square is one cell (its replicates' mean). A varying key is
     averaged over only when named in ``average``, and every panel's title says so."""
-    final = final.reset_index(drop=True)
+    final = with_sections(final.reset_index(drop=True))
     x_key, y_key, facets, averaged = heatmap_keys(final, x, y, average)
     names = short_names(k for k in (x_key, y_key, *facets, *averaged) if k)  # as the labels name them
     xs = _levels(final[x_key]) if x_key else ["all runs"]
