@@ -53,6 +53,13 @@ LOOP_LOCK_POLICIES = ("publish_last", "skip_turn", "abort")
 SCHEMA_FAILURE_POLICIES = ("reject", "approve")
 # control conditions (conf/experiment/control_*.yaml): what each one takes away
 CONTROLS = ("monologue", "no_critic", "cooperative", "no_persona")
+# what each control takes away: a format without it refuses the control (harness.formats)
+CONTROL_TAKES = {
+    "monologue": "opponent",
+    "no_critic": "critic",
+    "cooperative": "contest between teams",
+    "no_persona": "persona agent",
+}
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 GRAMMAR_MODES = ("full", "lazy")
 PROMPT_STYLES = ("chat", "completion")

@@ -63,6 +63,16 @@ def test_a_bad_control_is_one_line_naming_the_key(settings, overrides, key):
     assert str(error.value).startswith(key) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("control", ["monologue", "no_critic", "cooperative", "no_persona"])
+@pytest.mark.parametrize("fmt", ["panel", "moderated", "judge_refine", "grounded"])
+def test_a_control_on_a_format_without_what_it_takes_away_is_refused(settings, fmt, control):
+    # no_critic ran unchanged on them and was paired as a control; the others failed on an option by accident
+    with pytest.raises(ConfigError) as error:
+        settings(f"format={fmt}", f"experiment=control_{control}")
+    assert str(error.value).startswith(f"control={control}: format={fmt} has no ")
+    assert "\n" not in str(error.value)
+
+
 def test_a_monologue_of_the_cons_team_starts_with_cons(run, records):
     result = run("rounds=2", "experiment=control_monologue", "format.teams=[cons]")
     assert [a.team for a in records(result.run_dir / "shared_memory.jsonl")] == ["cons", "cons"]

@@ -68,7 +68,7 @@ def test_probes_of_a_no_persona_run_carry_no_persona(run):
     ("overrides", "key"),
     [
         (["control=no_persona"], "control:"),
-        (["format=panel", "experiment=control_no_persona"], "format.persona:"),
+        (["format=panel", "experiment=control_no_persona"], "control=no_persona: format=panel"),
     ],
 )
 def test_a_no_persona_control_it_cannot_run_is_one_line(settings, overrides, key):

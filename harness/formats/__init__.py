@@ -20,7 +20,7 @@ from harness.formats.panel import PANEL
 from harness.formats.sections import structured_config, structured_options
 from harness.plugins import format_entry_points
 from harness.probes.catalog import check_specs
-from harness.schema import Config, ConfigError, RoleOverride, _require
+from harness.schema import CONTROL_TAKES, Config, ConfigError, RoleOverride, _require
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
@@ -77,6 +77,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     obj = structured_config(cfg)  # the schema's merge, section by section, each section's kept
     raw_format = dict(obj.format or {})
     fmt = get_format(str(raw_format.get("name", "drift")))
+    check_control(obj, fmt)  # before the options: a control's preset sets options only its format has
     obj.format = structured_options(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
@@ -104,6 +105,17 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
 def names_with(flag: str) -> list[str]:
     """The registered formats whose ``Format.<flag>`` is true (for error messages)."""
     return sorted(name for name, fmt in FORMATS.items() if getattr(fmt, flag))
+
+
+def check_control(cfg: Config, fmt: Format) -> None:
+    """A control takes away a part of a format; on a format without that part it
+    would run unchanged and the analysis would pair it as a control all the same."""
+    if cfg.control in CONTROL_TAKES and cfg.control not in fmt.controls:
+        runs = " or ".join(sorted(n for n, f in FORMATS.items() if cfg.control in f.controls))
+        raise ConfigError(
+            f"control={cfg.control}: format={fmt.name} has no {CONTROL_TAKES[cfg.control]} to take away "
+            f"(experiment=control_{cfg.control} runs on format={runs or 'none'})"
+        )
 
 
 def check_personas(cfg: Config, fmt: Format) -> None:
@@ -180,6 +192,7 @@ __all__ = [
     "Seat",
     "check_chat",
     "check_context",
+    "check_control",
     "max_tokens_key",
     "names_with",
     "get_format",

@@ -86,6 +86,9 @@ class Format:
     human_seats: bool = False
     # its graph asks behavioural probes after a turn (``probes.enabled``)
     probes: bool = False
+    # the control conditions it runs (``control``, conf/experiment/control_*.yaml):
+    # each takes away a part of this format, so another format refuses it
+    controls: tuple[str, ...] = ()
     # its persona node takes a seat's planted persona (``personas.<seat>``)
     personas: bool = False
     # a seat's view as a checkpoint interview's fork shares it (``interviews.rounds``;

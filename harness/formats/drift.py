@@ -29,7 +29,7 @@ from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
 from harness.probes.catalog import active_probes
 from harness.probes.isolation import check_interviews, check_probes
 from harness.runtime.context import RunContext
-from harness.schema import Config, ConfigError
+from harness.schema import CONTROLS, Config, ConfigError
 from harness.store.memory import SeatMemory
 from harness.store.records import ArgumentRecord, CritiqueRecord, EventRecord, ThinkingRecord, record_id
 
@@ -354,6 +354,7 @@ DRIFT = Format(
     ),
     human_seats=True,
     probes=True,
+    controls=CONTROLS,
     personas=True,
     interview_view=interview_view,
 )
