@@ -15,7 +15,10 @@ budget) and ``ConfigError`` live in ``harness.schema_sections``, redaction in
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -433,6 +436,34 @@ def _structured(schema: type, data: Any, prefix: str = "") -> Any:
         key = getattr(exc, "full_key", None) or "config"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{prefix}{key}: {first}") from None
+
+
+def keys_at(schema: Any, path: list[str]) -> tuple[int, list[str]] | None:
+    """Where ``path`` (a dotted key's parts, below the dataclass ``schema``)
+    leaves the keys the schema holds: the depth of the first part it has no
+    place for, and the keys there; None if each part has one, or reaches a
+    mapping or a value (what a mapping may hold is its owner's to check)."""
+    node: Any = schema
+    for depth, part in enumerate(path):
+        if not dataclasses.is_dataclass(node):
+            return None
+        hints = _hints(typing.cast(type, node))
+        if part not in hints:
+            return depth, list(hints)
+        node = hints[part]
+    return None
+
+
+@functools.cache
+def _hints(schema: type) -> dict[str, Any]:
+    """A dataclass's fields and their types, ``X | None`` as ``X`` (cached: a sweep checks every cell's keys)."""
+    names = {f.name for f in dataclasses.fields(schema)}
+    return {name: _bare(hint) for name, hint in typing.get_type_hints(schema).items() if name in names}
+
+
+def _bare(hint: Any) -> Any:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if len(args) == 1 and typing.get_origin(hint) in (typing.Union, types.UnionType) else hint
 
 
 @functools.cache  # a schema's node tree, built once a process (10 ms a cell, each cell validates)

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from conftest import serving
 
+from harness.cli.errors import one_line
+
 
 def free_closed_port() -> int:
     """A loopback port nothing listens on (connections are refused at once)."""
@@ -42,6 +44,12 @@ BAD_VALUES = [
     # a reply budget a local model's context cannot hold, with a prompt
     (["llm.max_tokens=99999999"], "llm.max_tokens: 99999999 tokens cannot fit local:smollm2's context"),
     (["format=panel", "roles.judge.max_tokens=2000"], "roles.judge.max_tokens"),
+    # another format's option: Hydra's refusal and the schema's say the same line, with no '+' advice
+    (["format=panel", "format.exchanges=2"], "format.exchanges: not an option of format=panel; its options:"),
+    (
+        ["format=panel", "+format.exchanges=2"],
+        "format.exchanges: not an option of format=panel; its options:",
+    ),
 ]
 
 
@@ -67,6 +75,34 @@ def test_unknown_key_fails_in_one_line(cli, tmp_path):
     proc = cli("llm.temprature=1", f"runs_root={tmp_path / 'runs'}")
     assert proc.returncode != 0
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+HYDRA_REFUSAL = (
+    "Could not override '{key}'.\nTo append to your config use +{key}=1\n"
+    "Key '{last}' is not in struct\n    full_key: {key}\n    object_type=dict\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "says"),
+    [
+        (
+            ["format=drift"],
+            "format.disruptor",
+            "format.disruptor: not an option of format=drift; its options:",
+        ),
+        ([], "format.disruptor", "format.disruptor: not an option of format=drift"),  # the default format
+        (
+            ["format=judge_refine"],
+            "format.prompt_files.jury",
+            "format.prompt_files.jury: no such role; roles: pro, con, judge",
+        ),
+        (["format=panel"], "critic.max_iteration", "critic.max_iteration: no such key; critic holds: name,"),
+    ],
+)
+def test_a_key_with_no_place_is_one_line_naming_what_is_there(argv, key, says):
+    line = one_line(HYDRA_REFUSAL.format(key=key, last=key.rpartition(".")[2]), argv)
+    assert line.startswith(says) and "+" not in line, line
 
 
 def test_missing_api_key_names_the_variable(cli, tmp_path):

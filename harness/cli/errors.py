@@ -125,11 +125,57 @@ def release_stderr() -> None:
         sys.stderr.real.write(sys.stderr.release())
 
 
-def one_line(report: str) -> str:
-    """The gist of Hydra's multi-line error report."""
+# Hydra's refusal of ``a.b=1`` for a key the config has no place for; the
+# ``+a.b=1`` it recommends the schema refuses in turn, so its line is ours
+_NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
+
+
+def no_such_key(key: str, value: str, argv: list[str] | None = None) -> str | None:
+    """The one line for ``key=value``, a key the config has no place for: for a
+    format's, the line ``+key=value`` gets (``harness.formats.option_error``); for
+    a section's, one naming the keys it holds; None where ``+key`` is the fix (a
+    mapping of any keys, ``hydra.*``)."""
+    from harness.formats import get_format, option_error  # late: only a bad command line needs the formats
+    from harness.formats.base import FormatOptions
+    from harness.schema import Config, ConfigError, keys_at
+
+    if key.startswith("format."):
+        try:  # the format the command line picks (a sweep's first), else the schema's default
+            fmt = get_format(chosen_format(sys.argv[1:] if argv is None else argv) or FormatOptions().name)
+        except ConfigError:
+            fmt = None
+        if fmt is not None and (line := option_error(fmt, key, value)) is not None:
+            return line
+    found = keys_at(Config, key.split("."))
+    if found is None or key.startswith("hydra."):
+        return None
+    if found[0] == 0:
+        return f"{key}: no such key in the config"
+    parent = ".".join(key.split(".")[: found[0]])
+    return f"{key}: no such key; {parent} holds: {', '.join(found[1])}"
+
+
+def chosen_format(argv: list[str]) -> str | None:
+    """The format ``format=<name>`` picks on ``argv`` (the last one given; of a sweep's list, the first)."""
+    picks = [
+        arg.partition("=")[2]
+        for arg in argv
+        if arg.partition("=")[0].lstrip("+~") in ("format", "format.name")
+    ]
+    return picks[-1].split(",")[0] if picks else None
+
+
+def one_line(report: str, argv: list[str] | None = None) -> str:
+    """The gist of Hydra's multi-line error report (``argv``: the command line it
+    composed, by default ``sys.argv``'s)."""
     # our own one-line ConfigError, wrapped by Hydra (a resolver's, inside a callback warning)
     if (ours := re.search(r"ConfigError[^:]*?: (\S+: [^\n]+)", report)) is not None:
         return ours.group(1).strip()
+    key = _NOT_IN_STRUCT.search(report)
+    if key and "is not in struct" in report:
+        value = re.search(rf"use \+{re.escape(key.group(1))}=(.*)", report)
+        if (line := no_such_key(key.group(1), value.group(1) if value else "", argv)) is not None:
+            return line
     noise = ("full_key:", "object_type=", "reference_type=", "Set the environment variable")
     lines = [ln.strip() for ln in report.splitlines() if ln.strip() and not ln.strip().startswith(noise)]
     return " ".join(lines[:3]) or "invalid command line"

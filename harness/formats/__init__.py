@@ -20,7 +20,7 @@ from harness.formats.panel import PANEL
 from harness.formats.sections import structured_config, structured_options
 from harness.plugins import format_entry_points
 from harness.probes.catalog import check_specs
-from harness.schema import CONTROL_TAKES, Config, ConfigError, RoleOverride, _require
+from harness.schema import CONTROL_TAKES, Config, ConfigError, RoleOverride, _require, keys_at
 
 FORMATS: dict[str, Format] = {f.name: f for f in (DRIFT, PANEL, MODERATED, JUDGE_REFINE, GROUNDED)}
 
@@ -78,6 +78,7 @@ def validated(cfg: DictConfig | dict[str, Any]) -> tuple[Config, Format]:
     raw_format = dict(obj.format or {})
     fmt = get_format(str(raw_format.get("name", "drift")))
     check_control(obj, fmt)  # before the options: a control's preset sets options only its format has
+    check_option_keys(fmt, raw_format)
     obj.format = structured_options(fmt.options, raw_format, "format.")
     obj.format.check()
     obj.topic.load_files()
@@ -116,6 +117,45 @@ def check_control(cfg: Config, fmt: Format) -> None:
             f"control={cfg.control}: format={fmt.name} has no {CONTROL_TAKES[cfg.control]} to take away "
             f"(experiment=control_{cfg.control} runs on format={runs or 'none'})"
         )
+
+
+def unknown_option(fmt: Format, key: str) -> str | None:
+    """The one line for ``format.<key>`` when the format has no such option (a
+    key of another format's, a typo), naming the options it has; None if it has
+    it (a mapping's keys are the options' own ``check`` to refuse)."""
+    found = keys_at(fmt.options, key.removeprefix("format.").split("."))
+    if found is None:
+        return None
+    depth, known = found
+    parent = ".".join(key.split(".")[: depth + 1])
+    where = "its options" if parent == "format" else f"{parent} holds"
+    return f"{key}: not an option of format={fmt.name}; {where}: {', '.join(known)}"
+
+
+def option_error(fmt: Format, key: str, value: Any) -> str | None:
+    """The one line ``validate`` ends in for ``+format.<key>=<value>`` alone on
+    ``fmt``'s defaults, so a command line Hydra refuses gets the same line; None if it takes it."""
+    raw: dict[str, Any] = {"name": fmt.name}
+    *parents, last = key.removeprefix("format.").split(".")
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    try:
+        check_option_keys(fmt, raw)
+        structured_options(fmt.options, raw, "format.").check()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+def check_option_keys(fmt: Format, raw: dict[str, Any], prefix: str = "format") -> None:
+    """Every key under ``format`` one the format has (``unknown_option``)."""
+    for key, value in raw.items():
+        if (line := unknown_option(fmt, f"{prefix}.{key}")) is not None:
+            raise ConfigError(line)
+        if isinstance(value, dict):
+            check_option_keys(fmt, value, f"{prefix}.{key}")
 
 
 def check_personas(cfg: Config, fmt: Format) -> None:
@@ -198,6 +238,8 @@ __all__ = [
     "get_format",
     "load_plugin",
     "register_format",
+    "option_error",
+    "unknown_option",
     "validate",
     "validated",
 ]
