@@ -13,6 +13,7 @@ the run folder's path as the last line. ``-m`` runs each cell of a sweep
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ from harness.resume import main as resume_main
 from harness.resume import report
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError, read_topics
+from harness.schema_sections import check_topic_index
 from harness.store.rundir import DiskFullError
 from harness.sweep.cell import is_sweep_job, run_cell, task_overrides
 from harness.sweep.launcher import launcher_overrides
@@ -144,7 +146,26 @@ def checked_argv(argv: list[str]) -> list[str]:
     except ConfigError as exc:
         fail(str(exc), exit_code(exc))
     check_group_choices(argv)
+    check_topic_indices(argv)
     return argv
+
+
+def check_topic_indices(argv: list[str]) -> None:
+    """``topic.file=<path> topic.index=0,5`` given literally: each index checked
+    against the file now, since a sweep composes only its first cell up front
+    (docs/sweeps.md) and would make its folder and run the cells that fit first."""
+    given = dict(
+        arg.lstrip("+").partition("=")[::2] for arg in argv if "=" in arg and not arg.startswith("~")
+    )
+    path, indices = given.get("topic.file", ""), given.get("topic.index", "")
+    if path in ("", "null") or not re.fullmatch(r"\d+(,\d+)*", indices) or re.search(r"[,$\[('\"]", path):
+        return  # a sweep over files, an interpolation, a range(...): each cell checks its own
+    try:
+        count = len(read_topics(path))
+        for index in indices.split(","):
+            check_topic_index(path, count, int(index))
+    except ConfigError as exc:
+        fail(str(exc), exit_code(exc))
 
 
 @contextmanager

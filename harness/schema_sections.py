@@ -173,11 +173,7 @@ class TopicConfig:
             setattr(self, f"{key}_file", None)
         if self.file is not None:
             topics = read_topics(self.file)
-            require(
-                0 <= self.index < len(topics),
-                "topic.index",
-                f"must be in [0, {len(topics)}) for the {len(topics)} topics of {self.file}, got {self.index}",
-            )
+            check_topic_index(self.file, len(topics), self.index)
             self.text, self.file = topics[self.index], None
 
 
@@ -187,6 +183,15 @@ def read_topics(path: str) -> list[str]:
     topics = [ln for ln in lines if ln and not ln.startswith("#")]
     require(bool(topics), "topic.file", f"{path} has no topics (one per line)")
     return topics
+
+
+def check_topic_index(path: str, count: int, index: int) -> None:
+    """``topic.index`` one of the ``count`` topics of ``path``."""
+    require(
+        0 <= index < count,
+        "topic.index",
+        f"must be in [0, {count}) for the {count} topics of {path}, got {index}",
+    )
 
 
 def read_text(key: str, path: str) -> str:

@@ -10,13 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from test_durable_faults import Outcome, cut_at, landed
 from test_sweep import REPO, environment, sweep_dir_of
 
 from harness.engine import RunResult
 from harness.export.styles import export_sweep, sweep_cells
-from harness.run import topic_range
+from harness.run import checked_argv, topic_range
 from harness.schema import ConfigError
 from harness.store.reader import read_run
 from harness.store.records import EvaluationRecord
@@ -122,6 +123,20 @@ def test_topic_range_counts_the_topics_as_topic_file_reads_them(tmp_path: Path) 
             assert str(exc).startswith("topic.file: ")
         else:
             raise AssertionError(f"no error for {bad}")
+
+
+def test_an_index_out_of_range_in_a_sweep_is_refused_before_any_cell(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    # a sweep composes its first cell only: index-0 ran, in a sweep folder, before index-5 failed
+    path = topics_file(tmp_path)
+    argv = ["-m", "model=scripted", f"topic.file={path}", "topic.index=0,2"]
+    assert checked_argv(argv) == argv
+    with pytest.raises(SystemExit) as exit_:
+        checked_argv(["-m", "model=scripted", f"topic.file={path}", "topic.index=0,5"])
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: topic.index: must be in [0, 3) for the 3 topics of {path}, got 5"
+    )
 
 
 def test_sweep_cells_go_by_topic_index_then_name(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
