@@ -191,7 +191,8 @@ class InProcessLauncher(Launcher):
         self.share = share = Processes(sweep_dir, self.processes, self.stopped, self.engine, self.ray)
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
             self.steering = Steering(sweep_dir, self.concurrency, self.stopped)
-            with share.held(self.config):  # the driver's lock, and its workers if processes > 1
+            # processes.lock, and the workers if processes > 1 (driver.lock is the index callback's)
+            with share.held(self.config):
                 self.steering.drive(
                     share.mine(jobs), lambda num, overrides: self._run(sweep_dir, num, overrides)
                 )
