@@ -39,8 +39,9 @@ from harness.store.reader import read_config
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
+from harness.sweep.configs import CellConfigs
 from harness.sweep.grid import plan_cells
-from harness.sweep.launcher import CellConfigs, launcher_overrides
+from harness.sweep.launcher import launcher_overrides
 
 
 class PlanError(ValueError):
