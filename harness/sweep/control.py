@@ -211,7 +211,7 @@ def check_model_key(sweep_dir: Path, key: str) -> None:
     from hydra.core.global_hydra import GlobalHydra
 
     from harness.paths import conf_dir
-    from harness.sweep.launcher import CellConfigs
+    from harness.sweep.configs import CellConfigs
 
     master = OmegaConf.load(sweep_dir / "multirun.yaml") if (sweep_dir / "multirun.yaml").is_file() else None
     if not isinstance(master, DictConfig):
@@ -223,9 +223,9 @@ def check_model_key(sweep_dir: Path, key: str) -> None:
         assert hydra is not None
         configs = CellConfigs(hydra.config_loader, master)
         for cell in read_index(sweep_dir).cells:
-            if (keys := tuple(_keys_of(o, master) for o in cell.overrides)) in seen:
+            if (shape := configs.shape(cell.overrides) or tuple(cell.overrides)) in seen:
                 continue
-            seen.add(keys)
+            seen.add(shape)
             try:
                 model = configs.compose(cell.overrides).get("model") or {}
             except Exception:  # made otherwise here (another config folder?): refuse nothing on a guess
@@ -236,16 +236,6 @@ def check_model_key(sweep_dir: Path, key: str) -> None:
     raise ControlError(
         f"{key}: no cell of this sweep has it in its model config ({', '.join(sorted(specs))}); nothing sent"
     )
-
-
-def _keys_of(override: str, master: DictConfig) -> str:
-    """What of an override can change which keys a cell's config has: a value's key
-    (``llm.temperature=0.7``: not its value), anything else whole (``model=openai``)."""
-    key, sep, _ = override.partition("=")
-    bare = key.lstrip("+")
-    if sep and ("." in bare or (bare in master and not OmegaConf.is_config(master[bare]))):
-        return key
-    return override
 
 
 def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> ControlEntry | None:
