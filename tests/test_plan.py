@@ -218,6 +218,19 @@ def test_an_unfinished_pilot_counts_only_the_rounds_it_played(
     status = "running, or killed" if how == "killed" else "interrupted"
     assert f"pilot: {cut}: 2 of 4 rounds played ({status}), only its rounds 1-2 count" in out
     assert "the 2 call(s) of its unfinished round 3 left out" in out
+    assert "past the first" not in out  # it played 2 rounds: its prompts grew
+
+
+def test_a_pilot_that_played_one_round_of_more_says_its_prompts_did_not_grow(
+    run: Callable[..., RunResult], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Set for 4 rounds, stopped by its budget after round 1: the 1-round line is read
+    off the rounds it played, not the length it was set to."""
+    cut = run(*BUDGET, "budget.usd=0.003").run_dir
+    assert main(["model=scripted", "rounds=4", "--pilot", str(cut)]) == 0
+    out = capsys.readouterr().out
+    assert f"pilot: {cut}: 1 of 4 rounds played (interrupted)" in out
+    assert "pilot: its runs played no round past the first, so later rounds' prompts grow" in out
 
 
 def test_a_pilot_that_played_no_round_is_one_line_naming_it(

@@ -61,7 +61,7 @@ from omegaconf import OmegaConf, open_dict
 from harness.engine.resuming import ResumeError, load_config
 from harness.formats import validate
 from harness.plan.cells import PlanError, PlannedCell
-from harness.plan.dry import Call, Passes, length_key, units_of
+from harness.plan.dry import Call, Passes, length_key, rounds_of, units_of
 from harness.plan.estimate import Estimate, Roles, Tally, countings, estimate_cell, pick, tally
 from harness.schema import Config, ConfigError
 from harness.store.reader import find_runs, replies
@@ -104,6 +104,8 @@ class PilotRun:
     status: str = "completed"
     left_out: int = 0  # calls of the round it stopped in
     forked_at: int = 0  # a fork's k: its rounds 1..k are its parent's
+    reached: int = 0  # the last round it played (a completed run may stop early: a panel's judge)
+    first_unit: int = 1  # the rounds a run of one length unit plays (a moderated exchange: 4)
 
     def own(self, round_: int) -> bool:
         """Whether ``round_`` is one this run finished itself."""
@@ -173,6 +175,7 @@ def read_run(run_dir: Path) -> PilotRun:
         )
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
     kept = tuple(c for c in calls if played is None or c.round <= played)
+    reached = (manifest.counts.rounds_completed or planned) if played is None else played
     return PilotRun(
         run_dir,
         run.fmt.name,
@@ -185,6 +188,8 @@ def read_run(run_dir: Path) -> PilotRun:
         status=manifest.status,
         left_out=len(calls) - len(kept),
         forked_at=forked_at,
+        reached=reached,
+        first_unit=rounds_of(run.cfg, 1),
     )
 
 
@@ -474,11 +479,13 @@ class Calibration:
                     f"pilot: {run.path} ran critic.max_iterations, structured.max_repairs = {run.limits}, "
                     f"the plan's cells {limits(settings)}; its calls a turn scaled anyway"
                 )
-        if max(run.units for run in self.runs) == 1 < estimate.units:
+        # the rounds played, not the length set: a 3-round pilot stopped after round 1 measured no growth
+        if all(run.reached <= run.first_unit for run in self.runs) and estimate.units > 1:
             unit = estimate.unit_key.split(".")[-1].removesuffix("s")
             lines.append(
-                f"pilot: its runs are 1 {unit} long, so later {unit}s' prompts grow as the dry passes' do (on "
-                f"SmolLM2 that put a 2-round plan's input 12% high: real turns publish less); 2 {unit}s measure it"
+                f"pilot: its runs played no {unit} past the first, so later {unit}s' prompts grow as the dry "
+                f"passes' do (on SmolLM2 that put a 2-round plan's input 12% high: real turns publish less); "
+                f"2 {unit}s played measure it"
             )
         made = {k.split(" ", 1)[0] for k, row in zip(turns.keys, turns.real.sum(0), strict=True) if row[0]}
         for role in estimate.point:
