@@ -279,6 +279,22 @@ def test_a_pilot_of_another_format_is_one_line(
     assert "a pilot must run the planned format" in err and err.count("\n") == 1
 
 
+def test_a_scripted_pilot_with_no_latency_leaves_the_seconds_a_call_to_the_plans_model(
+    pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scripted pilot's calls take ~0 s (the harness's own, counted apart): the wall line
+    said "a call 0 s as the pilot's replies took"; the plan's model times them, and a line
+    says why. A scripted pilot given model.latency_s took real seconds: those stay."""
+    assert main(["model=openai", "rounds=4", *pilot(seeds=(1,))]) == 0
+    out = capsys.readouterr().out
+    wall = next(line for line in out.splitlines() if line.startswith("wall:"))
+    assert "a call 2 s at the provider (--call-s)" in wall and "the pilot's" not in wall
+    assert "pilot: cons, critic, pros ran the scripted model with model.latency_s=0, whose seconds" in out
+    assert main(["model=openai", "rounds=4", *pilot("model.latency_s=0.02", seeds=(2,))]) == 0
+    out = capsys.readouterr().out
+    assert "as the pilot's replies took" in out and "model.latency_s=0, whose" not in out
+
+
 def test_a_recorded_plan_gives_the_live_page_its_time_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

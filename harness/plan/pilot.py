@@ -22,7 +22,9 @@ ratios of sums:
   planned round's prompts are its dry prompts, grown with the transcript as
   the dry pass grows them, at the size the pilot's prompts are to the dry
   ones (repairs re-sending a prompt, rejections' feedback in it);
-- output tokens and seconds: the pilot's own per call.
+- output tokens and seconds: the pilot's own per call (a role run on the
+  scripted model with no ``model.latency_s`` took no model time: the plan's
+  model times it).
 
 Those scale the planned cell's dry figures of each kind. The interval is a
 predictive bootstrap over turns: each draw resamples the pilot's turns (how
@@ -61,7 +63,7 @@ from omegaconf import OmegaConf, open_dict
 from harness.engine.resuming import ResumeError, load_config
 from harness.formats import validate
 from harness.plan.cells import PlanError, PlannedCell
-from harness.plan.dry import Call, Passes, length_key, rounds_of, units_of
+from harness.plan.dry import Call, Passes, length_key, rounds_of, scripted, units_of
 from harness.plan.estimate import Estimate, Roles, Tally, countings, estimate_cell, pick, tally
 from harness.schema import Config, ConfigError
 from harness.store.reader import find_runs, replies
@@ -106,6 +108,8 @@ class PilotRun:
     forked_at: int = 0  # a fork's k: its rounds 1..k are its parent's
     reached: int = 0  # the last round it played (a completed run may stop early: a panel's judge)
     first_unit: int = 1  # the rounds a run of one length unit plays (a moderated exchange: 4)
+    # roles it ran on the scripted model with no latency: their seconds are the harness's, not a model's
+    untimed: frozenset[str] = frozenset()
 
     def own(self, round_: int) -> bool:
         """Whether ``round_`` is one this run finished itself."""
@@ -174,6 +178,7 @@ def read_run(run_dir: Path) -> PilotRun:
             "so no turn to calibrate from"
         )
     specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
+    untimed = frozenset(r for r, (m, _, _) in run.models.items() if scripted(m.spec) and not m.latency_s)
     kept = tuple(c for c in calls if played is None or c.round <= played)
     reached = (manifest.counts.rounds_completed or planned) if played is None else played
     return PilotRun(
@@ -190,6 +195,7 @@ def read_run(run_dir: Path) -> PilotRun:
         forked_at=forked_at,
         reached=reached,
         first_unit=rounds_of(run.cfg, 1),
+        untimed=untimed,
     )
 
 
@@ -415,8 +421,14 @@ class Calibration:
         # never past what the caps allow: no fewer calls than turns, no more than the ceiling
         low = pick(pick(low, estimate.low, larger=True), point, larger=False)
         high = pick(pick(high, estimate.high, larger=False), point, larger=True)
-        per_call = {r: float(f[4] / f[0]) for r, f in cell_.point.items() if f[0] and f[4]}
+        timed = {r: f for r, f in cell_.point.items() if r not in self.untimed()}
+        per_call = {r: float(f[4] / f[0]) for r, f in timed.items() if f[0] and f[4]}
         return replace(estimate, point=point, low=low, high=high, call_s=per_call)
+
+    def untimed(self) -> set[str]:
+        """Roles a pilot run played on the scripted model with ``model.latency_s`` 0: their
+        seconds a call are the harness's own (already counted apart), so the plan's model times them."""
+        return {role for run in self.runs for role in run.untimed}
 
     def summarize(self, turns: Turns) -> None:
         self.turns, calls, dry = len(turns.real), turns.real[..., 0].sum(), turns.dry[..., 0].sum()
@@ -486,6 +498,11 @@ class Calibration:
                 f"pilot: its runs played no {unit} past the first, so later {unit}s' prompts grow as the dry "
                 f"passes' do (on SmolLM2 that put a 2-round plan's input 12% high: real turns publish less); "
                 f"2 {unit}s played measure it"
+            )
+        if untimed := sorted(self.untimed() & set(estimate.point)):
+            lines.append(
+                f"pilot: {', '.join(untimed)} ran the scripted model with model.latency_s=0, whose seconds a "
+                "call are ~0 (the harness's own), so the wall time takes theirs from the plan's model"
             )
         made = {k.split(" ", 1)[0] for k, row in zip(turns.keys, turns.real.sum(0), strict=True) if row[0]}
         for role in estimate.point:

@@ -9,7 +9,7 @@ total, unknown.
 Wall time, at the limits the shared limiter is given (one limiter per
 endpoint, shared by every cell in flight): each cell makes its calls one
 after another, ``call_s`` each (a scripted role's own ``model.latency_s``, a
-pilot's role its seconds a call) plus the harness's own time a call, as the
+pilot's role its seconds a call, unless the pilot ran it untimed) plus the harness's own time a call, as the
 dry passes measured it; cells run ``in_flight`` at a time. The sweep then takes the longest of:
 the cells' own time over the slots (longest first), each endpoint's calls
 at ``model.rpm``, its charged tokens at ``model.tpm``, and its calls spread
