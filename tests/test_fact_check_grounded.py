@@ -2,7 +2,8 @@
 on the scripted model over a four-passage fixture collection: Con's words
 meet a passage that denies them (struck, then disqualified, every strike
 citing it), Pro's words find nothing (never struck); forged citations never
-strike; config errors; verify's two checks, each with a positive control;
+strike, nor are listed as the check's passages; config errors; verify's
+checks, each with a positive control;
 kill and resume inside a check, the search server killed too; SmolLM2 on
 the KJV (slow)."""
 
@@ -114,6 +115,10 @@ def test_forged_citations_never_strike(run, records, grounded_check):
     assert all(c.justification.startswith("no strike: the fact-checker's own citations fail") for c in con)
     marks = {r.citation.status for c in con for r in c.rulings if r.ruling == "contradicted"}
     assert marks == {"unsupported", "unknown"}  # both forgeries are made, and told apart
+    # a made-up id stays in its ruling, marked, and out of the passages the check cites
+    returned = {s.id: {h.id for h in s.hits} for s in records(run_dir / "public" / "searches.jsonl")}
+    made_up = {r.citation.id for c in con for r in c.rulings if r.citation and r.citation.status == "unknown"}
+    assert made_up and all(set(c.passages) <= set().union(*(returned[s] for s in c.searches)) for c in con)
     assert verify(run_dir) == ([], [])
 
 
@@ -173,6 +178,12 @@ def test_verify_catches_a_strike_on_claims_not_found(struck, tmp_path, records):
 def test_verify_catches_a_contradicted_claim_passed(struck, tmp_path, records):
     problems = forged(struck, tmp_path, records, lambda c: c.verdict == "fail", verdict="pass", strike=0)
     assert any("passes a claim its passage contradicts" in p for p in problems), problems
+
+
+def test_verify_catches_a_check_listing_a_passage_its_searches_never_returned(struck, tmp_path, records):
+    made_up = ["denial", "no-such-passage.7"]
+    problems = forged(struck, tmp_path, records, lambda c: c.verdict == "fail", passages=made_up)
+    assert any("lists passages ['no-such-passage.7'] its searches never returned" in p for p in problems)
 
 
 # -- kill and resume inside a check, the search server killed too ---------------

@@ -16,7 +16,10 @@ contradicted by a passage its own search returned and the quote is in that
 passage. A contradiction whose citation fails the checker costs no strike:
 the check passes as a ``fallback`` that says why. A claim not found never
 strikes. A failed check's ``evidence`` holds the contradicting passages,
-which the speaker's retry prompt quotes.
+which the speaker's retry prompt quotes. The check's ``passages`` are the
+cited passages its searches returned: a ruling citing any other id (one the
+model made up, or one no search of this check found) keeps that citation,
+marked, and the id stays out of ``passages``.
 """
 
 from __future__ import annotations
@@ -161,7 +164,7 @@ class GroundedFactCheckerAgent:
             justification=why,
             evidence=evidence,
             grounded=True,
-            passages=list(dict.fromkeys(r.citation.id for r in rulings if r.citation)),
+            passages=retrieved(rulings, hits),
             strike=strikes_before + 1 if verdict == "fail" else 0,
             fallback=fallback,
             rulings=rulings,
@@ -179,6 +182,12 @@ class GroundedFactCheckerAgent:
         return Ruling(
             claim=claim, ruling=out.ruling, reason=out.reason, search_id=search.id, citation=citation
         )
+
+
+def retrieved(rulings: list[Ruling], hits: dict[str, Hit]) -> list[str]:
+    """The passages the rulings cite that the check's searches returned, in order: a
+    citation of anything else (a made-up id) is no passage the check rests on."""
+    return [pid for pid in dict.fromkeys(r.citation.id for r in rulings if r.citation) if pid in hits]
 
 
 def backed(ruling: Ruling, hits: dict[str, Hit]) -> bool:

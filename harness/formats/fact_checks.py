@@ -4,7 +4,9 @@ ungrounded ones have no rulings), their marks and strikes.
 
 The grounded checks re-read the passages from the check's own searches in
 ``public/searches.jsonl``, as ``check_citation_marks`` does for grounded
-turns: a mark or a strike that the passage does not bear out is a violation.
+turns: a mark or a strike that the passage does not bear out is a violation,
+and so is a check listing among its ``passages`` one its searches never
+returned (a ruling's made-up id, published as a passage the check cites).
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ def holds(ruling: Ruling, seen: dict[str, str]) -> bool:
 
 def check_fact_check_marks(run: RunLogs) -> list[str]:
     """A grounded check's searches are in ``public/searches``, each ruling
-    names one of them, every citation is marked, and a mark of a passage the
-    check's own search returned agrees with that passage."""
+    names one of them, every citation is marked, a mark of a passage the
+    check's own search returned agrees with that passage, and the passages
+    the check lists are ones its searches returned."""
     problems = []
     made = {s.id for s in run.of(SEARCHES)}
     for check in grounded_checks(run):
@@ -55,6 +58,8 @@ def check_fact_check_marks(run: RunLogs) -> list[str]:
                 problems.append(f"{CHECKS}: {check.id} marks {c.id} unknown, but its search returned it")
             elif c.id in seen and (c.status == "supported") != holds(r, seen):
                 problems.append(f"{CHECKS}: {check.id} marks {c.id} {c.status}; the passage says otherwise")
+        if stray := [pid for pid in check.passages if pid not in seen]:
+            problems.append(f"{CHECKS}: {check.id} lists passages {stray} its searches never returned")
     return problems
 
 
