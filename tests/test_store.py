@@ -180,10 +180,31 @@ def test_an_unreadable_manifest_fails_that_run_alone(two_runs: tuple[Path, Path]
     db = build_store(runs_root).db
     (panel / "manifest.json").write_text('{"run_id": ')
     report = build_store(runs_root)
-    assert list(report.failed) == ["panel"] and "ValidationError" in report.failed["panel"]
+    assert list(report.failed) == ["panel"]
+    assert report.failed["panel"].startswith(  # the store's own error, naming the file
+        f"RunFolderError: {panel / 'manifest.json'}: unreadable: not valid JSON ("
+    )
     assert report.unchanged == 1
     assert query(db, "SELECT run_id FROM runs") == [("drift",)]
     assert query(db, "SELECT count(*) FROM records WHERE run_id = 'panel'") == [(0,)]
+
+
+def test_read_manifest_names_the_file_and_field_in_one_line(tmp_path: Path) -> None:
+    """A notebook calling ``read_manifest`` on a bad manifest.json gets the store's own
+    one-line error (a ``ValueError``), never pydantic's page of validation errors."""
+    from harness.store.records import FOLDER_VERSION
+    from harness.store.rundir import RunFolderError, read_manifest
+
+    path = tmp_path / "manifest.json"
+    for text, gist in [
+        ('{"run_id": ', "not valid JSON (EOF while parsing a value at line 1 column 11)"),
+        ("[1]", "the file: Input should be an object"),
+        (json.dumps({"folder_version": FOLDER_VERSION}), "run_id: Field required (and "),
+    ]:
+        path.write_text(text)
+        with pytest.raises(RunFolderError) as err:
+            read_manifest(tmp_path)
+        assert str(err.value).startswith(f"{path}: unreadable: {gist}") and "\n" not in str(err.value)
 
 
 def test_runs_in_subfolders_are_keyed_by_their_relative_path(

@@ -29,8 +29,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import ValidationError
-
 from harness.store.jsonl import scan
 from harness.store.lineage import check_lineage
 from harness.store.memory import line_hash
@@ -44,7 +42,7 @@ from harness.store.records import (
     RunLayout,
     RunManifest,
 )
-from harness.store.rundir import FolderVersionError, read_manifest
+from harness.store.rundir import RunFolderError, read_manifest
 from harness.store.snapshot import list_snapshots, read_snapshot, snapshot_problems
 
 MIN_PRIVATE_CHARS = 24  # shorter strings match by coincidence too often to mean a leak
@@ -218,10 +216,8 @@ def load_manifest(run_dir: Path, problems: list[str]) -> RunManifest | None:
         return None
     try:
         return read_manifest(run_dir)
-    except FolderVersionError as exc:
+    except RunFolderError as exc:  # another version, or a file that does not parse: one line naming it
         problems.append(str(exc))
-    except (ValidationError, ValueError) as exc:
-        problems.append(f"manifest.json: unreadable ({type(exc).__name__})")
     return None
 
 

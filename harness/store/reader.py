@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
 
 from harness.store.jsonl import scan
 from harness.store.lineage import own_start
@@ -64,23 +63,6 @@ def read_config(run_dir: Path) -> dict[str, Any]:
     return config
 
 
-def manifest_checked(run_dir: Path) -> None:
-    """``read_manifest``, with a file that does not parse said in one line
-    naming it (``read_manifest`` raises pydantic's report, which the store keeps)."""
-    path = run_dir / "manifest.json"
-    try:
-        read_manifest(run_dir)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        gist = (
-            f"not valid JSON ({first['msg'].removeprefix('Invalid JSON: ')})"
-            if first["type"] == "json_invalid"
-            else f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}"
-        )
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise RunFolderError(f"{path}: unreadable: {gist}{more}") from None
-
-
 def fingerprint_checked(run_dir: Path) -> None:
     """The folder's fingerprint.json parses as ``harness.store.fingerprint`` writes it."""
     path = run_dir / "fingerprint.json"
@@ -94,7 +76,7 @@ def fingerprint_checked(run_dir: Path) -> None:
 
 # What each of a run's own files is read by, and what a run lacking it loses
 RUN_FILES: dict[str, tuple[Callable[[Path], object], str]] = {
-    "manifest.json": (manifest_checked, "this is no run folder"),
+    "manifest.json": (read_manifest, "this is no run folder"),
     "config.yaml": (read_config, "it holds the config the run was made with"),
     "fingerprint.json": (fingerprint_checked, "it records what a resume must match"),
 }

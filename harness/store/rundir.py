@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 import yaml
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from harness.schema import Config, ConfigError, redact
 from harness.slots import syncing
@@ -162,9 +162,14 @@ class FolderVersionError(RunFolderError):
 
 def read_manifest(run_dir: Path) -> RunManifest:
     """``run_dir``'s manifest: every reader's one parse point, where a folder
-    of another version is refused before anything reads (or writes) it."""
+    of another version is refused before anything reads (or writes) it. A file
+    that does not parse is a ``RunFolderError`` naming it and its first bad
+    field, never pydantic's page (a notebook calls this directly)."""
     path = run_dir / "manifest.json"
-    data = _JSON_OBJECT.validate_json(path.read_text())  # bad JSON: pydantic's ValidationError
+    try:
+        data = _JSON_OBJECT.validate_json(path.read_bytes())  # bytes: bad UTF-8 is a JSON error too
+    except ValidationError as exc:
+        raise RunFolderError(f"{path}: unreadable: {_gist(exc)}") from None
     version = data.get("folder_version", 0)
     if version == 0:  # no upgrade exists: its layout and seat sides were never recorded
         raise FolderVersionError(
@@ -176,7 +181,20 @@ def read_manifest(run_dir: Path) -> RunManifest:
             f"{path}: run-folder version {version}; this harness reads version {FOLDER_VERSION}; "
             "update the harness to read it"
         )
-    return RunManifest.model_validate(data)
+    try:
+        return RunManifest.model_validate(data)
+    except ValidationError as exc:
+        raise RunFolderError(f"{path}: unreadable: {_gist(exc)}") from None
+
+
+def _gist(exc: ValidationError) -> str:
+    """Pydantic's report in a few words: the JSON error, or the first field at fault."""
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        gist = f"not valid JSON ({first['msg'].removeprefix('Invalid JSON: ')})"
+    else:
+        gist = f"{'.'.join(map(str, first['loc'])) or 'the file'}: {first['msg']}"
+    return gist + (f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else "")
 
 
 def package_versions() -> dict[str, str]:
