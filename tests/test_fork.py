@@ -129,6 +129,47 @@ def test_an_at_round_that_is_no_number_is_one_line(tmp_path, capsys, at_round, b
     assert err.startswith(f"error: --at-round {at_round}: '{bad}' is not a round number")
 
 
+def one_line_exit(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """(exit code, stderr) of a front door run in-process; harness.run reads ``sys.argv``."""
+    monkeypatch.setattr(sys, "argv", ["harness", *argv])
+    with pytest.raises(SystemExit) as done:
+        main(argv) if main.__module__ == "harness.fork" else main()
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return int(done.value.code or 0), err
+
+
+def test_a_bad_parent_typed_to_harness_run_is_harness_forks_one_line(parents, tmp_path, capsys, monkeypatch):
+    """``python -m harness.run fork.parent=<bad>`` typed directly: the line harness.fork
+    gives (was pydantic's 'fork.parent: 1 validation error for dict[str,any]', a config.yaml
+    named without its key, and a traceback, exit 1, with fork.at_round left out or no number)."""
+    from harness.fork import main as fork_main
+    from harness.run import cli as run_cli
+
+    bad_json = tmp_path / "bad-json"
+    bad_json.mkdir()
+    (bad_json / "manifest.json").write_text('{"run_id": ')
+    bad_yaml = shutil.copytree(parents["drift"], tmp_path / "bad-yaml")
+    (bad_yaml / "config.yaml").write_text(": [")
+    root = f"runs_root={tmp_path / 'forks'}"
+    for parent, file in [(bad_json, "manifest.json"), (bad_yaml, "config.yaml")]:
+        code, err = one_line_exit(fork_main, [str(parent), "--at-round", "1", root], capsys, monkeypatch)
+        assert (code, err.startswith(f"error: fork.parent: {parent / file}: unreadable: ")) == (2, True), err
+        assert one_line_exit(
+            run_cli, [f"fork.parent={parent}", "fork.at_round=1", root], capsys, monkeypatch
+        ) == (
+            code,
+            err,
+        )
+    for at_round, message in [
+        ([], "fork.at_round: a fork needs both fork.parent and fork.at_round"),
+        (["fork.at_round=abc"], "fork.at_round: 'abc' is not a round number (k: a whole number >= 1)"),
+    ]:
+        argv = [f"fork.parent={parents['drift']}", *at_round, root]
+        assert one_line_exit(run_cli, argv, capsys, monkeypatch) == (2, f"error: {message}\n")
+    assert not (tmp_path / "forks").exists()
+
+
 def test_a_fork_of_a_fork_before_its_fork_round_is_refused_naming_its_parent(parents, tmp_path):
     """F1's rounds 1-2 are its parent's, made under the parent's config: a fork of F1
     at round 1 would go on under F1's (seed 7) and call that "nothing changed"."""

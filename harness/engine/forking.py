@@ -51,10 +51,10 @@ from harness.schema import ConfigError
 from harness.store.fingerprint import write_fingerprint
 from harness.store.lineage import copy_prefix
 from harness.store.memory import RunMemory
-from harness.store.reader import read_config
+from harness.store.reader import check_run_files, read_config
 from harness.store.records import HistoryEntry, Lineage, RunCounts, RunLayout, RunManifest, Snapshot
 from harness.store.rundir import (
-    FolderVersionError,
+    RunFolderError,
     RunInUseError,
     RunLock,
     create_run_dir,
@@ -71,8 +71,9 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     """Make the fork ``cfg.fork`` names (its overrides: ``overrides``) and run it."""
     composed = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(composed, dict)
-    parent, k = Path(str(cfg.fork.parent)), int(cfg.fork.at_round)
+    parent = Path(str(cfg.fork.parent))
     manifest = parent_manifest(parent)
+    k = fork_round(cfg.fork.at_round)
     check_own_round(parent, manifest, k)
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
     run = resolve(unredacted(raw))
@@ -102,13 +103,24 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     return start_fork(run, fork_dir, roles)
 
 
+def fork_round(at_round: Any) -> int:
+    """``fork.at_round`` as typed to harness.run, which passes any value on (harness.fork
+    requires ``--at-round`` and checks it is a number): the schema checks its range."""
+    if at_round is None:
+        raise ConfigError("fork.at_round: a fork needs both fork.parent and fork.at_round")
+    if not isinstance(at_round, int) or isinstance(at_round, bool):
+        raise ConfigError(f"fork.at_round: {at_round!r} is not a round number (k: a whole number >= 1)")
+    return at_round
+
+
 def parent_manifest(parent: Path) -> RunManifest:
     if not (parent / "manifest.json").is_file():
         raise ConfigError(f"fork.parent: {parent}: no run folder there (no manifest.json)")
-    try:
+    try:  # the files a fork reads whole, checked as harness.fork checks them: the same one line
+        check_run_files(parent, ("manifest.json", "config.yaml"))
         return read_manifest(parent)
-    except (FolderVersionError, ValueError) as exc:
-        raise ConfigError(f"fork.parent: {str(exc).splitlines()[0]}") from None
+    except RunFolderError as exc:  # another version, or a file that does not parse
+        raise ConfigError(f"fork.parent: {exc}") from None
 
 
 def check_own_round(parent: Path, manifest: RunManifest, k: int) -> None:
