@@ -66,8 +66,8 @@ def test_a_malformed_price_file_is_one_line_naming_the_file(tmp_path: Path):
 def test_a_reservation_that_could_cross_the_limit_is_refused_and_undone():
     run, sweep = Budget("budget.", tokens=100), Budget("budget.sweep_", tokens=1000)
     budgets = Budgets((run, sweep))
-    with budgets.call(None, 60) as paid:
-        paid(None, 50)  # the call used less than its worst case
+    with budgets.call(None, 60) as held:
+        held.pay(None, 50)  # the call used less than its worst case
     assert (run.spent_tokens, sweep.spent_tokens) == (50, 50)
     with pytest.raises(BudgetExhausted, match=r"budget.tokens=100"), budgets.call(None, 60):
         pass

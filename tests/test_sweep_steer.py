@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from provider_sim import ProviderSim
 
+from harness.engine import RunResult
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.commands import main as sweep_main
 from harness.sweep.control import ControlEntry, ControlError, ControlLog, append_entry, driver_lock, send
@@ -378,20 +379,61 @@ def test_a_budget_set_on_a_sweep_started_without_one_holds_the_cells_running(
 
     def cell(num: int, overrides: list[str]) -> None:
         budgets = run_budgets(Config(), tmp_path / "c0")  # made as the cell's run starts
-        with budgets.call(0.3, 30) as paid:
-            paid(0.3, 30)
+        with budgets.call(0.3, 30) as held:
+            held.pay(0.3, 30)
         assert steering.do_set("budget.sweep_usd", "1") == (
             True,
             "budget.sweep_usd none -> $1 (spent $0.8000)",
         )
         with pytest.raises(BudgetExhausted, match=r"budget.sweep_usd=\$1 spent"), budgets.call(0.3, 30):
             pass  # $0.80 + $0.30 could cross $1: not made
-        with budgets.call(0.15, 15) as paid:  # fits
-            paid(0.15, 15)
+        with budgets.call(0.15, 15) as held:  # fits
+            held.pay(0.15, 15)
 
     steering._run(cell, "c0", 0, [])
     assert (steering.budget.spent_usd, steering.budget.spent_tokens) == (pytest.approx(0.95), 95)
     forget_sweep_budgets()
+
+
+def test_a_call_held_by_a_pause_is_checked_again_against_a_budget_lowered_meanwhile(
+    run: Callable[..., RunResult], tmp_path: Path
+) -> None:
+    """A cell's call reserves its worst case and is held at the paused gate; ``set
+    budget.sweep_usd`` lowers the limit under it. Once the pause ends the call is checked
+    again and not sent: the run stops before it, by budget (it was sent, one call per
+    cell past the new limit, on the reservation made before the pause)."""
+    from harness.runtime.budget import charged_to, forget_sweep_budgets, open_sweep_budget, set_sweep_usd
+    from harness.runtime.gate import gate
+    from harness.store.reader import replies
+
+    forget_sweep_budgets()
+    name = str(tmp_path.resolve())
+    budget = open_sweep_budget(name, lambda: (0.0, 0))  # as the driver opens it, with no limit
+    done: list[RunResult] = []
+
+    def cell() -> None:
+        with charged_to(budget):
+            done.append(run("rounds=1", "run_name=cell", PRICED[-1]))
+
+    thread = threading.Thread(target=cell)
+    gate().hold()  # ctl pause
+    try:
+        thread.start()
+        deadline = time.monotonic() + 30
+        while gate().waiting == 0:  # its first call reserved, and waits at the gate
+            assert thread.is_alive() and time.monotonic() < deadline, "no call reached the gate"
+            time.sleep(0.01)
+        assert budget._held_usd > 0.001
+        assert set_sweep_usd(name, 0.001) == (None, 0.0)  # ctl set budget.sweep_usd=0.001
+    finally:
+        gate().release()  # ctl resume
+        thread.join(30)
+        forget_sweep_budgets()
+    manifest = done[0].manifest
+    assert manifest.status == "interrupted"
+    assert (manifest.stop_reason or "").startswith("budget: $0.0000 of budget.sweep_usd=$0.001 spent")
+    assert list(replies(done[0].run_dir)) == []  # the held call was never sent
+    assert (budget.spent_usd, budget._held_usd) == (0.0, 0.0)
 
 
 def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lacks_it(

@@ -8,7 +8,9 @@ would cross a limit is not made: the run stops cleanly before it
 resumable, with ``budget …`` as its stop reason). Reserving, not just
 comparing, is what keeps many cells in flight from all passing the same
 check: spend can pass a limit only by what the calls in flight cost beyond
-their reservations (a prompt longer than its estimate).
+their reservations (a prompt longer than its estimate). A call is checked
+again as it is sent (``Held.recheck``): one that waited at a pause, or out a
+retry's backoff, on a reservation made before meets the limits as they are.
 
 A sweep's budget is one object shared by every cell of the driver process
 (``sweep_budget``), seeded with what the sweep's runs had already spent. The
@@ -67,19 +69,30 @@ class Budget:
         """Hold a call's worst case, or raise ``BudgetExhausted`` if it could cross a limit.
         ``usd`` None (no price) only reaches here with no dollar limit: preflight refuses it."""
         with self._lock:
-            dollars = self.spent_usd + self._held_usd + (usd or 0.0)
-            if self.usd is not None and usd is not None and dollars > self.usd:
-                raise BudgetExhausted(
-                    f"budget: ${self.spent_usd:.4f} of {self.key}usd=${self.usd:g} spent, "
-                    f"${self._held_usd:.4f} in flight; the next call could cost ${usd:.4f}"
-                )
-            if self.tokens is not None and self.spent_tokens + self._held_tokens + tokens > self.tokens:
-                raise BudgetExhausted(
-                    f"budget: {self.spent_tokens} of {self.key}tokens={self.tokens} spent, "
-                    f"{self._held_tokens} in flight; the next call could use {tokens}"
-                )
+            self._check(usd, tokens, self._held_usd, self._held_tokens)
             self._held_usd += usd or 0.0
             self._held_tokens += tokens
+
+    def recheck(self, usd: float | None, tokens: int) -> None:
+        """Check a call that holds its reservation already against the limits and spend as
+        they are now (it waited at a pause, or a retry's backoff, while ``ctl`` may have
+        lowered a limit): ``BudgetExhausted`` if it could cross one."""
+        with self._lock:
+            self._check(usd, tokens, self._held_usd - (usd or 0.0), self._held_tokens - tokens)
+
+    def _check(self, usd: float | None, tokens: int, held_usd: float, held_tokens: int) -> None:
+        """Raise ``BudgetExhausted`` if a call of ``usd``/``tokens``, beside the other calls'
+        reservations (``held_*``), could cross a limit; under ``_lock``."""
+        if self.usd is not None and usd is not None and self.spent_usd + held_usd + usd > self.usd:
+            raise BudgetExhausted(
+                f"budget: ${self.spent_usd:.4f} of {self.key}usd=${self.usd:g} spent, "
+                f"${held_usd:.4f} in flight; the next call could cost ${usd:.4f}"
+            )
+        if self.tokens is not None and self.spent_tokens + held_tokens + tokens > self.tokens:
+            raise BudgetExhausted(
+                f"budget: {self.spent_tokens} of {self.key}tokens={self.tokens} spent, "
+                f"{held_tokens} in flight; the next call could use {tokens}"
+            )
 
     def settle(self, held_usd: float | None, held_tokens: int, usd: float | None, tokens: int) -> None:
         """Swap a reservation for what the call cost (``usd``/``tokens`` 0 if it failed unpaid)."""
@@ -91,13 +104,31 @@ class Budget:
 
 
 @dataclass
+class Held:
+    """One call's reservation on every budget it passes, and what the call cost (``pay``)."""
+
+    budgets: tuple[Budget, ...]
+    usd: float | None
+    tokens: int
+    paid: list[tuple[float | None, int]] = field(default_factory=list)
+
+    def pay(self, cost: float | None, used: int) -> None:
+        self.paid.append((cost, used))
+
+    def recheck(self) -> None:
+        """Each budget checks the call again as it is about to be sent (``Budget.recheck``)."""
+        for budget in self.budgets:
+            budget.recheck(self.usd, self.tokens)
+
+
+@dataclass
 class Budgets:
     """Every budget one call must pass: the run's own, and its sweep's."""
 
     held: tuple[Budget, ...] = ()
 
     @contextmanager
-    def call(self, usd: float | None, tokens: int) -> Iterator[Callable[[float | None, int], None]]:
+    def call(self, usd: float | None, tokens: int) -> Iterator[Held]:
         """Reserve on every budget (all or none), then settle with what the call reports."""
         taken: list[Budget] = []
         try:
@@ -108,11 +139,11 @@ class Budgets:
             for budget in taken:
                 budget.settle(usd, tokens, 0.0, 0)
             raise
-        paid: list[tuple[float | None, int]] = []
+        held = Held(tuple(taken), usd, tokens)
         try:
-            yield lambda cost, used: paid.append((cost, used))
+            yield held
         finally:
-            cost, used = paid[-1] if paid else (0.0, 0)
+            cost, used = held.paid[-1] if held.paid else (0.0, 0)
             for budget in taken:
                 budget.settle(usd, tokens, cost, used)
 

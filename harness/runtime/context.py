@@ -31,7 +31,7 @@ from harness.models.echo import config_texts
 from harness.models.retry import call_with_retry, error_info
 from harness.models.sentences import Cut
 from harness.models.structured import StructuredResult, generate_structured, usage_of
-from harness.runtime.budget import BudgetExhausted, Budgets
+from harness.runtime.budget import BudgetExhausted, Budgets, Held
 
 # The event log and what one call is made with have their own modules; their
 # names are re-exported from here, where the formats and agents import them.
@@ -88,9 +88,12 @@ class ModelCallError(RuntimeError):
         self.run_dir: Path | None = None  # the run it failed, once the engine recorded it so
 
 
-def _sent(bound: RoleModel, request: ModelRequest) -> Completion:
-    """One attempt of a call; a paused sweep holds it at the gate first (retries too)."""
+def _sent(bound: RoleModel, request: ModelRequest, held: Held) -> Completion:
+    """One attempt of a call; a paused sweep holds it at the gate first (retries too).
+    Past the gate it is checked again against its budgets: a limit ``ctl`` lowered while
+    it waited (a pause, a retry's backoff) stops it unsent, as it would a new call."""
     with gate().through(bound.spec):
+        held.recheck()
         return traced_call(bound.model, request)
 
 
@@ -205,15 +208,13 @@ class AgentContext:
         )
 
     @contextmanager
-    def _budgeted(
-        self, bound: RoleModel, request: ModelRequest, where: dict[str, Any]
-    ) -> Iterator[Callable[[float | None, int], None]]:
+    def _budgeted(self, bound: RoleModel, request: ModelRequest, where: dict[str, Any]) -> Iterator[Held]:
         """Hold the call's worst case on every budget; a budget it could cross
         stops the run before the call, with an event saying which and why."""
         usd, tokens = bound.worst_case(request)
         try:
-            with self.budgets.call(usd, tokens) as paid:
-                yield paid
+            with self.budgets.call(usd, tokens) as held:
+                yield held
         except BudgetExhausted as exc:
             self.events.emit("budget", **where, detail=str(exc), model=bound.spec)
             raise
@@ -244,13 +245,15 @@ class AgentContext:
             kept = self._kept(rid)
             if (replayed := self._replayed(kept, sha, where)) is not None:  # after a resume: no second call
                 return replayed
-            with self._budgeted(bound, request, where) as paid:
+            with self._budgeted(bound, request, where) as held:
                 if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
                     self._log_prompt(agent, tags, "prompt", request.messages)
                 try:  # the cell's run slot is lent out while it waits on the model, retries too
                     with waiting():
-                        completion = call_with_retry(lambda: _sent(bound, request), self.cfg.retry, on_retry)
-                except RunStopped:  # stopped while held at the gate: no call was made
+                        completion = call_with_retry(
+                            lambda: _sent(bound, request, held), self.cfg.retry, on_retry
+                        )
+                except RunStopped:  # stopped at the gate (a stop, or a budget checked again): no call made
                     raise
                 except Exception as exc:  # classified fatal, or retries exhausted
                     info = error_info(exc)
@@ -263,7 +266,7 @@ class AgentContext:
                         info,
                     ) from exc
                 completion = bound.priced(completion)
-                paid(completion.cost_usd, completion.input_tokens + completion.output_tokens)
+                held.pay(completion.cost_usd, completion.input_tokens + completion.output_tokens)
             self._keep(redo_id(rid, len(kept)), sha, request, completion, bound.spec)
             return completion
 

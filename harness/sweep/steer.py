@@ -14,7 +14,9 @@ effect:
   ``model.max_concurrency`` and ``budget.sweep_usd`` are set in each cell's
   config from then on (a cell's config is made when it starts). A set
   budget is the shared ``Budget``'s limit at once: every reservation after
-  it is checked against it, so a raise never lets spend pass the new limit.
+  it is checked against it, so a raise never lets spend pass the new limit,
+  and a call held by the pause is checked again as it passes the gate, so a
+  limit lowered during a pause holds the calls it held too.
   Every cell runs under that ``Budget``, opened with no limit on a sweep
   started without one, so a budget set there holds the cells running too.
 - ``cancel <cell>`` stops a running cell after its node in flight (or while
