@@ -29,6 +29,7 @@ from provider_sim import ProviderSim
 from harness.engine import RunResult
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.commands import main as sweep_main
+from harness.sweep.configs import CellConfigs
 from harness.sweep.control import ControlEntry, ControlError, ControlLog, append_entry, driver_lock, send
 from harness.sweep.index import SweepIndex, read_index, write_index
 from harness.sweep.steer import Steering
@@ -147,7 +148,7 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_res
     tmp_path: Path,
 ) -> None:
     """Each cell costs about $2: $3 stops the second; raised to $7.5 while the second
-    runs, the sweep goes on to a third cell. Paused and killed there, the kernel drops
+    runs (held by a pause), the sweep goes on to a third cell. Paused and killed there, the kernel drops
     the driver's lock (ctl then says the driver is not running), and ``resume`` runs the
     killed cell to the end and stops at the new limit, never past it."""
     import signal
@@ -156,7 +157,11 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_res
     driver = start(sweep_dir, [*PRICED, "replicates=4", "sweep.concurrency=1", "budget.sweep_usd=3"])
     first = lambda: (r := read_cell_record(sweep_dir, "rep-0")) is not None and r.status != "running"  # noqa: E731
     until(first, driver)
+    # paused while ctl makes the cells' configs to check their prices (a second): the
+    # second cell, $2 a cell, would pass $3 sooner
+    ctl(sweep_dir, "pause")
     assert "budget.sweep_usd $3 -> $7.5" in ctl(sweep_dir, "set", "budget.sweep_usd=7.5")
+    ctl(sweep_dir, "resume")
     until(lambda: "rep-2" in running(sweep_dir), driver)  # past $3: the raise let it go on
     ctl(sweep_dir, "pause")
     os.killpg(driver.pid, signal.SIGKILL)
@@ -436,46 +441,38 @@ def test_a_call_held_by_a_pause_is_checked_again_against_a_budget_lowered_meanwh
     assert (budget.spent_usd, budget._held_usd) == (0.0, 0.0)
 
 
-def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lacks_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    """``set model.max_concurrency`` on a scripted sweep would fail every later cell
-    (its model config has no such key): one line naming the key, nothing appended. A
-    sweep of a scripted and an OpenAI cell takes it, set in the OpenAI cell's config only."""
-    import threading
-
+def sweep_folder(sweep_dir: Path, cells: list[list[str]]) -> CellConfigs:
+    """The folder a driver of these cells made (its ``multirun.yaml`` as Hydra writes it)."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
     from harness.paths import conf_dir
-    from harness.sweep.control import driver_lock
-    from harness.sweep.launcher import CellConfigs
-    from harness.sweep.steer import Steering
 
-    def sweep_folder(sweep_dir: Path, cells: list[list[str]]) -> CellConfigs:
-        """The folder a driver of these cells made (its ``multirun.yaml`` as Hydra writes it)."""
-        sweep_dir.mkdir()
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-            hydra = GlobalHydra.instance().hydra
-            assert hydra is not None
-            master = hydra.compose_config("config", ["experiment=debug"], run_mode=RunMode.MULTIRUN)
-            OmegaConf.save(master, sweep_dir / "multirun.yaml")
-            configs = CellConfigs(hydra.config_loader, master)
-            [configs.compose(overrides) for overrides in cells]  # composed now, while Hydra is up
-        rows = [{"num": n, "name": f"c{n}", "overrides": o, "params": {}} for n, o in enumerate(cells)]
-        launcher = "hydra_plugins.drift_harness_launcher.InProcessLauncher"
-        index = {
-            "name": "s",
-            "launcher": launcher,
-            "task_overrides": [],
-            "hydra_overrides": [],
-            "cells": rows,
-        }
-        (sweep_dir / "sweep.json").write_text(json.dumps(index))
-        return configs
+    sweep_dir.mkdir()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None
+        master = hydra.compose_config("config", ["experiment=debug"], run_mode=RunMode.MULTIRUN)
+        OmegaConf.save(master, sweep_dir / "multirun.yaml")
+        configs = CellConfigs(hydra.config_loader, master)
+        [configs.compose(overrides) for overrides in cells]  # composed now, while Hydra is up
+    rows = [{"num": n, "name": f"c{n}", "overrides": o, "params": {}} for n, o in enumerate(cells)]
+    launcher = "hydra_plugins.drift_harness_launcher.InProcessLauncher"
+    index = {"name": "s", "launcher": launcher, "task_overrides": [], "hydra_overrides": [], "cells": rows}
+    (sweep_dir / "sweep.json").write_text(json.dumps(index))
+    return configs
+
+
+def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lacks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``set model.max_concurrency`` on a scripted sweep would fail every later cell
+    (its model config has no such key): one line naming the key, nothing appended. A
+    sweep of a scripted and an OpenAI cell takes it, set in the OpenAI cell's config only."""
+    from harness.sweep.control import check_model_key
 
     scripted = tmp_path / "scripted"
     sweep_folder(scripted, [["experiment=debug", f"replicate={n}", "replicates=3"] for n in range(3)])
@@ -491,8 +488,6 @@ def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lack
     mixed = tmp_path / "mixed"
     cells = [["experiment=debug", "model=scripted"], ["experiment=debug", "model=openai"]]
     configs = sweep_folder(mixed, cells)
-    from harness.sweep.control import check_model_key
-
     check_model_key(mixed, "model.max_concurrency")  # the OpenAI cell has it: no error
     steering = Steering(mixed, 2, threading.Event())
     steering.overrides["model.max_concurrency"] = 3  # as ctl set it
@@ -501,6 +496,40 @@ def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lack
     steering.configure(openai_cfg)
     assert "max_concurrency" not in scripted_cfg.model
     assert (openai_cfg.model.max_concurrency, openai_cfg.model.concurrency) == (3, 3)
+
+
+def test_a_dollar_limit_on_a_model_with_no_price_is_refused_unsent_naming_the_cells(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``set budget.sweep_usd`` where a cell's model has no price: its calls cost unknown,
+    so the limit never held the cells running, and every cell started after failed at its
+    start (a dollar budget fails closed on an unpriced model). One line naming the model,
+    its cells when only some run it, and the keys that price it; nothing sent. Free
+    (scripted) and priced models take it, and a completed cell spends no more."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    unpriced = ["experiment=debug", "model=openai", "model.spec=openai:no-price"]
+    every = tmp_path / "every"
+    sweep_folder(every, [[*unpriced, f"replicate={n}", "replicates=2"] for n in range(2)])
+    with driver_lock(every, "InProcessLauncher"):
+        assert sweep_main(["ctl", str(every), "set", "budget.sweep_usd=1"]) == 2
+    assert capsys.readouterr().err == (
+        "error: budget.sweep_usd: openai:no-price has no price, so a dollar limit would never hold the cells; "
+        "set prices.models={openai\\:no-price:{input:<$/1M>,output:<$/1M>}} or prices.file (docs/costs.md); "
+        "nothing sent\n"
+    )
+    assert (every / "control.jsonl").read_text() == ""  # nothing was sent
+
+    from harness.sweep.control import check_priced
+
+    mixed = tmp_path / "mixed"
+    free, priced = ["experiment=debug"], ["experiment=debug", "model=openai", "model.spec=openai:gpt-4o-mini"]
+    sweep_folder(mixed, [free, priced, unpriced])
+    with pytest.raises(
+        ControlError, match=r"openai:no-price \(cells c2 of the 3 left to run\) has no price, "
+    ):
+        check_priced(mixed)
+    write_cell_record(mixed, "c2", CellRecord(status="completed", exit_code=0))
+    check_priced(mixed)  # the unpriced cell is done; the free and the priced ones are held
 
 
 def test_a_command_sent_once_the_lock_is_held_reaches_the_driver(tmp_path: Path) -> None:

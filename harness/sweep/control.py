@@ -14,8 +14,9 @@
   runs (released by the kernel however the driver ends, a SIGKILL too), so
   "driver not running" needs no heartbeat and no pid guess.
 
-A command is checked here before anything is written (a bad value, or a
-model key no cell's config has, is one line, the sweep untouched), appended,
+A command is checked here before anything is written (a bad value, a
+model key no cell's config has, or a dollar limit on a cell whose model has
+no price, is one line, the sweep untouched), appended,
 and then ``ctl`` waits for its effect. The driver's side is ``harness.sweep.steer``.
 """
 
@@ -38,7 +39,7 @@ from pydantic import BaseModel, Field
 
 from harness.appended import lines_after
 from harness.schema import ConfigError
-from harness.sweep.cell_status import utcnow
+from harness.sweep.cell_status import read_cell_record, utcnow
 from harness.sweep.concurrency import MAX_CONCURRENCY, check_concurrency
 from harness.sweep.index import read_index
 
@@ -202,11 +203,11 @@ def reachable(sweep_dir: Path) -> None:
         raise ControlError(f"{sweep_dir}: only the driver's user (uid {owner}) may steer this sweep")
 
 
-def check_model_key(sweep_dir: Path, key: str) -> None:
-    """A ``ControlError`` if no cell's model config has ``key``: set in a config that lacks
-    it (``model.max_concurrency`` on the scripted model), every cell started after would
-    fail. The cells' configs are made as the driver makes them (``CellConfigs``, from the
-    sweep's ``multirun.yaml``), one for each set of overrides that can change their keys."""
+def cell_configs(sweep_dir: Path, shapes: bool = False) -> Iterator[tuple[str, DictConfig | None]]:
+    """(cell, its config) for each cell of the sweep, made as the driver makes them
+    (``CellConfigs``, from the sweep's ``multirun.yaml``); ``shapes``: one cell for each
+    set of overrides that can change the keys. A config made otherwise here (another
+    config folder?) is None, and the caller refuses nothing on a guess."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -215,26 +216,91 @@ def check_model_key(sweep_dir: Path, key: str) -> None:
 
     master = OmegaConf.load(sweep_dir / "multirun.yaml") if (sweep_dir / "multirun.yaml").is_file() else None
     if not isinstance(master, DictConfig):
+        yield "", None
         return
-    seen, specs = set(), set()
+    seen = set()
     GlobalHydra.instance().clear()  # this process's own (ctl's): the harness.plan way
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         hydra = GlobalHydra.instance().hydra
         assert hydra is not None
         configs = CellConfigs(hydra.config_loader, master)
         for cell in read_index(sweep_dir).cells:
-            if (shape := configs.shape(cell.overrides) or tuple(cell.overrides)) in seen:
-                continue
-            seen.add(shape)
+            if shapes:
+                if (shape := configs.shape(cell.overrides) or tuple(cell.overrides)) in seen:
+                    continue
+                seen.add(shape)
             try:
-                model = configs.compose(cell.overrides).get("model") or {}
-            except Exception:  # made otherwise here (another config folder?): refuse nothing on a guess
+                yield cell.name, configs.compose(cell.overrides)
+            except Exception:
+                yield cell.name, None
                 return
-            if key.partition(".")[2] in model:
-                return
-            specs.add(str(model.get("spec")))
+
+
+def check_model_key(sweep_dir: Path, key: str) -> None:
+    """A ``ControlError`` if no cell's model config has ``key``: set in a config that lacks
+    it (``model.max_concurrency`` on the scripted model), every cell started after would fail."""
+    specs = set()
+    for _, cfg in cell_configs(sweep_dir, shapes=True):
+        if cfg is None:
+            return
+        model = cfg.get("model") or {}
+        if key.partition(".")[2] in model:
+            return
+        specs.add(str(model.get("spec")))
     raise ControlError(
         f"{key}: no cell of this sweep has it in its model config ({', '.join(sorted(specs))}); nothing sent"
+    )
+
+
+def check_priced(sweep_dir: Path) -> None:
+    """A ``ControlError`` if a cell yet to finish runs a model with no price: its calls
+    cost unknown, so a dollar limit would never hold it, and each such cell started under
+    it would be refused at its start (a run's dollar budget fails closed on one)."""
+    unpriced: dict[str, list[str]] = {}  # spec -> the cells running it
+    by_models: dict[str, list[str] | None] = {}  # a cell's model sections -> its unpriced specs
+    left = 0
+    for name, cfg in cell_configs(sweep_dir):
+        if cfg is None:
+            return
+        if (record := read_cell_record(sweep_dir, name)) is not None and record.status == "completed":
+            continue  # spends no more
+        left += 1
+        sections = {k: cfg.get(k) for k in ("model", "roles", "llm", "format", "prices")}
+        key = OmegaConf.to_yaml(OmegaConf.create(sections))
+        if key not in by_models:
+            by_models[key] = _unpriced(cfg)
+        if (specs := by_models[key]) is None:
+            return
+        for spec in specs:
+            unpriced.setdefault(spec, []).append(name)
+    if unpriced:
+        raise ControlError(_unpriced_line(unpriced, left))
+
+
+def _unpriced(cfg: DictConfig) -> list[str] | None:
+    """The specs of ``cfg``'s roles that have no price (None: it does not resolve here)."""
+    from harness.config import resolve
+    from harness.models.prices import load_prices
+
+    try:
+        run = resolve(cfg)
+        table = load_prices(run.cfg.prices.file, run.cfg.prices.models)
+    except Exception:  # the cell says why when it starts; refuse nothing on a guess
+        return None
+    return sorted({m.spec for m, _, _ in run.models.values() if not table.known(m.spec)})
+
+
+def _unpriced_line(unpriced: dict[str, list[str]], left: int) -> str:
+    """budget.sweep_usd's refusal: each unpriced model, with its cells when not all of them."""
+    whose, every = [], all(len(cells) == left for cells in unpriced.values())
+    for spec, cells in sorted(unpriced.items()):
+        names = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
+        whose.append(spec if every else f"{spec} (cells {names} of the {left} left to run)")
+    first = min(unpriced).replace(":", "\\:")  # Hydra's override grammar escapes a key's colon
+    return (
+        f"budget.sweep_usd: {', '.join(whose)} {'has' if len(whose) == 1 else 'have'} no price, "
+        f"so a dollar limit would never hold {'the cells' if every else 'those cells'}; set "
+        f"prices.models={{{first}:{{input:<$/1M>,output:<$/1M>}}}} or prices.file (docs/costs.md); nothing sent"
     )
 
 
@@ -244,6 +310,8 @@ def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> Contr
     reachable(sweep_dir)
     if verb == "set" and arg.startswith("model."):
         check_model_key(sweep_dir, arg)
+    if verb == "set" and arg == "budget.sweep_usd":
+        check_priced(sweep_dir)
     if verb in ("cancel", "requeue") and arg not in {c.name for c in read_index(sweep_dir).cells}:
         raise ControlError(f"{verb}: {arg!r} is not a cell of {sweep_dir} (python -m harness.sweep status)")
     log = ControlLog(sweep_dir, from_end=True)
