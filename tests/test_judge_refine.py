@@ -14,7 +14,7 @@ import pytest
 import yaml
 from test_durable_faults import Outcome, assert_same_outcome, crashed_copy, landed, run_in_process, said
 
-from harness.engine import RunResult, resume_run
+from harness.engine import ResumeError, RunResult, resume_run
 from harness.export.styles import export_run
 from harness.formats.checks import verify
 from harness.formats.judge_refine import DEFAULT_PROMPTS, briefing
@@ -98,8 +98,11 @@ def test_only_the_last_evaluation_is_final_and_no_motion_follows_it(
     manifest = result.manifest
     assert (manifest.status, manifest.stop_reason) == ("completed", f"final evaluation after round {rounds}")
     assert manifest.counts.rounds_completed == rounds
-    # the final evaluation closed the debate: extending it has nothing to do
-    assert resume_run(result.run_dir, overrides=[f"rounds={rounds + 2}"]).note.startswith("already completed")
+    # the final evaluation closed the debate: an extension is refused in one line, not "nothing to do"
+    with pytest.raises(
+        ResumeError, match=f"rounds={rounds + 2}: .* was closed by its format after round {rounds}"
+    ):
+        resume_run(result.run_dir, overrides=[f"rounds={rounds + 2}"])
 
 
 def test_every_turn_reaches_a_model_as_a_message_of_its_own(run: Run, records: Records) -> None:

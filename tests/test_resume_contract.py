@@ -233,3 +233,20 @@ def test_a_log_line_that_does_not_parse_stops_a_resume_in_one_line(copy, capsys)
     shared.write_text("".join([lines[0], lines[1][:40] + "\n", *lines[2:]]))
     code, err = one_line(lambda: resume_main([str(copy), "rounds=3"]), capsys)
     assert code == 2 and err.startswith(f"error: {shared}: line "), err
+
+
+def test_a_closed_panel_refuses_an_extension_in_one_line(run, capsys, monkeypatch):
+    """The judge's synthesis closed the panel: rounds=6 is refused, where it said
+    'already completed' and then 'completed: rounds 2/6'; a plain resume says 2/2."""
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back what the commands guard
+    monkeypatch.setattr(sys, "stderr", sys.stderr)
+    run_dir = run("format=panel", "rounds=2").run_dir
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    code, err = one_line(lambda: resume_main([str(run_dir), "rounds=6"]), capsys)
+    assert code == 2 and err.startswith(
+        f"error: rounds=6: {run_dir} was closed by its format after round 2"
+    ), err
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+    assert resume_main([str(run_dir)]) == 0
+    out = capsys.readouterr()
+    assert out.err == "already completed; nothing to do\n" and out.out.startswith("completed: rounds 2/2 ")

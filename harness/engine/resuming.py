@@ -6,7 +6,8 @@ The fingerprint must match unless ``force``, which is recorded. Overrides
 may change only what the fingerprint allows, e.g. ``rounds=100`` to extend
 (the contract: ``harness.store.fingerprint``). A new length is written to
 ``config.yaml`` before any round is run under it, so a later plain resume
-(after a kill) goes on to it; a length below the rounds done is refused.
+(after a kill) goes on to it; a length below the rounds done, or any new
+length for a run its format closed, is refused.
 """
 
 from __future__ import annotations
@@ -119,16 +120,24 @@ def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: Mod
     return execute(run, run_dir, roles, manifest, dict(run.fmt.initial_state(run.cfg)))
 
 
-def check_length(run_dir: Path, run: Resolved, done: int) -> None:
+def check_length(run_dir: Path, run: Resolved, snap: Snapshot | None) -> None:
     """A resume may lengthen a run, or shorten the rounds it has yet to run, never
-    cut rounds it has: they (and a round begun after them) would stay in its logs."""
-    planned = run.fmt.planned_rounds(run.cfg)
+    cut rounds it has: they (and a round begun after them) would stay in its logs.
+    Nor may it change the length of a run its format closed (a synthesis, a verdict,
+    an abort): no round is left to run under it, so it is refused, not 'nothing to do'."""
+    planned, done = run.fmt.planned_rounds(run.cfg), snap.round if snap else 0
     kept = read_config(run_dir).get("rounds", run.cfg.rounds)
     if planned < done or (planned == done and run.cfg.rounds < kept):
         raise ResumeError(
             f"rounds={planned}: {run_dir} has {done} round(s) done; a resume cannot make a run shorter "
             f"than what it has (a shorter branch: python -m harness.fork {run_dir} --at-round {planned} "
             f"rounds={planned})"
+        )
+    closed = snap.state.get("stop_reason") if snap else None
+    if closed and run.cfg.rounds != kept:
+        raise ResumeError(
+            f"rounds={run.cfg.rounds}: {run_dir} was closed by its format after round {done} ({closed}); "
+            "a closed run cannot be extended"
         )
 
 
@@ -170,7 +179,7 @@ def resume_run(
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
         state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
-        check_length(run_dir, run, snap.round if snap else 0)
+        check_length(run_dir, run, snap)
         roles = build_roles(run, prices, build)
         # compared before "nothing to do": a key that may not change is refused on a finished run too
         changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
