@@ -300,7 +300,8 @@ def test_panel_sigkill_then_resume(
     tmp_path: Path, reference_outcome: Callable[[Case], Outcome], case: Case, points: list[int], torn: bool
 ) -> None:
     run_dir = crash_at(tmp_path, case, points, signal.SIGKILL, torn, random.Random(sum(points)))
-    assert resume_run(run_dir).note == ""  # the last kill landed before the run ended
+    # the last kill landed before the run ended (its note may name a torn line set aside)
+    assert "nothing to do" not in resume_run(run_dir).note
     assert_same_outcome(run_dir, reference_outcome(case))
     if torn:  # torn lines were moved aside, never silently dropped
         assert list(run_dir.rglob("*.quarantine"))

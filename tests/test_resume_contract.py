@@ -250,3 +250,15 @@ def test_a_closed_panel_refuses_an_extension_in_one_line(run, capsys, monkeypatc
     assert resume_main([str(run_dir)]) == 0
     out = capsys.readouterr()
     assert out.err == "already completed; nothing to do\n" and out.out.startswith("completed: rounds 2/2 ")
+
+
+def test_a_resume_names_the_torn_last_line_it_set_aside_in_one_line(copy, capsys):
+    with open(copy / "shared_memory.jsonl", "ab") as fh:
+        fh.write(b'{"schema_version":1,"id":"tor')
+    assert resume_main([str(copy), "rounds=3"]) == 0
+    (note,) = capsys.readouterr().err.splitlines()
+    assert note == (
+        "shared_memory.jsonl: torn last line moved to shared_memory.jsonl.quarantine "
+        """(set aside: '{"schema_version":1,"id":"tor')"""
+    )
+    assert (copy / "shared_memory.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"tor\n'

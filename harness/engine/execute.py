@@ -318,7 +318,16 @@ def execute(
         with traced_run(cfg, manifest, detail):  # the run's OpenTelemetry trace, if tracing.otel
             stopped = run_graph(fmt, ctx, state, snapshots)
         ended(manifest, state, total, stopped)
-    return RunResult(run_dir, manifest, state, total)
+    return RunResult(run_dir, manifest, state, total, set_aside(ctx.memory))
+
+
+def set_aside(memory: RunMemory) -> str:
+    """One line naming each log whose torn last line (a crash mid-write) opening
+    ``memory`` moved to ``<log>.quarantine``, and how the line began; or ''."""
+    return "; ".join(
+        f"{name}: torn last line moved to {name}.quarantine (set aside: {torn[:40]!r}{'…' * (len(torn) > 40)})"
+        for name, (torn, *_) in sorted(memory.quarantined().items())
+    )
 
 
 def run_context(

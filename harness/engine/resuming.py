@@ -26,6 +26,7 @@ from harness.engine.execute import (
     execute,
     new_manifest,
     preflight,
+    set_aside,
 )
 from harness.engine.fingerprint import components
 from harness.models.base import ModelConfigError
@@ -153,11 +154,14 @@ def record_length(run_dir: Path, run: Resolved) -> str:
     return f"; rounds {old} -> {run.cfg.rounds}"
 
 
-def reopened(run_dir: Path, layout: RunLayout, snap: Snapshot | None) -> str:
+NOTHING_TO_DO = "already completed; nothing to do"
+
+
+def finished_note(run_dir: Path, layout: RunLayout, snap: Snapshot | None) -> str:
     """Open a finished run's logs past its last snapshot as a resume would, so a
-    torn last line (a crash mid-write) is quarantined; what was, for the note."""
-    torn = RunMemory(run_dir, layout, start=snap.logs if snap else None).quarantined()
-    return "".join(f"{name}: torn last line moved to {name}.quarantine; " for name in sorted(torn))
+    torn last line (a crash mid-write) is quarantined and named before ``NOTHING_TO_DO``."""
+    torn = set_aside(RunMemory(run_dir, layout, start=snap.logs if snap else None))
+    return f"{torn}; {NOTHING_TO_DO}" if torn else NOTHING_TO_DO
 
 
 def resume_run(
@@ -189,7 +193,7 @@ def resume_run(
                 " — pass --force to resume anyway"
             )
         if manifest.status == "completed" and state["done"]:
-            note = reopened(run_dir, manifest.layout, snap) + "already completed; nothing to do"
+            note = finished_note(run_dir, manifest.layout, snap)
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
         detail = f"from round {snap.round if snap else 0}" + record_length(run_dir, run)
         detail += f"; forced past: {changed}" if changed else ""
