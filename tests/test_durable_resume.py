@@ -253,3 +253,20 @@ def test_a_folder_with_records_but_no_manifest_is_refused_in_one_line(run):
     assert out.returncode != 0 and len(out.stderr.strip().splitlines()) == 1 and "manifest.json" in out.stderr
     problems, _ = verify(run_dir)
     assert any(p.startswith("manifest.json: missing") for p in problems)
+
+
+def test_a_finished_run_with_nothing_to_do_builds_no_model_and_still_refuses_a_fixed_key(finished):
+    """'Nothing to do' is decided before a model is built (a local model's file would be
+    hashed first); a key or model spec that may not change is refused all the same."""
+    built: list[str] = []
+
+    def counting(cfg):  # type: ignore[no-untyped-def]
+        built.append(cfg.spec)
+        return resuming.build_model(cfg)
+
+    assert resume_run(finished, build=counting).note == "already completed; nothing to do"
+    with pytest.raises(ResumeError, match=r"fingerprint mismatch .*config.llm.temperature: 0.7 -> 1.0"):
+        resume_run(finished, overrides=["llm.temperature=1.0"], build=counting)
+    with pytest.raises(ResumeError, match=r"models.pros: 'scripted:default' -> 'scripted:other'"):
+        resume_run(finished, overrides=["model.spec=scripted:other"], build=counting)
+    assert built == []

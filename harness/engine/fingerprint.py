@@ -26,6 +26,19 @@ from harness.store.fingerprint import (
 
 
 def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[str, Any]:
+    files: dict[str, str] = {}
+    for bound in roles.values():
+        files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
+    specs = {role: bound.spec for role, bound in roles.items()}
+    return {**unbuilt_components(cfg, fmt, specs, _prices(roles)), "model_files": files}
+
+
+def unbuilt_components(
+    cfg: Config, fmt: Format, specs: dict[str, str], prices: dict[str, str]
+) -> dict[str, Any]:
+    """Every part but ``model_files``, from the config alone: no model is built for it,
+    so no local model's file is hashed. ``specs``: each role's model spec;
+    ``prices``: the digest of each priced spec's entry."""
     config = redact(dataclasses.asdict(cfg))
     for key in MUTABLE_KEYS:
         config.pop(key, None)
@@ -55,16 +68,12 @@ def components(cfg: Config, roles: dict[str, RoleModel], fmt: Format) -> dict[st
         config["interviews"].pop("rounds")  # when to ask may change: the debate computes the same
     else:
         config.pop("interviews", None)
-    files: dict[str, str] = {}
-    for bound in roles.values():
-        files.update({Path(p).name: sha for p, sha in bound.model.model_files().items()})
     return {
         "config": config,
         "format": fmt.name,
         "prompts": prompt_digests(prompt_modules),
-        "models": {role: bound.spec for role, bound in sorted(roles.items())},
-        "model_files": files,
-        "prices": _prices(roles),
+        "models": dict(sorted(specs.items())),
+        "prices": prices,
     }
 
 

@@ -28,7 +28,7 @@ from harness.engine.execute import (
     preflight,
     set_aside,
 )
-from harness.engine.fingerprint import components
+from harness.engine.fingerprint import components, unbuilt_components
 from harness.models.base import ModelConfigError
 from harness.models.prices import PriceTable
 from harness.models.registry import build_model
@@ -164,6 +164,23 @@ def finished_note(run_dir: Path, layout: RunLayout, snap: Snapshot | None) -> st
     return f"{torn}; {NOTHING_TO_DO}" if torn else NOTHING_TO_DO
 
 
+def planned_parts(run: Resolved, prices: PriceTable) -> dict[str, Any]:
+    """The fingerprint's parts but ``model_files``, with no model built."""
+    specs = {role: model_cfg.spec for role, (model_cfg, _, _) in run.models.items()}
+    return unbuilt_components(run.cfg, run.fmt, specs, prices.digest(list(specs.values())))
+
+
+def fingerprint_changes(kept: dict[str, Any], parts: dict[str, Any], force: bool) -> list[str]:
+    """What changed in the parts ``parts`` holds; refused in one line unless ``force``."""
+    changed = differences({k: v for k, v in kept.items() if k in parts}, parts)
+    if changed and not force:
+        raise ResumeError(
+            f"fingerprint mismatch ({len(changed)} change(s)): {'; '.join(changed[:5])}"
+            " — pass --force to resume anyway"
+        )
+    return changed
+
+
 def resume_run(
     run_dir: Path,
     *,
@@ -184,17 +201,15 @@ def resume_run(
         snap, skipped = latest_valid(run_dir)
         state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
         check_length(run_dir, run, snap)
-        roles = build_roles(run, prices, build)
-        # compared before "nothing to do": a key that may not change is refused on a finished run too
-        changed = differences(read_fingerprint(run_dir), components(cfg, roles, fmt))
-        if changed and not force:
-            raise ResumeError(
-                f"fingerprint mismatch ({len(changed)} change(s)): {'; '.join(changed[:5])}"
-                " — pass --force to resume anyway"
-            )
+        kept = read_fingerprint(run_dir)
         if manifest.status == "completed" and state["done"]:
+            # nothing runs, so no model is built (a local model's file would be hashed); every
+            # other part is compared: a key that may not change is refused here as on any run
+            fingerprint_changes(kept, planned_parts(run, prices), force)
             note = finished_note(run_dir, manifest.layout, snap)
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
+        roles = build_roles(run, prices, build)
+        changed = fingerprint_changes(kept, components(cfg, roles, fmt), force)
         detail = f"from round {snap.round if snap else 0}" + record_length(run_dir, run)
         detail += f"; forced past: {changed}" if changed else ""
         if skipped:
