@@ -21,7 +21,7 @@ from harness.models.base import ModelConfigError
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError
 from harness.store.memory import CorruptLogError
-from harness.store.reader import check_run_files
+from harness.store.reader import RUN_FILES, check_run_files
 from harness.store.rundir import DiskFullError, RunInUseError
 
 # What a resume may end in that the command says, with its exit status (``exit_code``).
@@ -60,6 +60,12 @@ def check_groups(overrides: list[str]) -> None:
             )
 
 
+def run_files(run_dir: Path) -> list[str]:
+    """The run's files to check first: a missing ``fingerprint.json`` is left to the
+    engine, which says what to do (``--force`` rewrites it); an unreadable one is not."""
+    return [name for name in RUN_FILES if name != "fingerprint.json" or (run_dir / name).exists()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.resume", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
@@ -70,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_groups(args.overrides)
         if args.run_dir.is_dir():  # else the engine names the config.yaml it cannot find
-            check_run_files(args.run_dir)  # each in one line, before the engine reads them
+            # each in one line, before the engine reads them
+            check_run_files(args.run_dir, run_files(args.run_dir))
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
     except RESUME_ERRORS as exc:
         for line in resume_error(exc, args.run_dir):

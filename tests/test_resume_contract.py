@@ -262,3 +262,18 @@ def test_a_resume_names_the_torn_last_line_it_set_aside_in_one_line(copy, capsys
         """(set aside: '{"schema_version":1,"id":"tor')"""
     )
     assert (copy / "shared_memory.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"tor\n'
+
+
+def test_force_resumes_a_folder_that_lost_its_fingerprint_and_rewrites_it(copy, capsys):
+    """Without --force: one line saying how to go on. With it: one warning line, the
+    fingerprint rewritten from config.yaml, the resume recorded as forced."""
+    (copy / "fingerprint.json").unlink()
+    code, err = one_line(lambda: resume_main([str(copy), "rounds=3"]), capsys)
+    assert code == 2 and f"python -m harness.resume {copy} --force" in err, err
+    assert not (copy / "fingerprint.json").exists()
+    code, err = one_line(lambda: resume_main([str(copy), "--force", "rounds=3"]), capsys)
+    assert code == 0 and err.startswith(f"warning: {copy}/fingerprint.json: missing; rewritten"), err
+    manifest = read_manifest(copy)
+    assert manifest.counts.rounds_completed == 3 and manifest.history[-2].action == "resume_forced"
+    assert verify_main([str(copy)]) == 0
+    assert resume_run(copy, overrides=["rounds=4"]).manifest.counts.rounds_completed == 4  # unforced again

@@ -30,7 +30,7 @@ from harness.engine.execute import (
 )
 from harness.engine.fingerprint import components, unbuilt_components
 from harness.models.base import ModelConfigError
-from harness.models.prices import PriceTable
+from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model
 from harness.schema import REDACTED
 from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
@@ -181,6 +181,34 @@ def fingerprint_changes(kept: dict[str, Any], parts: dict[str, Any], force: bool
     return changed
 
 
+def kept_fingerprint(run_dir: Path, force: bool) -> dict[str, Any] | None:
+    """The parts of the folder's ``fingerprint.json``; None when it is missing and
+    ``force`` rewrites it (``rewritten``), else refused in one line saying what to do."""
+    path = run_dir / "fingerprint.json"
+    if path.is_file():
+        return read_fingerprint(run_dir)
+    if not force:
+        raise ResumeError(
+            f"{path}: missing, so nothing can be checked against it; "
+            f"python -m harness.resume {run_dir} --force resumes and rewrites it from config.yaml"
+        )
+    return None
+
+
+def rewritten(run_dir: Path, parts: dict[str, Any]) -> tuple[list[str], str]:
+    """A folder that lost its ``fingerprint.json`` is damaged; ``--force`` accepts config
+    changes, and here none can be checked, so it goes on: the fingerprint is rewritten
+    from ``config.yaml`` as kept (the model files as found now), and what the overrides
+    change is forced past as on any forced resume. The changes, and a warning line."""
+    path = run_dir / "fingerprint.json"
+    base = load_config(run_dir, [])
+    table = load_prices(base.cfg.prices.file, base.cfg.prices.models)
+    kept = {**planned_parts(base, table), "model_files": parts["model_files"]}
+    write_fingerprint(run_dir, kept)
+    warning = f"warning: {path}: missing; rewritten from config.yaml under --force"
+    return [f"{path.name}: missing, rewritten from config.yaml", *differences(kept, parts)], warning
+
+
 def resume_run(
     run_dir: Path,
     *,
@@ -201,18 +229,27 @@ def resume_run(
         snap, skipped = latest_valid(run_dir)
         state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
         check_length(run_dir, run, snap)
-        kept = read_fingerprint(run_dir)
-        if manifest.status == "completed" and state["done"]:
+        kept = kept_fingerprint(run_dir, force)
+        finished = manifest.status == "completed" and state["done"]
+        if finished and kept is not None:
             # nothing runs, so no model is built (a local model's file would be hashed); every
             # other part is compared: a key that may not change is refused here as on any run
             fingerprint_changes(kept, planned_parts(run, prices), force)
             note = finished_note(run_dir, manifest.layout, snap)
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
         roles = build_roles(run, prices, build)
-        changed = fingerprint_changes(kept, components(cfg, roles, fmt), force)
+        parts = components(cfg, roles, fmt)
+        changed, warning = (
+            (fingerprint_changes(kept, parts, force), "") if kept is not None else rewritten(run_dir, parts)
+        )
+        if finished:  # only to rewrite the missing fingerprint
+            note = f"{warning}\n{finished_note(run_dir, manifest.layout, snap)}"
+            return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
         detail = f"from round {snap.round if snap else 0}" + record_length(run_dir, run)
         detail += f"; forced past: {changed}" if changed else ""
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
-        return execute(run, run_dir, roles, manifest, state, Resumption(snap, detail, forced=bool(changed)))
+        result = execute(run, run_dir, roles, manifest, state, Resumption(snap, detail, forced=bool(changed)))
+        result.note = "\n".join(filter(None, (warning, result.note)))
+        return result
