@@ -255,6 +255,27 @@ def test_a_folder_with_records_but_no_manifest_is_refused_in_one_line(run):
     assert any(p.startswith("manifest.json: missing") for p in problems)
 
 
+def test_an_extension_killed_as_it_starts_keeps_every_continuation_key_it_was_given(finished, monkeypatch):
+    """budget.tokens given with rounds=4 is written to config.yaml with it, so the plain
+    resume after a kill stops at that budget instead of running on without one; a key
+    saying where the run lives or how this command shows it is not the run's to keep."""
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # a kill -9 before the extension wrote a line
+
+    monkeypatch.setattr(resuming, "execute", killed)
+    given = ["rounds=4", "budget.tokens=5000", "memory.fsync=round", "progress=false", "run_name=elsewhere"]
+    with pytest.raises(KeyboardInterrupt):
+        resume_run(finished, overrides=given)
+    monkeypatch.undo()
+    kept = yaml.safe_load((finished / "config.yaml").read_text())
+    assert (kept["rounds"], kept["budget"]["tokens"], kept["memory"]["fsync"]) == (4, 5000, "round")
+    assert (kept["progress"], kept["run_name"]) == (False, "two")  # as the run was made
+    resumed = resume_run(finished)
+    assert resumed.manifest.status == "interrupted" and resumed.manifest.stop_reason.startswith("budget")
+    assert verify(finished)[0] == []
+
+
 def test_a_finished_run_with_nothing_to_do_builds_no_model_and_still_refuses_a_fixed_key(finished):
     """'Nothing to do' is decided before a model is built (a local model's file would be
     hashed first); a key or model spec that may not change is refused all the same."""

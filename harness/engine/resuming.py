@@ -4,14 +4,16 @@ round replay from the records that already landed (ids are deterministic),
 so nothing is duplicated and the transcript equals an uninterrupted run's.
 The fingerprint must match unless ``force``, which is recorded. Overrides
 may change only what the fingerprint allows, e.g. ``rounds=100`` to extend
-(the contract: ``harness.store.fingerprint``). A new length is written to
+(the contract: ``harness.store.fingerprint``). A new length, and every other
+continuation key given (a budget, ``interviews.rounds``...), is written to
 ``config.yaml`` before any round is run under it, so a later plain resume
-(after a kill) goes on to it; a length below the rounds done, or any new
+(after a kill) goes on under it; a length below the rounds done, or any new
 length for a run its format closed, is refused.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +34,9 @@ from harness.engine.fingerprint import components, unbuilt_components
 from harness.models.base import ModelConfigError
 from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model
-from harness.schema import REDACTED
-from harness.store.fingerprint import differences, read_fingerprint, write_fingerprint
+from harness.redact import redact
+from harness.schema import REDACTED, Config
+from harness.store.fingerprint import continuation_key, differences, read_fingerprint, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, RunLayout, Snapshot
@@ -102,7 +105,9 @@ def checked(run_dir: Path, run: Resolved, overrides: list[str]) -> PriceTable:
         ) from None
 
 
-def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: ModelFactory) -> RunResult:
+def start_unstarted(
+    run_dir: Path, run: Resolved, prices: PriceTable, build: ModelFactory, overrides: list[str]
+) -> RunResult:
     """A folder killed between ``config.yaml`` and ``manifest.json`` ran nothing:
     start it from its config. One that holds records but no manifest is not ours to guess at."""
     written = sorted(
@@ -114,7 +119,7 @@ def start_unstarted(run_dir: Path, run: Resolved, prices: PriceTable, build: Mod
             "this folder cannot be resumed (python -m harness.verify says more)"
         )
     roles = build_roles(run, prices, build)
-    record_length(run_dir, run)
+    record_continuation(run_dir, run, overrides)
     write_fingerprint(run_dir, components(run.cfg, roles, run.fmt))
     manifest = new_manifest(run, run_dir, roles)
     manifest.history[0].detail = "by resume: the run had stopped before its manifest was written"
@@ -142,16 +147,36 @@ def check_length(run_dir: Path, run: Resolved, snap: Snapshot | None) -> None:
         )
 
 
-def record_length(run_dir: Path, run: Resolved) -> str:
-    """Write a new ``rounds`` into ``config.yaml`` (atomically) before a round runs
-    under it: from then on it is the run's length, which a plain resume goes on to."""
+def given_value(cfg: Config, key: str) -> Any:
+    """The validated value of dotted ``key`` in ``cfg``, as ``config.yaml`` keeps it."""
+    node: Any = cfg
+    for part in key.split("."):
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
+    return dataclasses.asdict(node) if dataclasses.is_dataclass(node) and not isinstance(node, type) else node
+
+
+def record_continuation(run_dir: Path, run: Resolved, overrides: list[str]) -> str:
+    """Write each continuation key given (``rounds``, ``budget.usd``, ``interviews.rounds``...:
+    ``continuation_key``) into ``config.yaml``, atomically, before a round runs under it:
+    from then on it is the run's, so a plain resume after a kill goes on under it
+    (``rounds 6 -> 10``, for the history)."""
     kept = read_config(run_dir)
-    old = kept.get("rounds")
-    if old == run.cfg.rounds:
-        return ""
-    kept["rounds"] = run.cfg.rounds
-    write_config(run_dir, kept)
-    return f"; rounds {old} -> {run.cfg.rounds}"
+    changes = []
+    for key in dict.fromkeys(o.partition("=")[0].lstrip("+~") for o in overrides):
+        *sections, leaf = key.split(".")
+        holder: Any = kept
+        for section in sections:
+            holder = holder.get(section) if isinstance(holder, dict) else None
+        # a section config.yaml does not keep (an uninterviewed run's) is one the run does not read
+        if not continuation_key(key) or not isinstance(holder, dict):
+            continue
+        old, new = holder.get(leaf), redact({leaf: given_value(run.cfg, key)})[leaf]
+        if old != new:
+            holder[leaf] = new
+            changes.append(f"; {key} {old} -> {new}")
+    if changes:
+        write_config(run_dir, kept)
+    return "".join(changes)
 
 
 NOTHING_TO_DO = "already completed; nothing to do"
@@ -216,15 +241,15 @@ def resume_run(
     overrides: list[str] | None = None,
     build: ModelFactory = build_model,
 ) -> RunResult:
-    run_dir = Path(run_dir)
+    run_dir, overrides = Path(run_dir), overrides or []
     if (run_dir / "manifest.json").is_file():
         read_manifest(run_dir)  # a folder of another version is refused in one line before its config is read
-    run = load_config(run_dir, overrides or [])
+    run = load_config(run_dir, overrides)
     cfg, fmt = run.cfg, run.fmt
-    prices = checked(run_dir, run, overrides or [])
+    prices = checked(run_dir, run, overrides)
     with RunLock(run_dir):
         if not (run_dir / "manifest.json").is_file():
-            return start_unstarted(run_dir, run, prices, build)
+            return start_unstarted(run_dir, run, prices, build, overrides)
         manifest = read_manifest(run_dir)
         snap, skipped = latest_valid(run_dir)
         state = dict(fmt.initial_state(cfg)) if snap is None else continued_state(snap, run)
@@ -245,7 +270,7 @@ def resume_run(
         if finished:  # only to rewrite the missing fingerprint
             note = f"{warning}\n{finished_note(run_dir, manifest.layout, snap)}"
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
-        detail = f"from round {snap.round if snap else 0}" + record_length(run_dir, run)
+        detail = f"from round {snap.round if snap else 0}" + record_continuation(run_dir, run, overrides)
         detail += f"; forced past: {changed}" if changed else ""
         if skipped:
             detail += f"; skipped snapshots: {skipped}"

@@ -31,6 +31,11 @@ how it reaches its providers, never what a request asks:
 - a key added to the config after the run was made, at a default that does
   what the run did (the forward rule of ``differences``).
 
+A resume given one of these that says how the run goes on (``continuation_key``:
+not where it lives, what it is called or how one command shows it) writes it
+into ``config.yaml`` before a round runs under it, so a plain resume after a
+kill goes on under it too.
+
 Everything else may not: any other config key, a model or its file, a
 price, and a prompt. The ``prompts`` part is ``{definition: sha256}`` over
 the top-level definitions of the format's prompt modules (``definitions``),
@@ -107,6 +112,28 @@ MODEL_TRANSPORT_KEYS = ("concurrency", "max_concurrency", "rpm", "tpm")
 FORMAT_TRANSPORT_KEYS = ("fan_out",)
 # When the logs reach the disk, not what they hold.
 MEMORY_TRANSPORT_KEYS = ("fsync",)
+# Keys within sections that may change in a continuation, by section (interviews: of an
+# interviewed run; the engine's ``components`` leaves each out of the fingerprint).
+CONTINUATION_SECTION_KEYS = {
+    "model": MODEL_TRANSPORT_KEYS,
+    "search": SEARCH_TRANSPORT_KEYS,
+    "format": FORMAT_TRANSPORT_KEYS,
+    "memory": MEMORY_TRANSPORT_KEYS,
+    "interviews": ("rounds",),
+}
+# Of ``MUTABLE_KEYS``, those saying where a run lives, what it is called and how this
+# command shows it, not how it goes on: a resume never moves, renames or records them.
+PLACE_KEYS = ("runs_root", "run_name", "experiment_name", "resume", "fork", "progress")
+
+
+def continuation_key(key: str) -> bool:
+    """Whether a resume given dotted ``key`` writes it into ``config.yaml``: it may
+    change in a continuation (the contract above) and says how the run goes on
+    (its length, budget, prices, transport, interviews, tracing, chat)."""
+    top, _, rest = key.partition(".")
+    if top in MUTABLE_KEYS:
+        return top not in PLACE_KEYS
+    return rest.partition(".")[0] in CONTINUATION_SECTION_KEYS.get(top, ())
 
 
 def sha256(data: bytes) -> str:
