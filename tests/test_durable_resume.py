@@ -291,3 +291,22 @@ def test_a_finished_run_with_nothing_to_do_builds_no_model_and_still_refuses_a_f
     with pytest.raises(ResumeError, match=r"models.pros: 'scripted:default' -> 'scripted:other'"):
         resume_run(finished, overrides=["model.spec=scripted:other"], build=counting)
     assert built == []
+
+
+def test_a_forced_resume_killed_as_it_starts_goes_on_under_what_it_forced(finished, monkeypatch):
+    """llm.temperature forced past the fingerprint with rounds=4 is the run's from then
+    on: after a kill the plain resume goes on under it, neither refused nor back at 0.7."""
+
+    def killed(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # a kill -9 before the forced resume wrote a line
+
+    monkeypatch.setattr(resuming, "execute", killed)
+    with pytest.raises(KeyboardInterrupt):
+        resume_run(finished, force=True, overrides=["rounds=4", "llm.temperature=1.0", "run_name=elsewhere"])
+    monkeypatch.undo()
+    kept = yaml.safe_load((finished / "config.yaml").read_text())
+    assert (kept["rounds"], kept["llm"]["temperature"], kept["run_name"]) == (4, 1.0, "two")
+    resumed = resume_run(finished)
+    assert resumed.manifest.status == "completed" and resumed.manifest.counts.rounds_completed == 4
+    assert [h.action for h in resumed.manifest.history][-2:] == ["resume", "complete"]  # not forced again
+    assert verify(finished)[0] == []

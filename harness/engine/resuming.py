@@ -36,7 +36,13 @@ from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model
 from harness.redact import redact
 from harness.schema import REDACTED, Config
-from harness.store.fingerprint import continuation_key, differences, read_fingerprint, write_fingerprint
+from harness.store.fingerprint import (
+    PLACE_KEYS,
+    continuation_key,
+    differences,
+    read_fingerprint,
+    write_fingerprint,
+)
 from harness.store.memory import RunMemory
 from harness.store.reader import read_config
 from harness.store.records import HistoryEntry, RunLayout, Snapshot
@@ -155,11 +161,12 @@ def given_value(cfg: Config, key: str) -> Any:
     return dataclasses.asdict(node) if dataclasses.is_dataclass(node) and not isinstance(node, type) else node
 
 
-def record_continuation(run_dir: Path, run: Resolved, overrides: list[str]) -> str:
+def record_continuation(run_dir: Path, run: Resolved, overrides: list[str], forced: bool = False) -> str:
     """Write each continuation key given (``rounds``, ``budget.usd``, ``interviews.rounds``...:
     ``continuation_key``) into ``config.yaml``, atomically, before a round runs under it:
     from then on it is the run's, so a plain resume after a kill goes on under it
-    (``rounds 6 -> 10``, for the history)."""
+    (``rounds 6 -> 10``, for the history). ``forced``: every key given, the ones a
+    forced resume changed past the fingerprint too."""
     kept = read_config(run_dir)
     changes = []
     for key in dict.fromkeys(o.partition("=")[0].lstrip("+~") for o in overrides):
@@ -168,7 +175,8 @@ def record_continuation(run_dir: Path, run: Resolved, overrides: list[str]) -> s
         for section in sections:
             holder = holder.get(section) if isinstance(holder, dict) else None
         # a section config.yaml does not keep (an uninterviewed run's) is one the run does not read
-        if not continuation_key(key) or not isinstance(holder, dict):
+        records = continuation_key(key) or (forced and key.partition(".")[0] not in PLACE_KEYS)
+        if not records or not isinstance(holder, dict):
             continue
         old, new = holder.get(leaf), redact({leaf: given_value(run.cfg, key)})[leaf]
         if old != new:
@@ -270,8 +278,12 @@ def resume_run(
         if finished:  # only to rewrite the missing fingerprint
             note = f"{warning}\n{finished_note(run_dir, manifest.layout, snap)}"
             return RunResult(run_dir, manifest, state, fmt.planned_rounds(cfg), note)
-        detail = f"from round {snap.round if snap else 0}" + record_continuation(run_dir, run, overrides)
-        detail += f"; forced past: {changed}" if changed else ""
+        detail = f"from round {snap.round if snap else 0}" + record_continuation(
+            run_dir, run, overrides, forced=bool(changed)
+        )
+        if changed:  # the run's from here: a plain resume after a kill goes on under it, unrefused
+            write_fingerprint(run_dir, parts)
+            detail += f"; forced past: {changed}"
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
