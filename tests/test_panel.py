@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from harness.cli.progress import summary_line
 from harness.formats.checks import verify
 from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
@@ -60,6 +61,10 @@ def test_judge_continues_until_the_cap_forces_synthesis(run, records):
     assert (synthesis.round, synthesis.close_reason) == (3, "cap")
     assert result.manifest.stop_reason.startswith("cap")
     assert result.manifest.counts.rounds_completed == 3
+    # the summary line says why it is short of rounds=10, where it said 'completed: rounds 3/10'
+    assert summary_line(result.manifest, 10).startswith(
+        "completed: rounds 3/10 (cap: synthesis after round 3) |"
+    )
     assert result.manifest.counts.by_kind == {
         "role_card": 4,
         "thinking": 12,

@@ -12,7 +12,8 @@ __all__ = ["Progress", "summary_line"]
 
 
 def summary_line(manifest: RunManifest, rounds: int) -> str:
-    """``completed: rounds 3/3 | <the format's counts> | copies 0 | cuts 0 | tokens ... | wall ...``."""
+    """``completed: rounds 3/3 | <the format's counts> | copies 0 | cuts 0 | tokens ... | wall ...``;
+    a run that ended short of ``rounds`` names why (``rounds 4/6 (cap: synthesis after round 4)``)."""
     from harness.formats import FORMATS
 
     c = manifest.counts
@@ -20,9 +21,13 @@ def summary_line(manifest: RunManifest, rounds: int) -> str:
     shown = fmt.counts if fmt else ("published", "schema_failures", "retries")
     parts = [f"{name.replace('_', ' ').replace('loop locks', 'loop-locks')} {c.get(name)}" for name in shown]
     parts += [f"copies {c.copies}", f"cuts {c.cuts}"]  # every format's: repeated turns, capped replies
+    # a format that closed the run early (a panel's synthesis, a verdict) says why it is short
+    # (an interrupted run's reason is the line above it, with how to go on)
+    short = manifest.status == "completed" and manifest.stop_reason and c.rounds_completed < rounds
+    closed = f" ({manifest.stop_reason})" if short else ""
     return " | ".join(
         [
-            f"{manifest.status}: rounds {c.rounds_completed}/{rounds}",
+            f"{manifest.status}: rounds {c.rounds_completed}/{rounds}{closed}",
             *parts,
             f"tokens {c.input_tokens} in / {c.output_tokens} out",
             f"cost {format_usd(c.cost_usd)}",
