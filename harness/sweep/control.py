@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -203,11 +203,14 @@ def reachable(sweep_dir: Path) -> None:
         raise ControlError(f"{sweep_dir}: only the driver's user (uid {owner}) may steer this sweep")
 
 
-def cell_configs(sweep_dir: Path, shapes: bool = False) -> Iterator[tuple[str, DictConfig | None]]:
+def cell_configs(
+    sweep_dir: Path, shapes: bool = False, skip: Callable[[str], bool] = lambda name: False
+) -> Iterator[tuple[str, DictConfig | None]]:
     """(cell, its config) for each cell of the sweep, made as the driver makes them
     (``CellConfigs``, from the sweep's ``multirun.yaml``); ``shapes``: one cell for each
-    set of overrides that can change the keys. A config made otherwise here (another
-    config folder?) is None, and the caller refuses nothing on a guess."""
+    set of overrides that can change the keys; cells ``skip`` names are not composed.
+    A config made otherwise here (another config folder?) is None, and the caller
+    refuses nothing on a guess."""
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -225,6 +228,8 @@ def cell_configs(sweep_dir: Path, shapes: bool = False) -> Iterator[tuple[str, D
         assert hydra is not None
         configs = CellConfigs(hydra.config_loader, master)
         for cell in read_index(sweep_dir).cells:
+            if skip(cell.name):
+                continue
             if shapes:
                 if (shape := configs.shape(cell.overrides) or tuple(cell.overrides)) in seen:
                     continue
@@ -259,11 +264,9 @@ def check_priced(sweep_dir: Path) -> None:
     unpriced: dict[str, list[str]] = {}  # spec -> the cells running it
     by_models: dict[str, list[str] | None] = {}  # a cell's model sections -> its unpriced specs
     left = 0
-    for name, cfg in cell_configs(sweep_dir):
+    for name, cfg in cell_configs(sweep_dir, skip=lambda name: completed(sweep_dir, name)):
         if cfg is None:
             return
-        if (record := read_cell_record(sweep_dir, name)) is not None and record.status == "completed":
-            continue  # spends no more
         left += 1
         sections = {k: cfg.get(k) for k in ("model", "roles", "llm", "format", "prices")}
         key = OmegaConf.to_yaml(OmegaConf.create(sections))
@@ -275,6 +278,11 @@ def check_priced(sweep_dir: Path) -> None:
             unpriced.setdefault(spec, []).append(name)
     if unpriced:
         raise ControlError(_unpriced_line(unpriced, left))
+
+
+def completed(sweep_dir: Path, name: str) -> bool:
+    """Whether cell ``name`` has completed: it spends no more, so no limit need hold it."""
+    return (record := read_cell_record(sweep_dir, name)) is not None and record.status == "completed"
 
 
 def _unpriced(cfg: DictConfig) -> list[str] | None:
