@@ -112,6 +112,7 @@ def test_two_round_panel_on_smollm2(run, records):
 
 
 @pytest.mark.slow
+@pytest.mark.full  # 97 s in CI: make test-all (in make test, the moderated exchange with grounded checks runs SmolLM2)
 def test_moderated_debate_on_smollm2(run, records):
     from harness.export.styles import export_run
     from harness.formats.checks import verify
@@ -138,6 +139,7 @@ def test_moderated_debate_on_smollm2(run, records):
 
 
 @pytest.mark.slow
+@pytest.mark.full  # 85 s in CI: make test-all (the grounded format's MCP searches run on the scripted model in make test)
 def test_one_grounded_round_of_smollm2_searches_the_kjv(run, records, tmp_path):
     """The real path end to end: SmolLM2 asks for searches, the MCP server
     answers from the KJV, the checker marks whatever it cites, the report shows it."""
