@@ -79,6 +79,17 @@ def test_a_grid_prints_a_row_per_cell_and_the_totals(capsys: pytest.CaptureFixtu
     assert int(rows["total"][1].replace(",", "")) == sum(calls) > 0
 
 
+def test_cells_on_an_embedded_model_take_turns_in_the_wall_time() -> None:
+    # the in-process launcher runs them one at a time a driver process (they share its
+    # llama.cpp model), so two in flight take two cells' time; two processes, one's
+    grid = ["-m", "model=smollm2", "rounds=1", "seed=1,2", "sweep.concurrency=2", "--call-s", "1"]
+    one, _ = build_plan(parse(grid))
+    two, _ = build_plan(parse([*grid, "sweep.processes=2"]))
+    assert one.wall_s == pytest.approx(sum(row.alone_s for row in one.rows))
+    assert two.wall_s == pytest.approx(max(row.alone_s for row in two.rows))
+    assert one.bound.startswith("embedded-model cells 1 at a time") and "on the embedded model" in one.bound
+
+
 def test_a_model_with_no_price_is_unknown_never_zero(capsys: pytest.CaptureFixture[str]) -> None:
     priced = "prices.models={openai\\:priced-model:{input:1.0,output:2.0}}"
     cells = "model.spec=openai:priced-model,openai:no-such-model"

@@ -61,6 +61,9 @@ class PlannedCell:
 class Cells:
     cells: list[PlannedCell]
     in_flight: int  # cells that run at once under the chosen launcher
+    # cells on an embedded model that run at once: the in-process launcher runs them one
+    # at a time a driver process (they share its llama.cpp model); others as in_flight
+    local_lanes: int = 1
 
 
 def compose_cells(argv: list[str]) -> Cells:
@@ -96,7 +99,7 @@ def _single(args: list[str]) -> Cells:
     cfg, k, parent = _forked(cfg, args, None)
     settings = _validated(cfg, None)
     name = f"{parent.name}-fork{k}" if parent else run_dir_name(settings)  # as fork_run names it
-    return Cells([PlannedCell(settings.run_name or name, cfg, settings, k, parent)], 1)
+    return Cells([PlannedCell(settings.run_name or name, cfg, settings, k, parent)], 1, 1)
 
 
 def _sweep(args: list[str]) -> Cells:
@@ -115,10 +118,10 @@ def _sweep(args: list[str]) -> Cells:
         cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name), k, parent))
     launcher = master.hydra.launcher
     if "InProcessLauncher" in str(launcher.get("_target_", "")):
-        in_flight = min(int(launcher.concurrency), len(cells))
-    else:
-        in_flight = concurrent_workers(launcher, len(cells))
-    return Cells(cells, max(1, in_flight))
+        in_flight = max(1, min(int(launcher.concurrency), len(cells)))
+        return Cells(cells, in_flight, min(in_flight, int(launcher.get("processes", 1) or 1)))
+    in_flight = max(1, concurrent_workers(launcher, len(cells)))
+    return Cells(cells, in_flight, in_flight)
 
 
 def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[DictConfig, int, Path | None]:

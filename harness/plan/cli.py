@@ -104,7 +104,7 @@ def build_plan(options: Options) -> tuple[Plan, int]:
     estimates = [estimate_cell(cell, passes, options.words) for cell in cells.cells]
     if pilot is not None:
         estimates = [pilot.apply(e, passes, options.words) for e in estimates]
-    plan = make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s())
+    plan = make_plan(estimates, cells.in_flight, options.call_s, passes.engine_s(), cells.local_lanes)
     plan.pilot = pilot
     return plan, passes.runs
 

@@ -14,7 +14,9 @@ dry passes measured it; cells run ``in_flight`` at a time. The sweep then takes 
 the cells' own time over the slots (longest first), each endpoint's calls
 at ``model.rpm``, its charged tokens at ``model.tpm``, and its calls spread
 over ``model.max_concurrency`` slots (the adaptive limit grows there when no
-429 comes). A cell's own figure is its time stretched by the same factor
+429 comes), and the cells on an embedded model over ``local_lanes`` (the
+in-process launcher runs them one at a time a driver process: they share its
+llama.cpp model). A cell's own figure is its time stretched by the same factor
 when a limit binds.
 """
 
@@ -115,6 +117,8 @@ def role_call(estimate: Estimate, role: str, call_s: float) -> tuple[float, str]
         return model.latency_s, "(the scripted model's model.latency_s)"
     if provider in FREE_TIME:
         return 0.0, "(a person's answers: not timed)"
+    if provider == "local":  # no provider: what a call takes here is for a pilot to say
+        return call_s, "on the embedded model (--call-s; a pilot's runs time it)"
     return call_s, "at the provider (--call-s)"
 
 
@@ -170,7 +174,28 @@ def endpoint_floors(rows: list[CellRow], call_s: float) -> dict[str, float]:
     return floors
 
 
-def make_plan(estimates: list[Estimate], in_flight: int, call_s: float, engine_s: float = 0.0) -> Plan:
+def local_floor(rows: list[CellRow], lanes: int, call_s: float) -> dict[str, float]:
+    """{what binds: seconds} for the cells on an embedded model, ``lanes`` of them at once."""
+    local = [r for r in rows if uses_local_model(r.estimate)]
+    if not local:
+        return {}
+    what = f"embedded-model cells {lanes} at a time (one a driver process), {call_times(local, call_s)}"
+    return {what: makespan([r.alone_s for r in local], lanes)}
+
+
+def uses_local_model(estimate: Estimate) -> bool:
+    settings = estimate.cell.settings
+    return any(settings.role_model(role)[0].spec.startswith("local:") for role in estimate.point)
+
+
+def make_plan(
+    estimates: list[Estimate],
+    in_flight: int,
+    call_s: float,
+    engine_s: float = 0.0,
+    local_lanes: int | None = None,
+) -> Plan:
+    """``local_lanes``: how many cells on an embedded model run at once (``in_flight`` if None)."""
     rows = [cell_row(e, call_s, engine_s) for e in estimates]
     plan = Plan(rows, in_flight, call_s)
     plan.unpriced = sorted({s for r in rows for s in r.unpriced})
@@ -179,7 +204,12 @@ def make_plan(estimates: list[Estimate], in_flight: int, call_s: float, engine_s
     plan.bound = (
         f"{in_flight} cell(s) in flight, {call_times(rows, call_s)} + {engine_s:.2f} s in the harness"
     )
-    for what, seconds in endpoint_floors(rows, call_s).items():
+    lanes = in_flight if local_lanes is None else local_lanes
+    floors = {
+        **endpoint_floors(rows, call_s),
+        **(local_floor(rows, lanes, call_s) if lanes < in_flight else {}),
+    }
+    for what, seconds in floors.items():
         if seconds > plan.wall_s:
             plan.wall_s, plan.bound = seconds, what
     stretch = plan.wall_s / span if span > 0 else 1.0
