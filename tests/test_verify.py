@@ -104,6 +104,21 @@ def test_a_seat_may_see_words_its_own_model_wrote_first(clean, replied_first):
     assert bool(leaked) is not replied_first, problems
 
 
+@pytest.mark.parametrize("echoed", [True, False])
+def test_a_seat_that_echoes_its_own_prompt_leaks_nothing(clean, echoed):
+    # SmolLM2's critic wrote back the 'Motion: ...' line of its prompt as its feedback,
+    # and the other seat's prompts show that line too: an echo, not a leak. Words a
+    # seat wrote before its prompts showed them are its own, and a leak when shown.
+    line = "Motion: a line of the template that both seats are shown"
+    shown = rewrite_last(clean / "cons" / "prompts.jsonl", lambda r: r["messages"][-1].update(content=line))
+    at = datetime.fromisoformat(shown["ts"].replace("Z", "+00:00")) + timedelta(seconds=1 if echoed else -1)
+    rewrite_last(clean / "cons" / "critique.jsonl", lambda r: r.update(feedback=line, ts=at.isoformat()))
+    rewrite_last(clean / "pros" / "prompts.jsonl", lambda r: r["messages"][-1].update(content=line))
+    problems, _ = verify(clean)
+    leaked = [p for p in problems if p.startswith("pros/prompts.jsonl: contains cons's private text")]
+    assert bool(leaked) is not echoed, problems
+
+
 def test_torn_line_is_reported_then_quarantined_by_resume(clean):
     from harness.resume import resume_run
 

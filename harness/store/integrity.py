@@ -10,7 +10,8 @@ What every format promises, checked here:
   while the parent is there (``harness.store.lineage``);
 - no seat's private text appears in another seat's prompts, for every pair
   of seats, unless it was published, is public, or that seat wrote it too
-  (in a record, or in a reply before any of its prompts showed it).
+  (in a record, or in a reply before any of its prompts showed it), or the
+  seat it is private to only echoed it from a prompt of its own.
 Then the format's own checks (``Format.checks``: for drift, that every
 argument traces back to an approval and that probes wrote only to their own
 team's folder; for the panel, the blind first round and the aliases), which
@@ -24,9 +25,11 @@ already moved them aside.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from harness.store.jsonl import scan
@@ -106,30 +109,55 @@ def prompt_text(records: list[Record]) -> str:
 
 def check_isolation(layout: RunLayout, logs: dict[str, list[Record]]) -> list[str]:
     """For every pair of seats: A's private text must not reach B's prompts,
-    unless it was published, is public, is template text, or B wrote it too."""
+    unless it was published, is public, is template text, B wrote it too, or A
+    only echoed it from its own prompts."""
     public_files = ["shared_memory.jsonl", *(f"public/{log}.jsonl" for log in layout.public_logs)]
     # Each seat's first prompt holds only what no model wrote (templates, the
     # motion, a default persona): a model that echoes it leaks nothing.
     firsts = [prompt_text(logs.get(f"{s.name}/prompts.jsonl", [])[:1]) for s in layout.seats]
     public = "\n".join([*(t for name in public_files for r in logs.get(name, []) for t in texts(r)), *firsts])
-    private = {
-        seat.name: {
-            t
-            for log in seat.logs
-            if log != "prompts"
-            for r in logs.get(f"{seat.name}/{log}.jsonl", [])
-            for t in texts(r)
-        }
-        for seat in layout.seats
-    }
+    private = {seat.name: private_texts(seat.name, seat.logs, logs) for seat in layout.seats}
     problems = []
     for a, b in itertools.permutations([s.name for s in layout.seats], 2):
         prompts, replies = logs.get(f"{b}/prompts.jsonl", []), logs.get(f"{b}/replies.jsonl", [])
+        own = logs.get(f"{a}/prompts.jsonl", []), logs.get(f"{a}/replies.jsonl", [])
         seen_by_b = prompt_text(prompts)
-        for text in sorted(private[a] - private[b]):
-            if text in seen_by_b and text not in public and not wrote_first(prompts, replies, text):
+        for text in sorted(private[a].keys() - private[b].keys()):
+            excused = (
+                text not in seen_by_b
+                or text in public
+                or wrote_first(prompts, replies, text)
+                or echoed(*own, text, private[a][text])
+            )
+            if not excused:
                 problems.append(f"{b}/prompts.jsonl: contains {a}'s private text {text[:40]!r}")
     return problems
+
+
+def private_texts(
+    seat: str, seat_logs: Sequence[str], logs: Mapping[str, list[Record]]
+) -> dict[str, datetime]:
+    """{text: the time the first of ``seat``'s records holding it was written}."""
+    first: dict[str, datetime] = {}
+    for log in seat_logs:
+        if log == "prompts":
+            continue
+        for r in logs.get(f"{seat}/{log}.jsonl", []):
+            for t in texts(r):
+                first[t] = min(first.get(t, r.ts), r.ts)
+    return first
+
+
+def echoed(prompts: list[Record], replies: list[Record], text: str, recorded: datetime) -> bool:
+    """A seat's model wrote ``text`` only after a prompt of its own showed it: it echoed
+    its prompt (a template's words, the motion), as SmolLM2's critic echoes the line
+    ``Motion: ...`` it was shown. Where the prompt took it from is checked on its own:
+    another seat's private text there is that seat's leak. Its own private text, shown
+    back to it, was written (a record, a reply) before any prompt showed it."""
+    shown = [r.ts for r in prompts if text in prompt_text([r])]
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]  # as it stands inside a JSON reply
+    written = [r.ts for r in replies if isinstance(r, ReplyRecord) and (text in r.text or escaped in r.text)]
+    return bool(shown) and min(shown) < min([recorded, *written])
 
 
 def wrote_first(prompts: list[Record], replies: list[Record], text: str) -> bool:
