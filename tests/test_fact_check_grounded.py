@@ -2,7 +2,8 @@
 on the scripted model over a four-passage fixture collection: Con's words
 meet a passage that denies them (struck, then disqualified, every strike
 citing it), Pro's words find nothing (never struck); forged citations never
-strike, nor are listed as the check's passages; config errors; verify's
+strike nor count as support, nor are listed as the check's passages; config
+errors; verify's
 checks, each with a positive control;
 kill and resume inside a check, the search server killed too; SmolLM2 on
 the KJV (slow)."""
@@ -37,16 +38,20 @@ PASSAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("facts")
-    rows = [json.dumps({"id": pid, "text": text}) for pid, text in PASSAGES]
+def write_collection(folder: Path, passages: list[tuple[str, str]]) -> Path:
+    folder.mkdir(exist_ok=True)
+    rows = [json.dumps({"id": pid, "text": text}) for pid, text in passages]
     (folder / "facts.jsonl").write_text("\n".join(rows) + "\n")
     return folder
 
 
-@pytest.fixture
-def grounded_check(collection: Path, search_cache: Path) -> tuple[str, ...]:
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_collection(tmp_path_factory.mktemp("facts"), PASSAGES)
+
+
+def checking(collection: Path, search_cache: Path) -> tuple[str, ...]:
+    """A moderated debate's overrides for grounded checks over ``collection``, searched in-process."""
     return (
         "format=moderated",
         "format.fact_check=grounded",
@@ -56,18 +61,15 @@ def grounded_check(collection: Path, search_cache: Path) -> tuple[str, ...]:
     )
 
 
+@pytest.fixture
+def grounded_check(collection: Path, search_cache: Path) -> tuple[str, ...]:
+    return checking(collection, search_cache)
+
+
 @pytest.fixture(scope="module")
 def struck(tmp_path_factory: pytest.TempPathFactory, collection: Path, search_cache: Path) -> Path:
     """One finished grounded-check run (Con struck out), copied by each test that edits it."""
-    args = (
-        "model=scripted",
-        "progress=false",
-        "format=moderated",
-        "format.fact_check=grounded",
-        f"search.collection={collection}",
-        "search.transport=local",
-        f"search.cache_dir={search_cache}",
-    )
+    args = ("model=scripted", "progress=false", *checking(collection, search_cache))
     return run_in_process(args, tmp_path_factory.mktemp("struck"))
 
 
@@ -105,8 +107,11 @@ def test_a_side_a_passage_contradicts_is_struck_and_disqualified_each_strike_cit
     assert verify(run_dir) == ([], [])
 
 
-def test_forged_citations_never_strike(run, records, grounded_check):
-    result = run(*grounded_check, "model.bad_citation_rate=1.0")
+def test_forged_citations_never_strike_nor_count_as_support(run, records, search_cache, tmp_path):
+    # here Pro's register words meet a passage with no denial word: its claims are ruled supported
+    studies = ("studies", "Studies show that trust, evidence and efficiency bring benefit and progress.")
+    facts = write_collection(tmp_path / "facts", [*PASSAGES, studies])
+    result = run(*checking(facts, search_cache), "model.bad_citation_rate=1.0")
     run_dir = result.run_dir
     assert result.manifest.stop_reason.startswith("verdict")
     assert not [e for e in records(run_dir / "events.jsonl") if e.event == "strike"]
@@ -119,7 +124,21 @@ def test_forged_citations_never_strike(run, records, grounded_check):
     returned = {s.id: {h.id for h in s.hits} for s in records(run_dir / "public" / "searches.jsonl")}
     made_up = {r.citation.id for c in con for r in c.rulings if r.citation and r.citation.status == "unknown"}
     assert made_up and all(set(c.passages) <= set().union(*(returned[s] for s in c.searches)) for c in con)
+    # a claim ruled supported on a forged citation is not counted supported: the pass is a fallback resting on nothing
+    pro = [c for c in checks_of(run_dir, records) if c.team == "pro"]
+    assert pro and {r.ruling for c in pro for r in c.rulings} == {"supported"}
+    assert all(c.verdict == "pass" and c.fallback and c.evidence == [] for c in pro)
+    assert all(
+        c.justification.startswith(f"passed, not confirmed: {len(c.rulings)} claim(s): 0 supported")
+        for c in pro
+    )
     assert verify(run_dir) == ([], [])
+    # and verify holds a run to that: the same check, passed as confirmed on the passage, is caught
+    confirmed = {"id": "r0009.x", "fallback": False, "evidence": [f"[studies] (facts.jsonl) {studies[1]}"]}
+    JsonlLog(run_dir / "public" / "factchecks.jsonl").append(pro[0].model_copy(update=confirmed))
+    problems = verify(run_dir)[0]
+    assert any("r0009.x passes on a ruling whose citation fails, not as a fallback" in p for p in problems)
+    assert any("r0009.x gives as evidence ['[studies] " in p for p in problems), problems
 
 
 def test_ungrounded_checks_stay_the_default(settings):

@@ -14,12 +14,16 @@ The citation checker marks every quote, as it marks the arguers'. The
 verdict is the code's, not the model's: a speech fails only when a claim is
 contradicted by a passage its own search returned and the quote is in that
 passage. A contradiction whose citation fails the checker costs no strike:
-the check passes as a ``fallback`` that says why. A claim not found never
-strikes. A failed check's ``evidence`` holds the contradicting passages,
-which the speaker's retry prompt quotes. The check's ``passages`` are the
-cited passages its searches returned: a ruling citing any other id (one the
-model made up, or one no search of this check found) keeps that citation,
-marked, and the id stays out of ``passages``.
+the check passes as a ``fallback`` that says why. A claim counts as supported
+only when its quote is likewise in a passage its own search returned; a
+supported ruling whose citation fails (a made-up id, words the passage lacks)
+is counted apart, and the check passes as a ``fallback`` that says why. A
+claim not found never strikes. A failed check's ``evidence`` holds the
+contradicting passages, which the speaker's retry prompt quotes; a passed
+one's, the passages of the claims it counts supported. The check's
+``passages`` are the cited passages its searches returned: a ruling citing
+any other id (one the model made up, or one no search of this check found)
+keeps that citation, marked, and the id stays out of ``passages``.
 """
 
 from __future__ import annotations
@@ -152,8 +156,8 @@ class GroundedFactCheckerAgent:
         hits = {h.id: h for s in found for h in s.hits}
         verdict, fallback, why = decide(rulings, hits, claims is None, unruled)
         # what the verdict rests on: the passages that contradict, or those that support
-        rests = [r for r in rulings if (backed(r, hits) if verdict == "fail" else r.ruling == "supported")]
-        cited = [r.citation.id for r in rests if r.citation and r.citation.id in hits]
+        rests = [r for r in rulings if (backed(r, hits) if verdict == "fail" else confirmed(r, hits))]
+        cited = [r.citation.id for r in rests if r.citation]
         evidence = [passage_line(hits[pid]) for pid in dict.fromkeys(cited)]
         return FactCheckRecord(
             **check_call(draft).envelope(self.ctx, usage),
@@ -190,10 +194,20 @@ def retrieved(rulings: list[Ruling], hits: dict[str, Hit]) -> list[str]:
     return [pid for pid in dict.fromkeys(r.citation.id for r in rulings if r.citation) if pid in hits]
 
 
-def backed(ruling: Ruling, hits: dict[str, Hit]) -> bool:
-    """A contradiction that can strike: its quote is in a passage its own search returned."""
+def holds(ruling: Ruling, hits: dict[str, Hit]) -> bool:
+    """The ruling's citation checks out: its quote is in a passage its own check's searches returned."""
     c = ruling.citation
-    return ruling.ruling == "contradicted" and c is not None and c.status == "supported" and c.id in hits
+    return c is not None and c.status == "supported" and c.id in hits
+
+
+def backed(ruling: Ruling, hits: dict[str, Hit]) -> bool:
+    """A contradiction that can strike: its citation checks out."""
+    return ruling.ruling == "contradicted" and holds(ruling, hits)
+
+
+def confirmed(ruling: Ruling, hits: dict[str, Hit]) -> bool:
+    """A claim that counts as supported: ruled so, its citation checks out."""
+    return ruling.ruling == "supported" and holds(ruling, hits)
 
 
 def decide(
@@ -205,21 +219,28 @@ def decide(
     if strikes := [r for r in rulings if backed(r, hits) and r.citation]:
         why = [f"{r.claim!r} is contradicted by [{r.citation.id}]: {r.reason}" for r in strikes if r.citation]
         return "fail", False, "; ".join(why)
-    if unbacked := [r for r in rulings if r.ruling == "contradicted"]:
-        why = [unbacking(r, hits) for r in unbacked]
-        return "pass", True, "no strike: the fact-checker's own citations fail: " + "; ".join(why)
-    counts = {k: sum(r.ruling == k for r in rulings) for k in ("supported", "not_found")}
-    summary = f"{len(rulings)} claim(s): {counts['supported']} supported, {counts['not_found']} not found"
+    # a ruling whose own citation fails is neither a strike nor a supported claim
+    failing = [r for r in rulings if r.ruling != "not_found" and not holds(r, hits)]
+    fails = "the fact-checker's own citations fail: " + "; ".join(unbacking(r, hits) for r in failing)
+    if any(r.ruling == "contradicted" for r in failing):
+        return "pass", True, "no strike: " + fails
+    supported = sum(confirmed(r, hits) for r in rulings)
+    not_found = sum(r.ruling == "not_found" for r in rulings)
+    summary = f"{len(rulings)} claim(s): {supported} supported, {not_found} not found"
+    if failing:
+        summary += f", {len(failing)} ruled supported on a citation that fails"
     if unruled:
         return "pass", True, f"{unruled} ruling(s) failed validation; passed: {summary}"
+    if failing:
+        return "pass", True, f"passed, not confirmed: {summary}; {fails}"
     return "pass", False, summary
 
 
 def unbacking(ruling: Ruling, hits: dict[str, Hit]) -> str:
-    """Why a contradiction cannot strike, in one clause."""
+    """Why a ruling's citation does not bear it out, in one clause."""
     c = ruling.citation
     if c is None:
-        return f"{ruling.claim[:60]!r} is ruled contradicted, citing no passage"
+        return f"{ruling.claim[:60]!r} is ruled {ruling.ruling}, citing no passage"
     if c.status != "supported":
         return reasons([c])
     return f"[{c.id}] is not among the passages its search returned"

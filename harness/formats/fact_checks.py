@@ -67,11 +67,15 @@ def check_grounded_strikes(run: RunLogs) -> list[str]:
     """A grounded check fails (a strike) exactly when a claim is ruled
     contradicted by a passage its own search returned, quoted truly. A claim
     not found never strikes, nor does a contradiction whose citation fails:
-    that check passes as a fallback."""
+    that check passes as a fallback. A claim counts as supported only when its
+    citation holds too: a check that passes on a ruling whose citation fails
+    is a fallback, and a check's evidence is the passages of the rulings its
+    verdict rests on (held contradictions for a strike, held supports for a pass)."""
     problems = []
     for check in grounded_checks(run):
         seen = passages_seen(run, check)
         backed = [r for r in check.rulings if r.ruling == "contradicted" and holds(r, seen)]
+        failing = [r for r in check.rulings if r.ruling != "not_found" and not holds(r, seen)]
         if check.verdict == "fail" and not backed:
             problems.append(
                 f"{CHECKS}: {check.id} is a strike without a contradicting passage its search returned"
@@ -80,6 +84,16 @@ def check_grounded_strikes(run: RunLogs) -> list[str]:
             problems.append(f"{CHECKS}: {check.id} passes a claim its passage contradicts")
         elif check.verdict == "fail" and check.fallback:
             problems.append(f"{CHECKS}: {check.id} is a fallback and a strike; a fallback never strikes")
+        elif check.verdict == "pass" and failing and not check.fallback:
+            problems.append(
+                f"{CHECKS}: {check.id} passes on a ruling whose citation fails, not as a fallback"
+            )
+        ruled = "contradicted" if check.verdict == "fail" else "supported"
+        rests = {r.citation.id for r in check.rulings if r.citation and r.ruling == ruled and holds(r, seen)}
+        if stray := [e[:40] for e in check.evidence if not any(e.startswith(f"[{pid}] ") for pid in rests)]:
+            problems.append(
+                f"{CHECKS}: {check.id} gives as evidence {stray}, which no {ruled} ruling's citation bears out"
+            )
     return problems
 
 
