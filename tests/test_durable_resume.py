@@ -142,7 +142,7 @@ def test_a_finished_run_refuses_a_key_that_may_not_change(finished):
         resume_run(finished, overrides=["llm.temperature=1.0"])
 
 
-def test_a_finished_runs_torn_last_line_is_quarantined_by_resume(finished):
+def test_a_torn_last_line_is_quarantined_by_resume_and_recorded_by_one_that_runs(finished):
     with open(finished / "shared_memory.jsonl", "ab") as fh:
         fh.write(b'{"schema_version":1,"id":"tor')
     assert verify(finished)[0] == [
@@ -155,6 +155,16 @@ def test_a_finished_runs_torn_last_line_is_quarantined_by_resume(finished):
     assert again.note.endswith("already completed; nothing to do")
     assert (finished / "shared_memory.jsonl.quarantine").read_text() == '{"schema_version":1,"id":"tor\n'
     assert verify(finished) == ([], ["shared_memory.jsonl.quarantine: quarantined torn line(s)"])
+    # a resume that runs records what it set aside: a quarantine event in the events log it made whole
+    with open(finished / "events.jsonl", "ab") as fh:
+        fh.write(b'{"schema_version":1,"id":"r0002.tor')
+    extended = resume_run(finished, overrides=["rounds=3"])
+    assert extended.note.startswith("events.jsonl: torn last line moved to events.jsonl.quarantine")
+    (aside,) = events(finished, "quarantine")
+    assert aside["data"] == {"log": "events.jsonl", "began": '{"schema_version":1,"id":"r0002.tor'}
+    assert aside["detail"] == extended.note and extended.manifest.counts.by_event["quarantine"] == 1
+    notes = [f"{log}.quarantine: quarantined torn line(s)" for log in ("events.jsonl", "shared_memory.jsonl")]
+    assert verify(finished) == ([], notes)  # the event's line continues the events log's chain
 
 
 def test_resuming_a_finished_run_does_nothing(run):

@@ -304,6 +304,7 @@ def execute(
         ctx.events.emit(
             "resume", round_=state["round"], team=None, role="resume", n=len(manifest.history), detail=detail
         )
+    record_set_aside(ctx, state["round"], len(manifest.history))
     fingerprint = fingerprint or digest(components(cfg, roles, fmt))
     snapshots = Snapshotter(
         run_dir,
@@ -324,10 +325,31 @@ def execute(
 def set_aside(memory: RunMemory) -> str:
     """One line naming each log whose torn last line (a crash mid-write) opening
     ``memory`` moved to ``<log>.quarantine``, and how the line began; or ''."""
-    return "; ".join(
-        f"{name}: torn last line moved to {name}.quarantine (set aside: {torn[:40]!r}{'…' * (len(torn) > 40)})"
-        for name, (torn, *_) in sorted(memory.quarantined().items())
-    )
+    return "; ".join(aside(name, torn) for name, (torn, *_) in sorted(memory.quarantined().items()))
+
+
+def aside(name: str, torn: str) -> str:
+    """What was set aside from log ``name``: where it went and how the line began."""
+    return f"{name}: torn last line moved to {name}.quarantine (set aside: {torn[:40]!r}{'…' * (len(torn) > 40)})"
+
+
+def record_set_aside(ctx: RunContext, round_: int, n: int) -> None:
+    """One ``quarantine`` event per log whose torn last line opening the run's memory
+    set aside (``n``: the manifest's history length, as the resume event's). Written
+    after the memory opened, so the events log, if it was torn, is already clean."""
+    for i, (name, (torn, *_)) in enumerate(sorted(ctx.memory.quarantined().items())):
+        detail = aside(name, torn)
+        ctx.events.emit(
+            "quarantine",
+            round_=round_,
+            team=None,
+            role="resume",
+            iteration=i,
+            n=n,
+            detail=detail,
+            log=name,
+            began=torn[:40],
+        )
 
 
 def run_context(
