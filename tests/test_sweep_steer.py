@@ -30,7 +30,15 @@ from harness.engine import RunResult
 from harness.sweep.cell_status import CellRecord, read_cell_record, write_cell_record
 from harness.sweep.commands import main as sweep_main
 from harness.sweep.configs import CellConfigs
-from harness.sweep.control import ControlEntry, ControlError, ControlLog, append_entry, driver_lock, send
+from harness.sweep.control import (
+    ControlEntry,
+    ControlError,
+    ControlLog,
+    append_entry,
+    check_command,
+    driver_lock,
+    send,
+)
 from harness.sweep.index import SweepIndex, read_index, write_index
 from harness.sweep.steer import Steering
 
@@ -279,6 +287,8 @@ def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path)
 
 
 def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_path: Path) -> None:
+    """``set budget.sweep_tokens`` (was refused: no sweep-wide cap for an unpriced model)
+    takes the shared budget's token limit at once, as ``budget.sweep_usd`` its dollars."""
     import threading
 
     from omegaconf import OmegaConf
@@ -298,17 +308,35 @@ def test_set_reaches_live_limiters_shared_budgets_and_the_next_cells_config(tmp_
     reset_limiters()
 
     forget_sweep_budgets()
-    with in_sweep_budget(str(tmp_path.resolve()), 1.0, None, lambda: (0.9, 0)) as budget:
+    with in_sweep_budget(str(tmp_path.resolve()), 1.0, None, lambda: (0.9, 90)) as budget:
         with pytest.raises(BudgetExhausted):
             budget.reserve(0.2, 0)  # $0.90 spent of $1: the next $0.20 call could cross it
         ok, detail = steering.do_set("budget.sweep_usd", "2")
         assert ok and detail == "budget.sweep_usd $1 -> $2 (spent $0.9000)"
         budget.reserve(0.2, 0)  # now it fits
+        # a token cap, the one an unpriced model takes, on the same budget: checked as sent
+        assert check_command(["set", "budget.sweep_tokens=100"]) == ("set", "budget.sweep_tokens", "100")
+        for bad in ("0", "1.5", "-3", "1e3"):
+            with pytest.raises(ControlError, match=r"^budget.sweep_tokens: a whole number of tokens above 0"):
+                check_command(["set", f"budget.sweep_tokens={bad}"])
+        assert steering.do_set("budget.sweep_tokens", "100") == (
+            True,
+            "budget.sweep_tokens none -> 100 (used 90 tokens)",  # counted from the runs' ledgers
+        )
+        with pytest.raises(BudgetExhausted, match=r"^budget: 90 of budget.sweep_tokens=100 spent"):
+            budget.reserve(0.0, 20)
+        assert (
+            steering.do_set("budget.sweep_tokens", "1000")[1]
+            == "budget.sweep_tokens 100 -> 1000 (used 90 tokens)"
+        )
+        budget.reserve(0.0, 20)  # raised: the sweep goes on
+        assert (budget.usd, budget.tokens) == (2.0, 1000)  # each set keeps the other limit
     forget_sweep_budgets()
 
     cfg = OmegaConf.create({"model": {"concurrency": 8, "max_concurrency": 64}, "budget": {"sweep_usd": 1.0}})
     steering.configure(cfg)  # a cell starting now gets what was set
     assert (cfg.model.max_concurrency, cfg.model.concurrency, cfg.budget.sweep_usd) == (4, 4, 2.0)
+    assert cfg.budget.sweep_tokens == 1000
 
 
 def test_a_sweep_budget_of_0_or_less_is_one_line_before_any_cell_starts(

@@ -222,6 +222,19 @@ def set_sweep_usd(name: str, usd: float) -> tuple[float | None, float] | None:
     return old, budget.spent_usd
 
 
+def set_sweep_tokens(name: str, tokens: int) -> tuple[int | None, int] | None:
+    """Set the token limit of sweep ``name``'s budget at once (``ctl set budget.sweep_tokens``,
+    the cap an unpriced model takes): (the old limit, tokens used so far), or None when no
+    cell of it has opened its budget yet."""
+    with _SHARED_LOCK:
+        budget = _SHARED.get(name)
+        if budget is None:
+            return None
+        old = budget.tokens
+        _limit(budget, budget.usd, tokens)
+    return old, budget.spent_tokens
+
+
 def forget_sweep_budgets() -> None:
     with _SHARED_LOCK:
         _SHARED.clear()

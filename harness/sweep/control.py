@@ -1,7 +1,8 @@
 """The control channel of a running in-process sweep, through its folder:
 
     python -m harness.sweep ctl <sweep> pause [endpoint] | resume
-    python -m harness.sweep ctl <sweep> set sweep.concurrency=N | model.max_concurrency=N | budget.sweep_usd=X
+    python -m harness.sweep ctl <sweep> set sweep.concurrency=N | model.max_concurrency=N
+    python -m harness.sweep ctl <sweep> set budget.sweep_usd=X | budget.sweep_tokens=N
     python -m harness.sweep ctl <sweep> cancel <cell> | requeue <cell>
     python -m harness.sweep ctl <sweep> wait        # until the driver has ended
     python -m harness.sweep ctl <sweep> … --wait S  # a script: first wait S s for the driver to start
@@ -16,7 +17,8 @@
 
 A command is checked here before anything is written (a bad value, a
 model key no cell's config has, or a dollar limit on a cell whose model has
-no price, is one line, the sweep untouched), appended,
+no price, where ``budget.sweep_tokens`` is the cap to set, is one line, the
+sweep untouched), appended,
 and then ``ctl`` waits for its effect. The driver's side is ``harness.sweep.steer``.
 """
 
@@ -46,11 +48,12 @@ from harness.sweep.index import read_index
 CONTROL_JSONL = "control.jsonl"  # harness.view.watch reads both by these names
 DRIVER_LOCK = "driver.lock"
 ANSWER_S = 10.0  # how long ctl waits for the driver's effect
-SETTABLE = ("sweep.concurrency", "model.max_concurrency", "budget.sweep_usd")
+SETTABLE = ("sweep.concurrency", "model.max_concurrency", "budget.sweep_usd", "budget.sweep_tokens")
 VERBS = ("pause", "resume", "set", "cancel", "requeue")
 USAGE = (
     "usage: python -m harness.sweep ctl <sweep_dir> pause [endpoint] | resume | "
-    "set {sweep.concurrency=N, model.max_concurrency=N, budget.sweep_usd=X} | cancel <cell> | requeue <cell> "
+    "set {sweep.concurrency=N, model.max_concurrency=N, budget.sweep_usd=X, budget.sweep_tokens=N} "
+    "| cancel <cell> | requeue <cell> "
     "| wait [--wait S]"
 )
 
@@ -95,6 +98,8 @@ def check_command(words: list[str]) -> tuple[str, str, str]:
         )
     elif key == "budget.sweep_usd" and not _positive(value):
         raise ControlError(f"budget.sweep_usd: a number of dollars above 0, got {value!r}")
+    elif key == "budget.sweep_tokens" and not (value.isdigit() and int(value) >= 1):
+        raise ControlError(f"budget.sweep_tokens: a whole number of tokens above 0, got {value!r}")
     return verb, key, value
 
 

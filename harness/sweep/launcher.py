@@ -17,8 +17,9 @@ process-wide singleton.
 
 The cells start from a queue (``harness.sweep.steer``) that ``python -m
 harness.sweep ctl <sweep>`` steers while the sweep runs: pause and resume,
-``sweep.concurrency``, ``model.max_concurrency`` and ``budget.sweep_usd``,
-cancel and requeue one cell (``harness.sweep.control``: the channel).
+``sweep.concurrency``, ``model.max_concurrency``, ``budget.sweep_usd`` and
+``budget.sweep_tokens``, cancel and requeue one cell (``harness.sweep.control``:
+the channel).
 
 Cells on an embedded model (``local:*``) take turns: a llama.cpp model wants
 every core, so they run one at a time, while API cells go on around them.

@@ -10,10 +10,11 @@ effect:
   a call already sent finishes, every later attempt waits; a pause of every
   call also starts no new cell. ``resume`` opens it.
 - ``set sweep.concurrency=N`` is the queue's own bound; ``set
-  model.max_concurrency=N`` is every live limiter's ceiling, and both
-  ``model.max_concurrency`` and ``budget.sweep_usd`` are set in each cell's
-  config from then on (a cell's config is made when it starts). A set
-  budget is the shared ``Budget``'s limit at once: every reservation after
+  model.max_concurrency=N`` is every live limiter's ceiling, and
+  ``model.max_concurrency``, ``budget.sweep_usd`` and ``budget.sweep_tokens``
+  are set in each cell's config from then on (a cell's config is made when it
+  starts). A set budget (dollars, or tokens: the cap of an unpriced model)
+  is the shared ``Budget``'s limit at once: every reservation after
   it is checked against it, so a raise never lets spend pass the new limit,
   and a call held by the pause is checked again as it passes the gate, so a
   limit lowered during a pause holds the calls it held too.
@@ -41,7 +42,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import limiters
-from harness.runtime.budget import charged_to, open_sweep_budget, set_sweep_usd
+from harness.runtime.budget import charged_to, open_sweep_budget, set_sweep_tokens, set_sweep_usd
 from harness.runtime.gate import EVERY, gate
 from harness.runtime.interrupt import request_stop_of, stoppable_as
 from harness.store.reader import ledger
@@ -188,21 +189,34 @@ class Steering:
         if key == "sweep.concurrency":
             old, self.concurrency = self.concurrency, int(value)
             return True, f"sweep.concurrency {old} -> {self.concurrency} ({self.in_flight()})"
-        self.overrides[key] = float(value) if key == "budget.sweep_usd" else int(value)
-        if key == "model.max_concurrency":
-            live = limiters().values()
-            for limiter in live:
-                limiter.set_maximum(int(value))
-            return (
-                True,
-                f"model.max_concurrency -> {value} ({len(live)} live limiter(s), and every cell from now)",
-            )
-        was = set_sweep_usd(str(self.dir.resolve()), float(value))
+        if key.startswith("budget."):
+            return True, self.set_budget(key, value)
+        self.overrides[key] = int(value)
+        live = limiters().values()
+        for limiter in live:
+            limiter.set_maximum(int(value))
+        return (
+            True,
+            f"model.max_concurrency -> {value} ({len(live)} live limiter(s), and every cell from now)",
+        )
+
+    def set_budget(self, key: str, value: str) -> str:
+        """``budget.sweep_usd`` or ``budget.sweep_tokens``: the shared budget's limit at once
+        (charged first with what the sweep's runs had spent, if it had no limit), and every
+        cell's config from now on; what changed."""
+        name = str(self.dir.resolve())
+        if key == "budget.sweep_usd":
+            self.overrides[key] = float(value)
+            usd = set_sweep_usd(name, float(value))
+            was = None if usd is None else (usd[0] and f"${usd[0]:g}", f"spent ${usd[1]:.4f}")
+            value = f"${value}"
+        else:
+            self.overrides[key] = int(value)
+            tokens = set_sweep_tokens(name, int(value))
+            was = None if tokens is None else (tokens[0] and str(tokens[0]), f"used {tokens[1]} tokens")
         if was is None:
-            return True, f"budget.sweep_usd -> ${value} for every cell started from now"
-        limit, spent = was
-        shown = f"${limit:g}" if limit is not None else "none"
-        return True, f"budget.sweep_usd {shown} -> ${value} (spent ${spent:.4f})"
+            return f"{key} -> {value} for every cell started from now"
+        return f"{key} {was[0] or 'none'} -> {value} ({was[1]})"
 
     def do_cancel(self, name: str, _: str) -> tuple[bool, str]:
         job = self.cells[name]
