@@ -532,8 +532,10 @@ def test_a_dollar_limit_on_a_model_with_no_price_is_refused_unsent_naming_the_ce
     """``set budget.sweep_usd`` where a cell's model has no price: its calls cost unknown,
     so the limit never held the cells running, and every cell started after failed at its
     start (a dollar budget fails closed on an unpriced model). One line naming the model,
-    its cells when only some run it, and the keys that price it; nothing sent. Free
-    (scripted) and priced models take it, and a completed cell spends no more."""
+    its cells when only some run it, the token cap that needs no price (sent), and the keys
+    that price it with what a price costs the started cells (a resume with --force: was
+    left unsaid); nothing sent. Free (scripted) and priced models take it, and a completed
+    cell spends no more."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     unpriced = ["experiment=debug", "model=openai", "model.spec=openai:no-price"]
     every = tmp_path / "every"
@@ -542,10 +544,15 @@ def test_a_dollar_limit_on_a_model_with_no_price_is_refused_unsent_naming_the_ce
         assert sweep_main(["ctl", str(every), "set", "budget.sweep_usd=1"]) == 2
     assert capsys.readouterr().err == (
         "error: budget.sweep_usd: openai:no-price has no price, so a dollar limit would never hold the cells; "
-        "set prices.models={openai\\:no-price:{input:<$/1M>,output:<$/1M>}} or prices.file (docs/costs.md); "
+        "cap them with budget.sweep_tokens=N instead (it needs no price), or price it with "
+        "prices.models={openai\\:no-price:{input:<$/1M>,output:<$/1M>}} or prices.file (docs/costs.md), "
+        "which a cell started already takes only on a resume with --force (its fingerprint holds its prices); "
         "nothing sent\n"
     )
     assert (every / "control.jsonl").read_text() == ""  # nothing was sent
+    with driver_lock(every, "InProcessLauncher"):  # the token cap it names is sent (no driver here answers)
+        assert send(every, ["set", "budget.sweep_tokens=1000"], answer_s=0.05) is None
+    assert '"budget.sweep_tokens=1000"' in (every / "control.jsonl").read_text()
 
     from harness.sweep.control import check_priced
 

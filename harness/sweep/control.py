@@ -304,7 +304,9 @@ def _unpriced(cfg: DictConfig) -> list[str] | None:
 
 
 def _unpriced_line(unpriced: dict[str, list[str]], left: int) -> str:
-    """budget.sweep_usd's refusal: each unpriced model, with its cells when not all of them."""
+    """budget.sweep_usd's refusal: each unpriced model, with its cells when not all of them;
+    the cap that needs no price, and what a price costs the cells started already (a price
+    is in a run's fingerprint: resumed under a new one, a cell needs ``--force``)."""
     whose, every = [], all(len(cells) == left for cells in unpriced.values())
     for spec, cells in sorted(unpriced.items()):
         names = ", ".join(cells[:3]) + (f" and {len(cells) - 3} more" if len(cells) > 3 else "")
@@ -312,8 +314,11 @@ def _unpriced_line(unpriced: dict[str, list[str]], left: int) -> str:
     first = min(unpriced).replace(":", "\\:")  # Hydra's override grammar escapes a key's colon
     return (
         f"budget.sweep_usd: {', '.join(whose)} {'has' if len(whose) == 1 else 'have'} no price, "
-        f"so a dollar limit would never hold {'the cells' if every else 'those cells'}; set "
-        f"prices.models={{{first}:{{input:<$/1M>,output:<$/1M>}}}} or prices.file (docs/costs.md); nothing sent"
+        f"so a dollar limit would never hold {'the cells' if every else 'those cells'}; cap them with "
+        f"budget.sweep_tokens=N instead (it needs no price), or price {'it' if len(whose) == 1 else 'them'} "
+        f"with prices.models={{{first}:{{input:<$/1M>,output:<$/1M>}}}} or prices.file (docs/costs.md), "
+        "which a cell started already takes only on a resume with --force (its fingerprint holds its prices); "
+        "nothing sent"
     )
 
 
