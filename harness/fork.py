@@ -26,10 +26,11 @@ from hydra import compose, initialize_config_dir
 
 from harness.cli.errors import BAD_INPUT, fail
 from harness.engine import RunResult
-from harness.engine.forking import fork_run
+from harness.engine.forking import fork_parent, fork_run
 from harness.models.registry import build_model
 from harness.paths import conf_dir
 from harness.run import cli as run_cli
+from harness.schema import ConfigError
 from harness.store.reader import check_run_files, find_runs
 from harness.store.rundir import RunFolderError
 
@@ -73,7 +74,11 @@ def run_argv(args: argparse.Namespace) -> list[str]:
             fail(
                 f"--at-round {args.at_round}: {k!r} is not a round number (k: a whole number >= 1)", BAD_INPUT
             )
-    runs = parents(args.run, args.multirun)
+    try:
+        parent = fork_parent(args.run)  # not Path("") for the empty path: the current folder
+    except ConfigError as exc:
+        fail(str(exc), BAD_INPUT)
+    runs = parents(parent, args.multirun)
     argv = ["-m"] if args.multirun else []
     argv += [f"fork.parent={','.join(hydra_value(r) for r in runs)}", f"fork.at_round={args.at_round}"]
     return argv + args.overrides
@@ -81,7 +86,7 @@ def run_argv(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m harness.fork", description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="the parent run folder (with -m: a run or a sweep folder)")
+    parser.add_argument("run", help="the parent run folder (with -m: a run or a sweep folder)")
     parser.add_argument("--at-round", required=True, help="k: the fork's rounds 1..k are the parent's")
     parser.add_argument("-m", "--multirun", action="store_true", help="a grid of forks, run as a sweep")
     parser.add_argument(

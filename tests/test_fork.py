@@ -142,7 +142,8 @@ def one_line_exit(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str]
 def test_a_bad_parent_typed_to_harness_run_is_harness_forks_one_line(parents, tmp_path, capsys, monkeypatch):
     """``python -m harness.run fork.parent=<bad>`` typed directly: the line harness.fork
     gives (was pydantic's 'fork.parent: 1 validation error for dict[str,any]', a config.yaml
-    named without its key, and a traceback, exit 1, with fork.at_round left out or no number)."""
+    named without its key, and a traceback, exit 1, with fork.at_round left out or no number).
+    An empty or blank parent is one line too, in both (was the current folder, forked)."""
     from harness.fork import main as fork_main
     from harness.run import cli as run_cli
 
@@ -167,6 +168,14 @@ def test_a_bad_parent_typed_to_harness_run_is_harness_forks_one_line(parents, tm
     ]:
         argv = [f"fork.parent={parents['drift']}", *at_round, root]
         assert one_line_exit(run_cli, argv, capsys, monkeypatch) == (2, f"error: {message}\n")
+    monkeypatch.chdir(parents["drift"])  # an empty parent was the current folder: this run, forked unasked
+    for blank in ("", "  "):
+        line = (2, f"error: fork.parent: {blank!r} is blank; name the parent's run folder\n")
+        assert one_line_exit(fork_main, [blank, "--at-round", "1", root], capsys, monkeypatch) == line
+    assert one_line_exit(run_cli, ["fork.parent=", "fork.at_round=1", root], capsys, monkeypatch) == (
+        2,
+        "error: fork.parent: '' is blank; name the parent's run folder\n",
+    )
     assert not (tmp_path / "forks").exists()
 
 

@@ -71,7 +71,7 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     """Make the fork ``cfg.fork`` names (its overrides: ``overrides``) and run it."""
     composed = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(composed, dict)
-    parent = Path(str(cfg.fork.parent))
+    parent = fork_parent(cfg.fork.parent)
     manifest = parent_manifest(parent)
     k = fork_round(cfg.fork.at_round)
     check_own_round(parent, manifest, k)
@@ -111,6 +111,14 @@ def fork_round(at_round: Any) -> int:
     if not isinstance(at_round, int) or isinstance(at_round, bool):
         raise ConfigError(f"fork.at_round: {at_round!r} is not a round number (k: a whole number >= 1)")
     return at_round
+
+
+def fork_parent(parent: Any) -> Path:
+    """``fork.parent`` as typed, to harness.fork or harness.run: an empty path would be the
+    current folder (``Path("")`` is ``.``), forked unasked if it holds a run."""
+    if not str(parent).strip():
+        raise ConfigError(f"fork.parent: {str(parent)!r} is blank; name the parent's run folder")
+    return Path(str(parent))
 
 
 def parent_manifest(parent: Path) -> RunManifest:

@@ -28,7 +28,7 @@ from harness import run as _run  # noqa: F401  (registers the ${topics:...} reso
 from harness.cli.errors import check_group_choices, one_line, quote_text_values
 from harness.config import resolve
 from harness.engine.fork_config import fork_config
-from harness.engine.forking import check_layout, parent_manifest, parent_snapshot
+from harness.engine.forking import check_layout, fork_parent, parent_manifest, parent_snapshot
 from harness.engine.resuming import unredacted
 from harness.formats import validate
 from harness.models.base import ModelConfigError
@@ -131,8 +131,9 @@ def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[Di
     if fork.get("parent") is None:
         return cfg, 0, None
     _validated(cfg, cell)  # fork.at_round given and >= 1, before the parent is read
-    parent, k = Path(str(fork.get("parent"))), int(fork.get("at_round") or 0)
+    k = int(fork.get("at_round") or 0)
     try:
+        parent = fork_parent(fork.get("parent"))
         layout = parent_manifest(parent).layout
         parent_snapshot(parent, k)
         composed = OmegaConf.to_container(cfg, resolve=True)
