@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import compose_cfg
 from omegaconf import OmegaConf
 from test_durable_resume import events
@@ -225,6 +226,18 @@ def test_run_resume_passes_the_typed_overrides_on_as_harness_resume_does(
             "fingerprint mismatch (2 change(s)): config.llm.temperature: 0.7 -> 0.9"
             in capsys.readouterr().err
         )
+
+
+def test_overrides_on_resume_read_as_harness_run_reads_them(copy, capsys):
+    # harness.run's grammar (and ctl's refusal line's): a dict value, a key's escaped colon,
+    # '+' to add; YAML's reading made '{input:1.0}' a key 'input:1.0' and refused '+budget'
+    price = "prices.models={scripted\\:other:{input:1.0,output:4.0}}"
+    assert resume_main([str(copy), "rounds=3", price, "+budget.usd=0.5"]) == 0
+    kept = yaml.safe_load((copy / "config.yaml").read_text())
+    assert kept["prices"]["models"]["scripted:other"] == {"input": 1.0, "output": 4.0}
+    assert kept["budget"]["usd"] == 0.5 and kept["rounds"] == 3
+    code, err = one_line(lambda: resume_main([str(copy), "rounds=4,5"]), capsys)
+    assert code == 2 and err == "error: rounds=4,5: a resume takes one value a key, not a sweep\n", err
 
 
 def test_a_log_line_that_does_not_parse_stops_a_resume_in_one_line(copy, capsys):

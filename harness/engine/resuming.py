@@ -31,6 +31,7 @@ from harness.engine.execute import (
     set_aside,
 )
 from harness.engine.fingerprint import components, unbuilt_components
+from harness.engine.overrides import applied, keys
 from harness.models.base import ModelConfigError
 from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model
@@ -87,9 +88,8 @@ def load_config(run_dir: Path, overrides: list[str]) -> Resolved:
     if not path.is_file():
         raise ResumeError(f"{path}: not found; is this a run folder?")
     raw = unredacted(read_config(run_dir))  # libyaml's loader: 0.5 ms, not 4
-    if overrides:
-        merged = OmegaConf.merge(OmegaConf.create(raw), OmegaConf.from_dotlist(overrides))
-        raw = OmegaConf.to_container(merged, resolve=True)
+    if overrides:  # in harness.run's grammar (harness.engine.overrides), resolved as there
+        raw = OmegaConf.to_container(OmegaConf.create(applied(raw, overrides)), resolve=True)
         assert isinstance(raw, dict)
     # else config.yaml's values, resolved when the run started, go to the checks as they
     # are: building an OmegaConf node of them cost ~10 ms, which each resumed cell paid
@@ -101,7 +101,7 @@ def checked(run_dir: Path, run: Resolved, overrides: list[str]) -> PriceTable:
     try:
         return preflight(run)
     except ModelConfigError as exc:
-        given = {o.split("=", 1)[0].lstrip("+") for o in overrides}
+        given = set(keys(overrides))
         missing = [k for k in redacted_keys(read_config(run_dir)) if k not in given]
         if not missing:
             raise
@@ -169,7 +169,7 @@ def record_continuation(run_dir: Path, run: Resolved, overrides: list[str], forc
     forced resume changed past the fingerprint too."""
     kept = read_config(run_dir)
     changes = []
-    for key in dict.fromkeys(o.partition("=")[0].lstrip("+~") for o in overrides):
+    for key in keys(overrides):
         *sections, leaf = key.split(".")
         holder: Any = kept
         for section in sections:
