@@ -280,3 +280,26 @@ def test_the_live_page_shows_the_sweep_budget_used():
     rows[1]["cost"] = None  # a cell with an unpriced model: unknown, never a smaller figure
     assert budget_used(index, rows).startswith("spent unknown of budget.sweep_usd=$2 ·")
     assert budget_used({"task_overrides": ["rounds=3"]}, rows) is None
+
+
+def test_the_live_page_shows_the_budget_ctl_set_while_its_driver_runs(tmp_path):
+    from harness.sweep.control import ControlEntry, append_entry, driver_lock
+    from harness.view.live import budget_used
+    from harness.view.watch import Driver
+
+    def effect(words, ok=True):
+        append_entry(tmp_path, ControlEntry(kind="effect", id=words[-1], words=words, ok=ok))
+
+    effect(["set", "budget.sweep_usd=9"])  # a driver before this one: gone with it
+    index, rows = (
+        {"task_overrides": ["budget.sweep_usd=2"]},
+        [{"status": "running", "cost": 0.25, "tokens": 1}],
+    )
+    driver = Driver()
+    with driver_lock(tmp_path, "InProcessLauncher"):
+        effect(["set", "budget.sweep_usd=0.5"])
+        effect(["set", "budget.sweep_tokens=7"], ok=False)  # refused: changes nothing
+        driver.refresh(tmp_path)
+        assert budget_used(index, rows, driver.budgets) == "spent $0.2500 of budget.sweep_usd=$0.5 (50%)"
+    driver.refresh(tmp_path)  # the driver ended: what ctl set lasted for it only
+    assert budget_used(index, rows, driver.budgets) == "spent $0.2500 of budget.sweep_usd=$2 (12%)"

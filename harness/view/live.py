@@ -214,7 +214,7 @@ def summary(rows: list[dict[str, Any]], follower: Follower) -> dict[str, Any]:
         "cost": sum(known) if len(known) == len(started) else None,  # one unknown makes the sum unknown
         "open": any(r.get("status") in OPEN for r in rows),
         "limiters": list(follower.limiters.values()),
-        "budget": budget_used(follower.index, rows),
+        "budget": budget_used(follower.index, rows, follower.driver.budgets),
         "time_left": time_left(follower.dir, rows),
         "calls_per_s": follower.calls_per_s() if any(r.get("status") == "running" for r in rows) else None,
         "paused": follower.paused,
@@ -258,9 +258,13 @@ def _duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
-def budget_used(index: dict[str, Any], rows: list[dict[str, Any]]) -> str | None:
-    """``spent $0.41 of budget.sweep_usd=$1 (41%)``, from the sweep's own overrides; None: no budget."""
+def budget_used(
+    index: dict[str, Any], rows: list[dict[str, Any]], set_now: dict[str, str] | None = None
+) -> str | None:
+    """``spent $0.41 of budget.sweep_usd=$1 (41%)``, from the sweep's own overrides and what
+    ``ctl set`` changed of them for the driver running now (``set_now``); None: no budget."""
     limits = dict(o.lstrip("+").split("=", 1) for o in index.get("task_overrides") or [] if "=" in o)
+    limits.update(set_now or {})
     shown = []
     if (usd := limits.get("budget.sweep_usd")) is not None:
         known = [r["cost"] for r in rows if r.get("status") != "pending"]

@@ -106,15 +106,40 @@ def driver_alive(sweep_dir: Path) -> bool:
 
 @dataclass
 class Driver:
-    """The driver's state, as its last ``ctl`` effect left it."""
+    """The driver's state, as its ``ctl`` effects left it: its holds, and the
+    sweep budgets it set (``set budget.sweep_usd=X``), which last for that driver."""
 
     offset: int = 0
     paused: list[str] = field(default_factory=list)
+    budgets: dict[str, str] = field(default_factory=dict)  # set by the driver holding the lock now
+    since: int | None = None  # where that driver's commands begin in the log (its driver.lock)
 
     def refresh(self, sweep_dir: Path) -> list[str]:
         """The holds in force now (``*``: every call); none once the driver is gone."""
+        since = commands_since(sweep_dir)
+        if since is not None and since != self.since:  # another driver: what the last one set is gone
+            self.since, self.budgets = since, {}
+            self.offset = max(self.offset, since)
         effects, self.offset = json_lines(sweep_dir / CONTROL_LOG, self.offset)
         for effect in effects:
             if effect.get("kind") == "effect":
                 self.paused = [str(p) for p in effect.get("paused") or []]
-        return self.paused if self.paused and driver_alive(sweep_dir) else []
+                words = [str(w) for w in effect.get("words") or []]
+                if effect.get("ok") and words[:1] == ["set"] and words[1:2]:
+                    key, _, value = words[1].partition("=")
+                    if key.startswith("budget."):
+                        self.budgets[key] = value
+        alive = driver_alive(sweep_dir)
+        if not alive:
+            self.budgets = {}
+        return self.paused if self.paused and alive else []
+
+
+def commands_since(sweep_dir: Path) -> int | None:
+    """Where the commands to the driver that last took ``driver.lock`` begin in the control log."""
+    try:
+        held = json.loads((sweep_dir / DRIVER_LOCK).read_text() or "{}")
+    except (OSError, ValueError):
+        return None
+    since = held.get("control_from") if isinstance(held, dict) else None
+    return since if isinstance(since, int) else None
