@@ -193,6 +193,23 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_res
     assert 'href="runs/rep-0/page-1.html"' in page and (tmp_path / "pages/runs/rep-0/page-1.html").is_file()
 
 
+def test_a_sweep_budget_that_refuses_a_call_starts_no_more_cells(tmp_path: Path) -> None:
+    """A cell costs about $2: $1 stops the first mid-run. The three queued behind it used
+    to start anyway, each opening its folder only to stop before its first call; they stay
+    pending (no folder), one line says why and how to go on, and that resume completes them."""
+    sweep_dir = tmp_path / "sweep"
+    priced = [a for a in PRICED if not a.startswith("model.latency_s")]
+    driver = start(sweep_dir, [*priced, "replicates=4", "sweep.concurrency=1", "budget.sweep_usd=1"])
+    _, err = driver.communicate(timeout=120)
+    assert [c.status for c in read_index(sweep_dir).cells] == ["interrupted", *["pending"] * 3]
+    assert not (sweep_dir / "rep-1").exists()
+    go_on = f"python -m harness.sweep resume {sweep_dir.resolve()} budget.sweep_usd=<more>"
+    assert "[sweep] 3 cell(s) left pending: the sweep budget stopped its cells (budget: $" in err
+    assert go_on in err
+    assert sweep_main(["resume", str(sweep_dir), "budget.sweep_usd=100"]) == 0
+    assert {c.status for c in read_index(sweep_dir).cells} == {"completed"}
+
+
 def test_the_gate_holds_an_endpoint_or_every_call_and_lets_a_stop_through() -> None:
     import threading
 

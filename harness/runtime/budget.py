@@ -60,6 +60,8 @@ class Budget:
     spent_tokens: int = 0
     _held_usd: float = 0.0
     _held_tokens: int = 0
+    # why a call was last refused, until the limits change: a sweep starts no cell meanwhile
+    refused: str | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     # a sweep's budget opened with no limit counts this process's calls only; what the
     # sweep's runs had spent before is read once a limit is first set (``_limit``)
@@ -83,16 +85,20 @@ class Budget:
     def _check(self, usd: float | None, tokens: int, held_usd: float, held_tokens: int) -> None:
         """Raise ``BudgetExhausted`` if a call of ``usd``/``tokens``, beside the other calls'
         reservations (``held_*``), could cross a limit; under ``_lock``."""
+        why = None
         if self.usd is not None and usd is not None and self.spent_usd + held_usd + usd > self.usd:
-            raise BudgetExhausted(
+            why = (
                 f"budget: ${self.spent_usd:.4f} of {self.key}usd=${self.usd:g} spent, "
                 f"${held_usd:.4f} in flight; the next call could cost ${usd:.4f}"
             )
-        if self.tokens is not None and self.spent_tokens + held_tokens + tokens > self.tokens:
-            raise BudgetExhausted(
+        elif self.tokens is not None and self.spent_tokens + held_tokens + tokens > self.tokens:
+            why = (
                 f"budget: {self.spent_tokens} of {self.key}tokens={self.tokens} spent, "
                 f"{held_tokens} in flight; the next call could use {tokens}"
             )
+        if why is not None:
+            self.refused = why
+            raise BudgetExhausted(why)
 
     def settle(self, held_usd: float | None, held_tokens: int, usd: float | None, tokens: int) -> None:
         """Swap a reservation for what the call cost (``usd``/``tokens`` 0 if it failed unpaid)."""
@@ -207,6 +213,8 @@ def _limit(budget: Budget, usd: float | None, tokens: int | None) -> float | Non
             budget.spent_usd += max(0.0, before_usd - counted_usd)
             budget.spent_tokens += max(0, before_tokens - counted_tokens)
     with budget._lock:  # a reservation in progress sees the old limits or the new, whole
+        if (usd, tokens) != (budget.usd, budget.tokens):
+            budget.refused = None  # new limits: the refusal was under the old ones
         old, budget.usd, budget.tokens = budget.usd, usd, tokens
     return old
 

@@ -20,6 +20,9 @@ effect:
   limit lowered during a pause holds the calls it held too.
   Every cell runs under that ``Budget``, opened with no limit on a sweep
   started without one, so a budget set there holds the cells running too.
+  Once it refuses a call, no cell starts until its limits change (a raise):
+  the queued cells stay pending, and a driver left with nothing running
+  ends, saying how to go on.
 - ``cancel <cell>`` stops a running cell after its node in flight (or while
   it is held at the gate), leaving it interrupted and resumable; a queued
   one leaves the queue, recorded interrupted. ``requeue <cell>`` puts a
@@ -31,6 +34,7 @@ A paused driver that is killed leaves what any killed driver leaves:
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -42,7 +46,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.errors import INTERRUPTED
 from harness.models.limiter import limiters
-from harness.runtime.budget import charged_to, open_sweep_budget, set_sweep_tokens, set_sweep_usd
+from harness.runtime.budget import (
+    charged_to,
+    go_on_past,
+    open_sweep_budget,
+    set_sweep_tokens,
+    set_sweep_usd,
+)
 from harness.runtime.gate import EVERY, gate
 from harness.runtime.interrupt import request_stop_of, stoppable_as
 from harness.store.reader import ledger
@@ -89,13 +99,20 @@ class Steering:
                     future = pool.submit(self._run, run, name, num, overrides)
                     self.running[future] = name
                     future.add_done_callback(self.finished.put)
-                if not self.running and (not self.queue or self.stopped.is_set()):
+                if not self.running and (not self.queue or self.stopped.is_set() or self.budget.refused):
                     break
                 for future in self.wait_finished():
                     self.ended(self.running.pop(future))
                     future.result()  # a cell never raises; a bug in the driver should
         self.poll()  # a command sent as the last cell ended still gets its answer
         gate().release()  # the gate is the process's: a later sweep in it starts open
+        if self.queue and self.budget.refused and not self.stopped.is_set():
+            print(
+                f"[sweep] {len(self.queue)} cell(s) left pending: the sweep budget stopped its cells "
+                f"({self.budget.refused}); raise it and resume: {go_on_past(self.budget.refused, self.dir / '_')}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def wait_finished(self) -> list[Future[None]]:
         """The cells' futures done since the last look, waiting up to ``POLL_S`` for one.
@@ -112,7 +129,10 @@ class Steering:
                 return done
 
     def can_start(self) -> bool:
-        paused = EVERY in gate().held
+        """A slot is free, and nothing holds new cells: a stop, a pause of every call, or the
+        sweep budget refusing a call (until ``ctl`` sets new limits): a cell started past
+        it would open its folder only to stop before its first call."""
+        paused = EVERY in gate().held or self.budget.refused is not None
         return not self.stopped.is_set() and not paused and len(self.running) < self.concurrency
 
     def _run(self, run: Callable[[int, list[str]], None], name: str, num: int, overrides: list[str]) -> None:
