@@ -33,6 +33,7 @@ from harness.run import cli as run_cli
 from harness.store.fingerprint import definitions, module_file
 from harness.store.rundir import read_manifest
 from harness.verify import main as verify_main
+from harness.verify import verify
 
 # Two prompt modules of the drift format, as a run found them.
 FIRST = '''"""Opening lines."""
@@ -238,6 +239,20 @@ def test_overrides_on_resume_read_as_harness_run_reads_them(copy, capsys):
     assert kept["budget"]["usd"] == 0.5 and kept["rounds"] == 3
     code, err = one_line(lambda: resume_main([str(copy), "rounds=4,5"]), capsys)
     assert code == 2 and err == "error: rounds=4,5: a resume takes one value a key, not a sweep\n", err
+
+
+def test_a_resume_killed_before_its_manifest_keeps_its_event_beside_the_next_ones(copy):
+    # killed after its resume event, before the manifest took its history entry: the
+    # next resume counts the same history, and its event took the same id, so it was dropped
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert resume_main([str(copy), "rounds=3"]) == 0
+    (copy / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    (copy / "snapshots" / "round-0003.json").unlink()
+    assert resume_main([str(copy), "rounds=3"]) == 0
+    events = [json.loads(line) for line in (copy / "events.jsonl").read_text().splitlines()]
+    resumes = [e for e in events if e["event"] == "resume"]
+    assert len(resumes) == 2 and len({e["id"] for e in resumes}) == 2
+    assert verify(copy) == ([], [])
 
 
 def test_a_log_line_that_does_not_parse_stops_a_resume_in_one_line(copy, capsys):

@@ -15,8 +15,12 @@ from harness.store.records import ErrorInfo, EventKind, EventRecord, Usage, reco
 
 # Events of one attempt at a call. A call re-made after a resume may fail
 # again at the same position; that is a new attempt, and its event must land
-# beside the first one rather than be refused as a replayed copy of it.
-ATTEMPT_EVENTS = frozenset({"retry", "error", "search_restart", "replay_mismatch", "budget"})
+# beside the first one rather than be refused as a replayed copy of it. So must
+# a resume's own events: numbered by the manifest's history, which a resume
+# killed before its first manifest write leaves as it was for the next one.
+ATTEMPT_EVENTS = frozenset(
+    {"retry", "error", "search_restart", "replay_mismatch", "budget", "resume", "quarantine"}
+)
 
 
 def redo_id(rid: str, n: int) -> str:
