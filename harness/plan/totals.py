@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from harness.models.prices import PriceTable, load_prices
 from harness.plan.estimate import Estimate, Roles, Tally, total
+from harness.sweep.launcher import uses_local_model
 
 if TYPE_CHECKING:
     from harness.plan.pilot import Calibration
@@ -176,16 +177,11 @@ def endpoint_floors(rows: list[CellRow], call_s: float) -> dict[str, float]:
 
 def local_floor(rows: list[CellRow], lanes: int, call_s: float) -> dict[str, float]:
     """{what binds: seconds} for the cells on an embedded model, ``lanes`` of them at once."""
-    local = [r for r in rows if uses_local_model(r.estimate)]
+    local = [r for r in rows if uses_local_model(r.estimate.cell.cfg)]  # as the launcher decides it
     if not local:
         return {}
     what = f"embedded-model cells {lanes} at a time (one a driver process), {call_times(local, call_s)}"
     return {what: makespan([r.alone_s for r in local], lanes)}
-
-
-def uses_local_model(estimate: Estimate) -> bool:
-    settings = estimate.cell.settings
-    return any(settings.role_model(role)[0].spec.startswith("local:") for role in estimate.point)
 
 
 def make_plan(

@@ -141,11 +141,9 @@ class ControlLog:
 def commands_from(sweep_dir: Path) -> int | None:
     """Where the commands to this process's driver begin in ``control.jsonl``, as its
     ``driver.lock`` says (None: this process holds no lock there)."""
-    try:
-        held = json.loads((sweep_dir / DRIVER_LOCK).read_text())
-    except (OSError, ValueError):
-        return None
-    return held.get("control_from") if held.get("pid") == os.getpid() else None
+    from harness.view.watch import commands_since, lock_holder
+
+    return commands_since(sweep_dir) if lock_holder(sweep_dir).get("pid") == os.getpid() else None
 
 
 @contextmanager

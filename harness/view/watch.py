@@ -135,11 +135,17 @@ class Driver:
         return self.paused if self.paused and alive else []
 
 
-def commands_since(sweep_dir: Path) -> int | None:
-    """Where the commands to the driver that last took ``driver.lock`` begin in the control log."""
+def lock_holder(sweep_dir: Path) -> dict[str, Any]:
+    """What ``driver.lock`` says of the driver that last took it (its pid, where its
+    commands begin in the control log: ``control_from``); {} if nothing readable."""
     try:
         held = json.loads((sweep_dir / DRIVER_LOCK).read_text() or "{}")
     except (OSError, ValueError):
-        return None
-    since = held.get("control_from") if isinstance(held, dict) else None
+        return {}
+    return held if isinstance(held, dict) else {}
+
+
+def commands_since(sweep_dir: Path) -> int | None:
+    """Where the commands to the driver that last took ``driver.lock`` begin in the control log."""
+    since = lock_holder(sweep_dir).get("control_from")
     return since if isinstance(since, int) else None
