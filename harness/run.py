@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -34,7 +35,7 @@ from harness.cli.errors import (
     release_stderr,
 )
 from harness.cli.exiting import run_then_exit
-from harness.config import resolve
+from harness.config import Resolved, resolve
 from harness.engine import RunResult, run_debate
 from harness.engine.forking import fork_run
 from harness.formats.sections import interpolates
@@ -84,10 +85,29 @@ def start(cfg: DictConfig) -> RunResult:
     if interpolates(container):  # the check merges such a config whole; config.yaml keeps it resolved
         container = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(container, dict)
-        return run_debate(resolve(cfg), {str(k): v for k, v in container.items()})
-    # nothing to resolve: one plain copy serves the check and config.yaml (~1 ms a sweep cell)
-    plain = {str(k): v for k, v in container.items()}
-    return run_debate(resolve(plain), plain)
+        plain = {str(k): v for k, v in container.items()}
+        resolved = resolve(cfg)
+    else:  # nothing to resolve: one plain copy serves the check and config.yaml (~1 ms a sweep cell)
+        plain = {str(k): v for k, v in container.items()}
+        resolved = resolve(plain)
+    say_length(resolved, plain)
+    return run_debate(resolved, plain)
+
+
+def say_length(resolved: Resolved, plain: dict[str, Any]) -> None:
+    """``rounds=N`` typed for a format whose length another key sets (the moderated
+    format's ``format.exchanges``) is said in one line: the run goes on at its own
+    length, as a grid over formats wants, but not silently."""
+    key, _ = resolved.fmt.length_key
+    typed = [o for o in task_overrides() if o.lstrip("+").partition("=")[0] == "rounds"]
+    if key == "rounds" or not typed:
+        return
+    cfg, value = resolved.cfg, OmegaConf.select(OmegaConf.create(plain), key)
+    print(
+        f"note: {typed[-1]} does not set the length of format={cfg.format.name}: {key}={value} does "
+        f"({resolved.fmt.planned_rounds(cfg)} rounds); this run has that many",
+        file=sys.stderr,
+    )
 
 
 def main(cfg: DictConfig) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,27 @@ def test_bad_settings_fail_in_one_line(settings, overrides, key):
     with pytest.raises(ConfigError) as caught:
         settings(MOD, *overrides)
     assert str(caught.value).startswith(key) and "\n" not in str(caught.value)
+
+
+def test_rounds_typed_for_the_moderated_format_is_said_not_silently_dropped(tmp_path, capsys, monkeypatch):
+    """``rounds=7`` with ``format=moderated`` ran its 4 speeches (``format.exchanges``
+    sets its length) and said nothing; now one line says so, and the run goes on as a
+    grid over formats wants. A run that types no ``rounds`` hears nothing."""
+    from harness.run import cli
+
+    def stderr_of(*argv: str) -> list[str]:
+        monkeypatch.setattr(sys, "argv", ["harness.run", MOD, "model=scripted", "progress=false", *argv])
+        cli()
+        return capsys.readouterr().err.splitlines()
+
+    typed = stderr_of("rounds=7", f"runs_root={tmp_path / 'a'}")
+    assert typed == [
+        "note: rounds=7 does not set the length of format=moderated: format.exchanges=1 does "
+        "(4 rounds); this run has that many"
+    ]
+    assert stderr_of("format.exchanges=2", f"runs_root={tmp_path / 'b'}") == []
+    manifest = json.loads(next((tmp_path / "a").glob("*/manifest.json")).read_text())
+    assert (manifest["status"], manifest["counts"]["rounds_completed"]) == ("completed", 4)
 
 
 # -- verify: each check with a positive control ---------------------------------
