@@ -310,3 +310,18 @@ def test_running_cells_drift_index_is_scored_off_the_request_path(
 
     found = settled(LiveDrift(lambda: broken), folder, [cell])
     assert found == "the live drift scorer failed: ValueError: bad rows"
+
+
+def test_a_pause_is_gone_from_the_page_once_a_resumed_driver_runs(tmp_path: Path) -> None:
+    """A viewer open across pause, kill and ``harness.sweep resume``: the resumed
+    driver runs unpaused (docs/sweeps.md), so the page no longer says paused."""
+    from harness.sweep.control import ControlEntry, append_entry, driver_lock
+    from harness.view.watch import Driver
+
+    driver = Driver()
+    with driver_lock(tmp_path, "InProcessLauncher"):
+        append_entry(tmp_path, ControlEntry(kind="effect", id="p", words=["pause"], ok=True, paused=["*"]))
+        assert driver.refresh(tmp_path) == ["*"]
+    assert driver.refresh(tmp_path) == []  # killed: no driver, no pause
+    with driver_lock(tmp_path, "InProcessLauncher"):  # the resume's driver, sent nothing
+        assert driver.refresh(tmp_path) == []

@@ -118,7 +118,7 @@ class Driver:
         """The holds in force now (``*``: every call); none once the driver is gone."""
         since = commands_since(sweep_dir)
         if since is not None and since != self.since:  # another driver: what the last one set is gone
-            self.since, self.budgets = since, {}
+            self.since, self.budgets, self.paused = since, {}, []  # its pause too: a resume runs unpaused
             self.offset = max(self.offset, since)
         effects, self.offset = json_lines(sweep_dir / CONTROL_LOG, self.offset)
         for effect in effects:
