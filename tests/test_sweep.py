@@ -251,8 +251,13 @@ def test_the_progress_line_counts_stopped_cells_apart_from_failed_ones():
 
 
 def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):
-    out = sweep(tmp_path, "llm.temperature=0.5,-1", "model.spec=scripted:x/y,scripted:x:y", "rounds=1")
+    every = "hydra.callbacks.sweep_index.progress_every_s=0.05"
+    out = sweep(tmp_path, "llm.temperature=-1,0.5", "model.spec=scripted:x/y,scripted:x:y", "rounds=1", every)
     assert out.returncode == 1
+    # said on the console as the sweep runs (a stream taken before harness.run let go of
+    # stderr kept these lines), and into no cell's log
+    assert "[sweep] temp--1_spec-scripted-x-y failed: llm.temperature: must be" in out.stderr
+    assert "[sweep] 2/4 done" in out.stderr.splitlines()[-1]
     sweep_dir = sweep_dir_of(tmp_path)
     index = read_index(sweep_dir)
     by_name = {c.name: c for c in index.cells}
@@ -268,6 +273,7 @@ def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):
     assert not (sweep_dir / "temp--1_spec-scripted-x-y").exists()  # rejected before any folder
     run_dirs = [p for p in sweep_dir.rglob("manifest.json")]
     assert sorted(p.parent.parent for p in run_dirs) == [sweep_dir, sweep_dir]  # nothing nested
+    assert not any("[sweep]" in (p.parent / "cell.log").read_text() for p in run_dirs)
     assert "4 cells: 2 completed, 2 failed" in out.stdout
 
 

@@ -176,8 +176,11 @@ class IndexKeeper:
         return lines
 
 
-def _watch(keeper: IndexKeeper, stop: threading.Event, out: TextIO, every_s: float) -> None:
+def _watch(keeper: IndexKeeper, stop: threading.Event, console: TextIO, every_s: float) -> None:
     while not stop.wait(every_s):
+        # harness.run holds stderr (a buffer) until the first cell: in order, behind what it
+        # holds, until then; the console after (the buffer, taken once, kept every line unseen)
+        out = sys.stderr if isinstance(sys.stderr, HeldStderr) else console
         for line in keeper.tick():
             print(line, file=out, flush=True)
 
@@ -218,7 +221,8 @@ class SweepIndexCallback(Callback):
             flush=True,
         )
         stop = threading.Event()
-        args = (IndexKeeper(sweep_dir, index), stop, sys.stderr, self.progress_every_s)
+        console = sys.stderr.real if isinstance(sys.stderr, HeldStderr) else sys.stderr  # not a cell's log
+        args = (IndexKeeper(sweep_dir, index), stop, console, self.progress_every_s)
         thread = threading.Thread(target=_watch, args=args, name="sweep-progress", daemon=True)
         thread.start()
         _PROGRESS.update(stop=stop, thread=thread, index=index, sweep_dir=sweep_dir)
