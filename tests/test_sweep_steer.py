@@ -594,3 +594,34 @@ def test_a_command_sent_once_the_lock_is_held_reaches_the_driver(tmp_path: Path)
         append_entry(tmp_path, ControlEntry(kind="command", id="new", words=["pause"]))
         steering = Steering(tmp_path, 1, threading.Event())
         assert [entry.id for entry in steering.log.read()] == ["new"]
+
+
+def test_the_resume_command_is_said_once_on_ctrl_c_and_never_for_a_cancelled_cell(tmp_path: Path) -> None:
+    """A ctl cancel stops one cell: the driver's console gets no 'continue with ...
+    resume' for it. Ctrl-C with no cell in flight (paused) still says it, once."""
+    sweep_dir, err = tmp_path / "sweep", tmp_path / "err.log"
+    args = ["model=scripted", "model.latency_s=0.2", "rounds=3", "replicates=2", "progress=false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.run",
+        "-m",
+        *args,
+        "sweep.concurrency=1",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
+    with err.open("w") as fh:
+        driver = subprocess.Popen(
+            cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True
+        )
+    _STARTED.append(driver)  # type: ignore[arg-type]
+    until(lambda: "rep-0" in running(sweep_dir), driver)  # type: ignore[arg-type]
+    ctl(sweep_dir, "pause")
+    ctl(sweep_dir, "cancel", "rep-0")
+    cancelled = lambda: (r := read_cell_record(sweep_dir, "rep-0")) is not None and r.status == "interrupted"  # noqa: E731
+    until(cancelled, driver)  # type: ignore[arg-type]
+    time.sleep(0.5)  # the line followed its record at once
+    assert "continue with" not in err.read_text()
+    os.killpg(driver.pid, signal.SIGINT)
+    assert driver.wait(timeout=60) == 130
+    assert err.read_text().count(f"continue with: python -m harness.sweep resume {sweep_dir}\n") == 1

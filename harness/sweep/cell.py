@@ -271,5 +271,10 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     record.error = _last_error(log, offset) if code else None
     write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))
     if code == INTERRUPTED:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
-        print(f"interrupted; continue with: python -m harness.sweep resume {sweep_dir}", file=sys.stderr)
+        if not job.owned:  # the in-process launcher says it once a sweep (a ctl cancel stops one cell)
+            print(resume_line(sweep_dir), file=sys.stderr)
         raise SystemExit(INTERRUPTED)
+
+
+def resume_line(sweep_dir: Path) -> str:
+    return f"interrupted; continue with: python -m harness.sweep resume {sweep_dir}"

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -57,7 +58,7 @@ from harness.models.limiter import JsonlSink, set_sink
 from harness.runtime.interrupt import STOP_SIGNALS, clear_stop, request_stop
 from harness.slots import slot
 from harness.streams import RoutedStream
-from harness.sweep.cell import SweepJob, find_cell, run_cell
+from harness.sweep.cell import SweepJob, find_cell, resume_line, run_cell
 from harness.sweep.cell_status import CellRecord, write_cell_record
 from harness.sweep.concurrency import check_concurrency
 from harness.sweep.configs import CellConfigs
@@ -139,8 +140,9 @@ class InProcessLauncher(Launcher):
                 self.steering.drive(
                     share.mine(jobs), lambda num, overrides: self._run(sweep_dir, num, overrides)
                 )
-        if self.stopped.is_set():
-            raise SystemExit(INTERRUPTED)  # every cell in flight was left interrupted, resumable
+        if self.stopped.is_set():  # every cell in flight was left interrupted, resumable
+            print(resume_line(sweep_dir), file=sys.stderr, flush=True)
+            raise SystemExit(INTERRUPTED)
         # a cell's outcome is in its record; these only tell Hydra each job ran
         return [JobReturn(overrides=o, status=JobStatus.COMPLETED) for _, o in jobs]
 
@@ -215,8 +217,6 @@ def limits_kept_in(sweep_dir: Path) -> Iterator[None]:
 @contextmanager
 def routed_streams() -> Iterator[None]:
     """Each cell thread's print to its own log; the driver's to the console."""
-    import sys
-
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = RoutedStream(out), RoutedStream(err)  # type: ignore[assignment]
     try:
