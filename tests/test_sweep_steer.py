@@ -267,6 +267,31 @@ def test_bad_commands_and_unreachable_drivers_are_one_line(
         send(sweep_dir, ["resume"])
 
 
+def test_a_command_sent_as_the_driver_ends_says_so_at_once(tmp_path: Path) -> None:
+    """The driver lets go of its lock without reading the command (the sweep ended as it
+    came): ctl says so at once, not 'the driver did not answer' after seconds of waiting."""
+    index = {"name": "s", "launcher": "harness.sweep.launcher.InProcessLauncher"}
+    (tmp_path / "sweep.json").write_text(
+        json.dumps({**index, "task_overrides": [], "hydra_overrides": [], "cells": []})
+    )
+    held, sent_at = threading.Event(), time.monotonic()
+
+    def ending_driver() -> None:
+        with driver_lock(tmp_path, "InProcessLauncher"):
+            held.set()
+            time.sleep(0.3)
+
+    driver = threading.Thread(target=ending_driver)
+    driver.start()
+    held.wait()
+    with pytest.raises(
+        ControlError, match="the driver ended before it read this command, so nothing changed"
+    ):
+        send(tmp_path, ["pause"], answer_s=3)
+    driver.join()
+    assert time.monotonic() - sent_at < 2
+
+
 def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path) -> None:
     import threading
 

@@ -335,10 +335,23 @@ def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> Contr
     append_entry(sweep_dir, command)
     deadline = time.monotonic() + answer_s
     while time.monotonic() < deadline:
-        for entry in log.read():
-            if entry.kind == "effect" and entry.id == command.id:
-                return entry
+        if (effect := _effect_of(log, command.id)) is not None:
+            return effect
+        if not driver_running(sweep_dir):  # it ended as the command came: it will never answer
+            if (effect := _effect_of(log, command.id)) is not None:
+                return effect
+            raise ControlError(
+                f"{sweep_dir}: the driver ended before it read this command, so nothing changed; "
+                f"continue with: python -m harness.sweep resume {sweep_dir}"
+            )
         time.sleep(0.05)
+    return None
+
+
+def _effect_of(log: ControlLog, command_id: str) -> ControlEntry | None:
+    for entry in log.read():
+        if entry.kind == "effect" and entry.id == command_id:
+            return entry
     return None
 
 
