@@ -320,6 +320,11 @@ def test_requeue_takes_a_failed_cell_and_refuses_a_completed_one(tmp_path: Path)
         "requeue: c1 is completed; only a failed or interrupted cell goes back",
     )
     assert list(steering.queue) == [(0, ["seed=0"])]
+    steering.queue.clear()
+    steering.stopped.set()  # Ctrl-C: the cells in flight wind down, none starts
+    assert steering.do_requeue("c0", "")[1].startswith("requeue: the sweep is stopping (Ctrl-C or SIGTERM)")
+    assert not steering.queue
+    steering.stopped.clear()
 
     steering.queue.clear()
     steering.cancelled.add("c0")  # cancelled, still winding down: its record may say interrupted already

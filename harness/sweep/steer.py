@@ -84,6 +84,7 @@ class Steering:
         self.requeued: set[str] = set()  # cancelled cells requeued while they wind down
         self.overrides: dict[str, int | float] = {}  # set in every cell's config from now on
         self.budget = open_sweep_budget(str(sweep_dir.resolve()), lambda: spent_in(sweep_dir))
+        self.closing = False  # the queue is done: no cell starts, whatever is requeued
 
     # -- the queue ---------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class Steering:
                 for future in self.wait_finished():
                     self.ended(self.running.pop(future))
                     future.result()  # a cell never raises; a bug in the driver should
+        self.closing = True
         self.poll()  # a command sent as the last cell ended still gets its answer
         gate().release()  # the gate is the process's: a later sweep in it starts open
         if self.queue and self.budget.refused and not self.stopped.is_set():
@@ -252,6 +254,12 @@ class Steering:
         return False, f"cancel: {name} is neither running nor queued"
 
     def do_requeue(self, name: str, _: str) -> tuple[bool, str]:
+        if self.stopped.is_set() or self.closing:  # it would wait in a queue no one starts
+            why = "stopping (Ctrl-C or SIGTERM)" if self.stopped.is_set() else "ending"
+            return (
+                False,
+                f"requeue: the sweep is {why}, so no cell starts; continue with: python -m harness.sweep resume {self.dir}",
+            )
         job = self.cells[name]
         if name in self.cancelled and name not in self.requeued:  # its record may say interrupted already
             self.requeued.add(name)
