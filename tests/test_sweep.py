@@ -374,6 +374,23 @@ def test_a_sweep_folder_that_is_a_file_is_one_line_and_the_file_is_kept(tmp_path
     assert "this grid has no cells" in capsys.readouterr().err and not (tmp_path / "zero").exists()
 
 
+def test_a_resume_is_dated_when_it_starts(tmp_path, monkeypatch):
+    """sweep.json's history dated each resume with the last write of the launch before."""
+    from datetime import UTC, datetime, timedelta
+
+    from harness.sweep.index import RESUME_ENV
+
+    cells = plan_cells(["llm.temperature=0.2,0.8"])
+    then = datetime.now(UTC) - timedelta(hours=3)
+    index = SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=cells)
+    (tmp_path / "sweep.json").write_text(index.model_copy(update={"updated_at": then}).model_dump_json())
+    monkeypatch.setenv(RESUME_ENV, "1")
+    config = OmegaConf.create({"hydra": {"overrides": {"task": ["llm.temperature=0.2,0.8"]}}})
+    resumed = start_index(tmp_path, config, ["llm.temperature=0.2,0.8"])
+    when = datetime.fromisoformat(resumed.history[-1].removeprefix("resume "))
+    assert abs(datetime.now(UTC) - when) < timedelta(minutes=1)
+
+
 def test_a_resume_changes_budgets_only_and_names_any_other_key():
     started = ["model=scripted", "llm.temperature=0.2,0.8", "rounds=2"]
     index = SweepIndex(name="s", launcher="basic", task_overrides=started, hydra_overrides=[], cells=[])

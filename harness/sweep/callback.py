@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from harness.cli.errors import BAD_INPUT, FAILED, HeldStderr
 from harness.schema import ConfigError
-from harness.sweep.cell_status import EVENTS_JSONL, CellLog
+from harness.sweep.cell_status import EVENTS_JSONL, CellLog, utcnow
 from harness.sweep.control import driver_lock
 from harness.sweep.grid import plan_cells
 from harness.sweep.index import (
@@ -123,7 +123,7 @@ def start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> Sw
         for kept, planned in zip(index.cells, cells, strict=True):
             kept.overrides = planned.overrides
         index.task_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
-        index.history.append(f"resume {index.updated_at.isoformat()}")
+        index.history.append(f"resume {utcnow().isoformat()}")  # not the last launch's last write
         return index
     if (sweep_dir / INDEX_JSON).exists():
         _fail(
