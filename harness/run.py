@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from harness.cli.console import guarded
 from harness.cli.errors import (
     BAD_INPUT,
+    INTERRUPTED,
     HeldStderr,
     check_group_choices,
     exit_code,
@@ -47,6 +48,7 @@ from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
 from harness.store.rundir import DiskFullError
+from harness.sweep.callback import end_stopped_launch
 from harness.sweep.cell import is_sweep_job, run_cell, task_overrides
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.ready import fork_ready
@@ -153,6 +155,8 @@ def command() -> None:
     except SystemExit as exc:
         if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
             fail(one_line(held.release()), BAD_INPUT)
+        if exc.code == INTERRUPTED:  # a sweep stopped: its index, as Hydra's end would have
+            end_stopped_launch()
         raise
     finally:
         release_stderr()

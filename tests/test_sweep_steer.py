@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from provider_sim import ProviderSim
 
@@ -626,9 +627,10 @@ def test_a_command_sent_once_the_lock_is_held_reaches_the_driver(tmp_path: Path)
         assert [entry.id for entry in steering.log.read()] == ["new"]
 
 
-def test_the_resume_command_is_said_once_on_ctrl_c_and_never_for_a_cancelled_cell(tmp_path: Path) -> None:
+def test_ctrl_c_says_resume_once_and_writes_the_index_a_cancel_says_nothing(tmp_path: Path) -> None:
     """A ctl cancel stops one cell: the driver's console gets no 'continue with ...
-    resume' for it. Ctrl-C with no cell in flight (paused) still says it, once."""
+    resume' for it. Ctrl-C with no cell in flight (paused) still says it, once, and
+    leaves sweep.json and sweep.parquet as its cells' own files say, as any end does."""
     sweep_dir, err = tmp_path / "sweep", tmp_path / "err.log"
     args = ["model=scripted", "model.latency_s=0.2", "rounds=3", "replicates=2", "progress=false"]
     cmd = [
@@ -648,10 +650,15 @@ def test_the_resume_command_is_said_once_on_ctrl_c_and_never_for_a_cancelled_cel
     until(lambda: "rep-0" in running(sweep_dir), driver)  # type: ignore[arg-type]
     ctl(sweep_dir, "pause")
     ctl(sweep_dir, "cancel", "rep-0")
-    cancelled = lambda: (r := read_cell_record(sweep_dir, "rep-0")) is not None and r.status == "interrupted"  # noqa: E731
-    until(cancelled, driver)  # type: ignore[arg-type]
+    until(lambda: "rep-0" not in running(sweep_dir), driver)  # type: ignore[arg-type]
     time.sleep(0.5)  # the line followed its record at once
     assert "continue with" not in err.read_text()
     os.killpg(driver.pid, signal.SIGINT)
     assert driver.wait(timeout=60) == 130
     assert err.read_text().count(f"continue with: python -m harness.sweep resume {sweep_dir}\n") == 1
+    expected = {"rep-0": "interrupted", "rep-1": "pending"}
+    assert {c.name: c.status for c in read_index(sweep_dir).cells} == expected
+    assert (
+        dict(zip(*pd.read_parquet(sweep_dir / "sweep.parquet")[["name", "status"]].T.values, strict=True))
+        == expected
+    )

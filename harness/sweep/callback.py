@@ -246,6 +246,23 @@ class SweepIndexCallback(Callback):
             sys.exit(FAILED)
 
 
+def end_stopped_launch() -> None:
+    """Ctrl-C or SIGTERM stopped this driver's launch (its SystemExit goes through Hydra,
+    which then skips ``on_multirun_end``): ``sweep.json`` and ``sweep.parquet`` from every
+    cell's own files all the same, as at any end (they said the stopped cells running)."""
+    if "lock" not in _PROGRESS:  # no launch of this process, or it ended and let go
+        return
+    _PROGRESS["stop"].set()
+    _PROGRESS["thread"].join()
+    sweep_dir: Path = _PROGRESS["sweep_dir"]
+    try:
+        write_index(sweep_dir, refresh_index(sweep_dir, _PROGRESS["index"], final=True))
+    except KeyboardInterrupt:  # a second Ctrl-C: the index as it was; status reads the cell log
+        pass
+    finally:
+        _let_go()
+
+
 def _locked(sweep_dir: Path, launcher: str) -> ExitStack:
     """The sweep's ``driver.lock``, held from before the driver writes its index until
     after its last write, whatever the launcher: two drivers on one sweep once ran
