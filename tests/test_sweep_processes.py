@@ -26,6 +26,7 @@ from test_sweep_inprocess import ARGS, api_sweep, ledger, resume_to_the_end, swe
 
 from harness.schema import ConfigError
 from harness.sweep import ready
+from harness.sweep.cell_status import read_cell_record
 from harness.sweep.control import ControlError, reachable
 from harness.sweep.index import current_index, read_index
 from harness.sweep.launcher import launcher_overrides
@@ -81,6 +82,11 @@ def two_shares_on_the_simulator(sweep_dir: Path, *args: str) -> list[str]:
     else:  # one machine: both processes pace through one pacer in the sweep folder
         assert divided["model.rpm"] == (6000, 6000) and (sweep_dir / "pacing").is_dir()
     assert divided["model.max_concurrency per process"] == (64, 32)
+    # sweep.concurrency=2 is the sweep's cells in flight, not each process's (it ran all 4 at once)
+    assert divided["sweep.concurrency per process"] == (2, 1)
+    records = [read_cell_record(sweep_dir, c.name) for c in cells]
+    spans = [(r.started_at, r.ended_at) for r in records if r is not None]
+    assert max(sum(s <= at < e for s, e in spans if e) for at, _ in spans) <= 2, spans
     with pytest.raises(ControlError, match="several driver processes"):
         reachable(sweep_dir)  # ctl: refused in one line, not steering one process of two
     return [pids[0][0], pids[1][0]]
@@ -180,3 +186,16 @@ def test_a_bad_processes_value_is_one_line(argv: list[str], says: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(says)) as err:
         launcher_overrides(argv)
     assert "\n" not in str(err.value)
+
+
+def test_sweep_concurrency_is_split_across_processes_as_the_cells_are(tmp_path: Path) -> None:
+    """N cells in flight over P processes: N // P each, one more for the first N % P, at least 1."""
+    share = Processes(tmp_path, 2, threading.Event())
+    parts = {}
+    for n in (1, 2, 5, 8):
+        parts[n] = []
+        for k in range(2):
+            share.k = k
+            parts[n].append(share.in_flight(n))
+    assert parts == {1: [1, 1], 2: [1, 1], 5: [3, 2], 8: [4, 4]}
+    assert Processes(tmp_path, 1, threading.Event()).in_flight(5) == 5

@@ -134,7 +134,7 @@ class InProcessLauncher(Launcher):
         jobs = [(initial_job_idx + i, list(o)) for i, o in enumerate(job_overrides)]
         self.share = share = Processes(sweep_dir, self.processes, self.stopped, self.engine, self.ray)
         with routed_streams(), stop_on_signal(self.stopped), limits_kept_in(sweep_dir), fewer_collections():
-            self.steering = Steering(sweep_dir, self.concurrency, self.stopped)
+            self.steering = Steering(sweep_dir, share.in_flight(self.concurrency), self.stopped)
             # processes.lock, and the workers if processes > 1 (driver.lock is the index callback's)
             with share.held(self.config):
                 self.steering.drive(

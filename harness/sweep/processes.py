@@ -17,6 +17,9 @@ started (``harness.sweep.ready``; a new interpreter where it cannot fork):
   process's is the sweep's ÷ P, rounded down, at least 1. Both are appended to
   ``limits.jsonl``. Ray actors, which may run on other machines, divide
   ``model.rpm`` too;
+- ``sweep.concurrency`` (the cells in flight) is the sweep's: split as the
+  cells are, ``N // P`` a process and one more for the first ``N % P``, at
+  least 1 (it was each process's, so ``N=2, P=2`` ran 4 cells at once);
 - a worker writes its cells' records and nothing of the sweep's own
   (``sweep.json`` and the progress are the driver's);
 - the first SIGINT or SIGTERM to the driver is passed to every worker, and a
@@ -146,6 +149,13 @@ class Processes:
             return []
         return [job for job in jobs if job[0] % self.processes == self.k]
 
+    def in_flight(self, concurrency: int) -> int:
+        """This process's part of ``sweep.concurrency``, the sweep's cells in flight:
+        split as the cells are (``N // P``, one more for the first ``N % P``), at least 1."""
+        if self.processes == 1:
+            return concurrency
+        return max(1, concurrency // self.processes + (self.k < concurrency % self.processes))
+
     @property
     def divided(self) -> tuple[str, ...]:
         """The model's limits each process takes a part of (the rest are shared)."""
@@ -192,6 +202,18 @@ class Processes:
         """Append the division (or the sharing) of each set limit to the sweep's ``limits.jsonl``."""
         model, sink = master.get("model") or {}, JsonlSink(self.sweep_dir / LIMITS_JSONL)
         reason = f"divided by sweep.processes={self.processes}"
+        launcher = (master.get("hydra") or {}).get("launcher") or {}
+        if (cells := launcher.get("concurrency")) is not None:  # the first process's part: the most
+            split = f"{reason}, as the cells are"
+            sink(
+                LimitChange(
+                    utcnow().isoformat(),
+                    "sweep.concurrency per process",
+                    cells,
+                    self.in_flight(int(cells)),
+                    split,
+                )
+            )
         for name in DIVIDED:
             if (value := model.get(name)) is None:
                 continue
