@@ -179,6 +179,24 @@ def test_a_bad_parent_typed_to_harness_run_is_harness_forks_one_line(parents, tm
     assert not (tmp_path / "forks").exists()
 
 
+def test_a_fork_at_the_round_its_parents_format_closed_is_refused_when_it_changes_anything(parents, tmp_path):
+    """judge_refine closes after its last round (a final evaluation): a fork there with
+    rounds=5 ended 'completed 3/5' having run nothing, and seed=5 changed nothing, as
+    a resume extending a closed run is refused. A fork that changes nothing copies it."""
+    parent = parents["judge_refine"]
+    for change in ("rounds=5", "seed=5"):
+        with pytest.raises(ConfigError) as err:
+            fork(parent, 3, change, root=tmp_path / "forks")
+        key = change.partition("=")[0]
+        assert str(err.value) == (
+            f"fork.at_round: 3: {parent} was closed by its format after round 3 (final evaluation "
+            f"after round 3); a fork there has no round left to change ({key}); fork at round 2 or before"
+        )
+    assert not (tmp_path / "forks").exists()
+    assert fork(parent, 3, root=tmp_path).manifest.status == "completed"
+    assert fork(parent, 2, "rounds=4", root=tmp_path).manifest.counts.rounds_completed == 4
+
+
 def test_a_fork_of_a_fork_before_its_fork_round_is_refused_naming_its_parent(parents, tmp_path):
     """F1's rounds 1-2 are its parent's, made under the parent's config: a fork of F1
     at round 1 would go on under F1's (seed 7) and call that "nothing changed"."""

@@ -85,6 +85,7 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
             raise ConfigError(
                 f"rounds={planned}: a fork at round {k} has {k} rounds already; give rounds>={k}"
             )
+        check_open(parent, snap, changed)
         check_verified(parent)
         roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
         lineage = Lineage(
@@ -188,6 +189,20 @@ def parent_snapshot(parent: Path, k: int) -> Snapshot:
         last = read_snapshot(snaps[-1]).round if snaps else 0
         raise ConfigError(f"fork.at_round: {k} is past {parent}'s last snapshot (round {last})")
     return read_snapshot(path)
+
+
+def check_open(parent: Path, snap: Snapshot, changed: dict[str, Any]) -> None:
+    """A snapshot its format closed (a synthesis, a verdict) leaves a fork no round to run:
+    its changes would change nothing, ``rounds=N`` would end 'completed k/N'. Refused, as a
+    resume that changes a closed run's rounds is; a fork that changes nothing is its copy."""
+    closed = snap.state.get("stop_reason")
+    if closed and changed:
+        k = snap.round
+        earlier = f"fork at round {k - 1} or before" if k > 1 else "it closed after its first round"
+        raise ConfigError(
+            f"fork.at_round: {k}: {parent} was closed by its format after round {k} ({closed}); "
+            f"a fork there has no round left to change ({', '.join(changed)}); {earlier}"
+        )
 
 
 def check_verified(parent: Path) -> None:
