@@ -43,6 +43,7 @@ from analysis.registry import DIMENSIONS
 from analysis.signals import BASELINE_TURNS
 
 PARENT = "(parent)"
+SAME = 1e-6  # a fork round's b - a below this is float noise (the same turns, embedded twice)
 PAIR = ["contrast", "at_round", "parent", "run_a", "run_b"]
 
 
@@ -59,15 +60,17 @@ def condition_text(changed: str | None) -> str:
 
 
 def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> pd.DataFrame:
-    """One row per branch: run_id, parent, at_round, condition. Every fork is
-    one; a loaded parent is one for each k it was forked at. ``parent`` is the
+    """One row per branch: run_id, parent, at_round, condition, status. Every fork
+    is one; a loaded parent is one for each k it was forked at. ``parent`` is the
     parent's run_id when it is loaded, else its folder as the lineage names it.
     A parent is found by its folder (``run_dirs``: run_id -> folder), else,
-    for a tree moved since, by its run name when no other run has it."""
-    columns = ["run_id", "parent", "at_round", "condition"]
+    for a tree moved since, by its run name when no other run has it. ``status``
+    is the manifest's (a branch killed or failed is no ``completed``)."""
+    columns = ["run_id", "parent", "at_round", "condition", "status"]
     if "lineage.parent" not in runs.columns:
         return pd.DataFrame(columns=columns)
     forks = runs[runs["lineage.parent"].notna()]
+    status = dict(zip(runs.run_id, runs.status, strict=True)) if "status" in runs.columns else {}
     found = _loaded_parents(runs, forks, run_dirs or {})
     rows = [
         {
@@ -75,6 +78,7 @@ def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> 
             "parent": found.get(f["lineage.parent"], f["lineage.parent"]),
             "at_round": int(f["lineage.at_round"]),
             "condition": condition_text(f["lineage.changed"]),
+            "status": status.get(f.run_id),
         }
         for _, f in forks.iterrows()
     ]
@@ -86,6 +90,7 @@ def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> 
                     "parent": found[folder],
                     "at_round": int(at_round),
                     "condition": PARENT,
+                    "status": status.get(found[folder]),
                 }
             )
     return pd.DataFrame(rows, columns=columns)
@@ -212,13 +217,43 @@ def format_pairs(pairs: pd.DataFrame, contrasts: pd.DataFrame, per_round: pd.Dat
         per_round.to_string(index=False, float_format=lambda x: f"{x:.3f}"),
     ]
     shared = per_round["+0"].abs().max() if "+0" in per_round else 0.0
-    if shared > 1e-9:  # the fork round's turns are the same text: only the normalisation can differ
+    if shared > SAME:  # the fork round's turns are the same text: only the normalisation can differ
         lines.append(
-            f"note: at the fork round the pairs differ by up to {shared:.3f}: a signal missing in the first "
+            f"note: at the fork round the pairs differ by up to {shared:.3g}: a signal missing in the first "
             f"round takes its opening ({BASELINE_TURNS} turns with a value) from after the fork; "
             f"fork at k >= {BASELINE_TURNS + 1} for an opening both branches share"
         )
     return "\n".join(lines)
+
+
+def caveats(sibs: pd.DataFrame, pairs: pd.DataFrame, div: pd.DataFrame, shown: int = 5) -> list[str]:
+    """Notes on the pairs the tests read short or leave out: those with a branch that
+    did not complete (killed, failed: only the rounds both reached are compared), and
+    those with no round after the fork in both branches (no difference to test)."""
+    notes = []
+    status = dict(zip(sibs.run_id, sibs.status, strict=True))
+    short = [
+        r for r in dict.fromkeys(pairs[["run_a", "run_b"]].to_numpy().ravel()) if status[r] != "completed"
+    ]
+    if short:
+        listed = ", ".join(f"{r} ({status[r]})" for r in short[:shown]) + _more(len(short), shown)
+        notes.append(
+            f"note: {len(short)} branch(es) in these pairs did not complete: {listed}; their pairs compare "
+            "only the rounds both branches reached (python -m harness.resume <run>, then pairs again)"
+        )
+    after = div.loc[div.since_fork > 0, PAIR].drop_duplicates()
+    empty = pairs.merge(after, on=PAIR, how="left", indicator=True).query("_merge == 'left_only'")
+    if len(empty):
+        listed = "; ".join(f"{p.contrast} ({p.run_a}, {p.run_b})" for p in empty[:shown].itertuples())
+        notes.append(
+            f"note: {len(empty)} pair(s) have no round after the fork in both branches, and are left "
+            f"out of the tests: {listed}{_more(len(empty), shown)}"
+        )
+    return notes
+
+
+def _more(n: int, shown: int) -> str:
+    return f" and {n - shown} more" if n > shown else ""
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -268,6 +303,8 @@ def main(argv: list[str]) -> int:
         pair_values(div, args.value, args.final), resamples=args.resamples, seed=args.seed
     )
     print(format_pairs(pairs, table, per_round_table(div, args.value), args.value))
+    for note in caveats(sibs, pairs, div):
+        print(note)
     if pairs.empty:
         return 0
     out = args.out or analysis_dir(args.path)
@@ -313,10 +350,11 @@ def plan_main(args: argparse.Namespace) -> int:
         raise ValueError(f"--metric {args.metric}: with --paired, one of {', '.join(PAIRED_METRICS)}")
     if args.contrast:
         raise ValueError("--contrast: not with --paired (every contrast among the pilot's forks is planned)")
-    _, pairs, values = load_pairs(args.pilot, args.embedder, cache=not args.no_cache)
+    sibs, pairs, values = load_pairs(args.pilot, args.embedder, cache=not args.no_cache)
     if pairs.empty:
         raise ValueError(f"{args.pilot}: no forks with a sibling to pair (python -m harness.fork)")
-    diffs = pair_values(divergence(values, pairs), final=args.metric == "final_drift")
+    div = divergence(values, pairs)
+    diffs = pair_values(div, final=args.metric == "final_drift")
     sided = "one-sided (b > a)" if args.one_sided else "two-sided"
     planned = f"d_z = {args.d}" if args.d is not None else f"d_z = {args.shrink} × the pilot d_z"
     print(
@@ -330,6 +368,8 @@ def plan_main(args: argparse.Namespace) -> int:
         p = smallest_paired_p(n, args.one_sided)
         print(f"  {n} pairs: {p:.4f}" + (" > α: unreachable, power 0" if p > args.alpha else ""))
     print(plan_table(diffs, args).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    for note in caveats(sibs, pairs, div):
+        print(note)
     return 0
 
 

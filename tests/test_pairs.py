@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +26,15 @@ from analysis.paired import (
     sign_flip_p,
     smallest_paired_p,
 )
-from analysis.pairs import PARENT, condition_text, find_pairs, load_pairs, pair_values, paired_contrasts
+from analysis.pairs import (
+    PARENT,
+    condition_text,
+    find_pairs,
+    format_pairs,
+    load_pairs,
+    pair_values,
+    paired_contrasts,
+)
 from analysis.pairs import divergence as divergence_of
 from harness.store.records import Lineage
 from harness.store.rundir import read_manifest, write_manifest
@@ -217,6 +226,34 @@ def test_pairs_and_paired_power_commands(forks, capsys):
     # the whole analysis draws the branches too, among its figures
     assert main([str(forks), "--embedder", "hash", "--no-progress"]) == 0
     assert (forks / "_analysis" / "figures" / "fork_branches.png").is_file()
+
+
+def test_pairs_names_the_pairs_it_reads_short_or_leaves_out(tmp_path, capsys):
+    """A killed fork's pair compares only the rounds it reached, and a fork at its parent's
+    last round has no round after it: both went into '3 pairs in 2 contrasts' unsaid
+    (the second dropped from the tests), and float noise at the fork round (4e-9) made
+    the note 'the pairs differ by up to 0.000'."""
+    for seed in (0, 1):
+        write_family(tmp_path, seed)
+    killed = read_manifest(tmp_path / "p1-x1")
+    killed.status = "interrupted"
+    write_manifest(tmp_path / "p1-x1", killed)
+    last = read_manifest(tmp_path / "p0-x0").model_copy(deep=True)
+    assert last.lineage is not None
+    last.lineage.at_round, last.lineage.changed = ROUNDS, {"x": 9}
+    shutil.copytree(tmp_path / "p0", tmp_path / "p0-x9")
+    write_manifest(tmp_path / "p0-x9", last)
+    assert main(["pairs", str(tmp_path), "--embedder", "hash", "--resamples", "200", "--no-figures"]) == 0
+    out = capsys.readouterr().out
+    assert "note: 1 branch(es) in these pairs did not complete: p1-x1 (interrupted); their pairs" in out
+    assert (
+        f"note: 1 pair(s) have no round after the fork in both branches, and are left out of the tests: "
+        f"k={ROUNDS}: x=9 - {PARENT} (p0, p0-x9)"
+    ) in out
+    noise = pd.DataFrame({"contrast": ["c"], "parent": ["p"], "+0": [4e-9], "+1": [0.2]})
+    assert "note: at the fork round" not in format_pairs(noise, pd.DataFrame(), noise, "drift_index")
+    noise["+0"] = 0.02
+    assert "differ by up to 0.02:" in format_pairs(noise, pd.DataFrame(), noise, "drift_index")
 
 
 def test_runs_without_forks_say_so(tmp_path, capsys):
