@@ -11,6 +11,8 @@ fork may not touch is THE FORK CONTRACT (``harness.store.fingerprint``).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -18,6 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from harness.paths import conf_dir
 from harness.schema import ConfigError
 from harness.store.fingerprint import FORK_FIXED_GROUPS, FORK_FIXED_KEYS, flatten
+from harness.store.reader import read_config
 
 # Where a fork's folder goes, what it is filed under and how it shows progress:
 # taken from the command line (or a sweep's cell), never from the parent.
@@ -82,3 +85,25 @@ def fork_config(
     }
     changed.update({k: None for k in before if k not in after and k.split(".")[0] not in PLACE_KEYS})
     return out, changed
+
+
+def fork_keeps(
+    cfg: Mapping[str, Any], run_dir: Path, overrides: list[str], keys: tuple[str, ...]
+) -> dict[str, Any]:
+    """The top-level ``keys`` (``rounds``, ``seed``) the run ``cfg`` makes at ``run_dir``
+    holds: ``cfg``'s own, but a fork's are its parent's unless its overrides set them,
+    so from its config.yaml once made, else from its parent's (a sweep's row of a fork
+    said the default's 3 rounds of a parent's 5). A parent that cannot be read: ``cfg``'s
+    (the fork itself says why, in its one line)."""
+    own = {key: cfg.get(key) for key in keys}
+    parent = (cfg.get("fork") or {}).get("parent")
+    if not parent:
+        return own
+    try:
+        if (run_dir / "config.yaml").is_file():
+            kept = read_config(run_dir)
+            return {key: kept.get(key) for key in keys}
+        kept, given = read_config(Path(str(parent))), touched(overrides)
+    except (OSError, ConfigError):  # RunFolderError among them
+        return own
+    return {key: own[key] if key in given else kept.get(key, own[key]) for key in keys}

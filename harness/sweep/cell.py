@@ -33,8 +33,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from harness.cli.errors import BUDGET_STOPPED, FAILED, INTERRUPTED, exit_code
+from harness.engine.fork_config import fork_keeps
 from harness.runtime.budget import in_sweep_budget
-from harness.store.reader import ledger, read_config
+from harness.store.reader import ledger
 from harness.store.records import utcnow
 from harness.streams import RoutedStream
 from harness.sweep.cell_status import CELLS_DIR, CellRecord, write_cell_record
@@ -241,18 +242,15 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     if manifest is not None and manifest.status == "completed":
         # a launch killed as the cell ended (its run done, its log not yet moved) left the log aside
         _adopt_log(pending_log(sweep_dir, cell.name), run_dir)
-        skip = CellRecord(status="completed", action="skip", rounds=cfg.get("rounds"), seed=manifest.seed)
+        kept = fork_keeps(cfg, run_dir, job.overrides, ("rounds",))  # a fork's: its parent's, unless set
+        skip = CellRecord(status="completed", action="skip", rounds=kept["rounds"], seed=manifest.seed)
         write_cell_record(sweep_dir, cell.name, skip.with_counts(manifest))
         return
     if manifest is None and run_dir.exists():
         _set_aside(run_dir)
     cell_cfg = cell_config(cfg, sweep_dir, cell.name, owned=job.owned)
-    record = CellRecord(
-        status="running",
-        action="run" if manifest is None else "resume",
-        rounds=cell_cfg.get("rounds"),
-        seed=cell_cfg.get("seed"),
-    )
+    kept = fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed"))
+    record = CellRecord(status="running", action="run" if manifest is None else "resume", **kept)
     write_cell_record(sweep_dir, cell.name, record)
     token, given = _CELL.set(cell.name), _CELL_OVERRIDES.set(job.overrides)
     try:
@@ -264,9 +262,8 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         _CELL_OVERRIDES.reset(given)
     log = run_dir / CELL_LOG if run_dir.is_dir() else log
     record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
-    if (cell_cfg.get("fork") or {}).get("parent") and (run_dir / "config.yaml").is_file():
-        kept = read_config(run_dir)  # a fork's rounds and seed are its parent's unless overridden
-        record.rounds, record.seed = kept.get("rounds"), kept.get("seed")
+    kept = fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed"))  # as made, or refused
+    record.rounds, record.seed = kept["rounds"], kept["seed"]
     record.exit_code, record.ended_at = code, utcnow()
     record.error = _last_error(log, offset) if code else None
     write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))
