@@ -220,6 +220,28 @@ def test_a_running_or_broken_parent_is_refused(parents, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
 
 
+def test_a_forks_export_says_whose_rounds_it_holds(parents, tmp_path):
+    """A fork's report read as a whole run of its own: no word of its parent, its fork
+    round or what it changed, in md, txt or json (the viewer and manifest had them)."""
+    from harness.export.styles import export_run
+
+    forked = fork(parents["drift"], 1, "seed=7", root=tmp_path).run_dir
+    line = (
+        f"of drift ({parents['drift'].resolve()}) at round 1: round 1 is its parent's, "
+        "not paid again; changed: seed=7"
+    )
+    assert f"- **Fork:** {line}" in export_run(forked, "md").splitlines()
+    assert "Fork:      of drift (" in export_run(forked, "txt")
+    header = json.loads(export_run(forked, "json"))["header"]
+    assert header["fork"] == {
+        "parent": str(parents["drift"].resolve()),
+        "parent_run_id": "drift",
+        "at_round": 1,
+        "changed": {"seed": 7},
+    }
+    assert json.loads(export_run(parents["drift"], "json"))["header"]["fork"] is None
+
+
 def test_verify_checks_the_prefix_against_the_parent_while_it_is_there(tmp_path):
     parent = start(tmp_path, "p", "rounds=2")
     forked = fork(parent, 1).run_dir

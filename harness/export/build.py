@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.export.shape import (
     Decision,
+    ForkOrigin,
     Header,
     Note,
     Report,
@@ -36,6 +37,7 @@ from harness.store.records import (
     EvaluationRecord,
     EventRecord,
     FactCheckRecord,
+    Lineage,
     MotionRecord,
     NoteRecord,
     Published,
@@ -123,7 +125,14 @@ def build_header(run: RunFolder, synthesis: Synthesis | None) -> Header:
         roles={role: spec for role, spec in specs.items() if role not in seat_roles},
         incomplete=incomplete_line(run),
         notes=list(run.notes),
+        fork=fork_origin(manifest.lineage),
     )
+
+
+def fork_origin(lineage: Lineage | None) -> ForkOrigin | None:
+    if lineage is None:
+        return None
+    return ForkOrigin(lineage.parent, lineage.parent_run_id, lineage.at_round, dict(lineage.changed))
 
 
 def _summary(rec: SummaryRecord, entry: RoundEntry) -> None:

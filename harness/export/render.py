@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import datetime
 
-from harness.export.shape import Header, Report, RoundEntry
+from harness.export.shape import ForkOrigin, Header, Report, RoundEntry
 
 WIDTH = 78
 
@@ -32,6 +32,14 @@ def phase_label(entry: RoundEntry) -> str:
     return "" if phases in ([], ["round"]) else f" ({', '.join(phases)})"
 
 
+def fork_line(fork: ForkOrigin) -> str:
+    """A fork's origin, as the viewer says it: the parent, the round, what changed."""
+    changed = ", ".join(f"{key}={value}" for key, value in fork.changed.items()) or "nothing"
+    k = fork.at_round
+    copied = "round 1 is" if k == 1 else f"rounds 1-{k} are"
+    return f"of {fork.parent_run_id} ({fork.parent}) at round {k}: {copied} its parent's, not paid again; changed: {changed}"
+
+
 def render_md(report: Report) -> str:
     h = report.header
     out = [f"# {h.topic or 'Run ' + h.run_id}", ""]
@@ -43,6 +51,8 @@ def render_md(report: Report) -> str:
         f"- **Status:** {h.status} after {rounds_done(h)}",
         f"- **Closed:** {h.close_reason}",
     ]
+    if h.fork:
+        out.append(f"- **Fork:** {fork_line(h.fork)}")
     if h.framework:
         out.append(f"- **Framework:** {h.framework}")
     out += ["", "## Seats", ""]
@@ -101,6 +111,8 @@ def render_txt(report: Report) -> str:
         f"Status:    {h.status} after {rounds_done(h)}",
         *wrap(f"Closed:    {h.close_reason}"),
     ]
+    if h.fork:
+        out += wrap(f"Fork:      {fork_line(h.fork)}")
     if h.framework:
         out += wrap(f"Framework: {h.framework}")
     out += ["", "SEATS"]

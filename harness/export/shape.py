@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-EXPORT_VERSION = 2  # goes up when the json structure changes (2: a round's notes)
+EXPORT_VERSION = 3  # goes up when the json structure changes (2: a round's notes; 3: a fork's origin)
 
 
 @dataclass
@@ -29,6 +29,16 @@ class SeatEntry:
 
 
 @dataclass
+class ForkOrigin:
+    """Where a fork's rounds 1..at_round came from (its manifest's lineage)."""
+
+    parent: str  # the parent's folder
+    parent_run_id: str
+    at_round: int
+    changed: dict[str, object]  # each config key the fork changed, with its new value
+
+
+@dataclass
 class Header:
     run_id: str
     format: str
@@ -42,6 +52,7 @@ class Header:
     roles: dict[str, str]  # model role with no seat -> its model
     incomplete: str | None  # why the report may not hold the whole run
     notes: list[str]  # lines the reader could not read
+    fork: ForkOrigin | None = None  # a fork: its rounds 1..at_round are its parent's
 
 
 @dataclass
