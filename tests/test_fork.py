@@ -207,6 +207,9 @@ def test_a_fork_of_a_fork_before_its_fork_round_is_refused_naming_its_parent(par
         f"fork.at_round: {f1}'s rounds 1-2 are {parents['drift'].resolve()}'s (a fork at round 2); "
         f"fork that run instead: python -m harness.fork {parents['drift'].resolve()} --at-round 1"
     )
+    with pytest.raises(ConfigError) as err:  # it said: fork that run instead (...) --at-round 0
+        fork(f1, 0, root=tmp_path / "forks")
+    assert str(err.value) == "fork.at_round: must be >= 1 (a fork starts after a round of its parent), got 0"
     assert not (tmp_path / "forks").exists()
 
 

@@ -47,7 +47,7 @@ from harness.engine.resuming import continued_state, unredacted
 from harness.formats.checks import verify
 from harness.models.registry import build_model
 from harness.runtime.calls import RoleModel
-from harness.schema import ConfigError
+from harness.schema import ConfigError, ForkConfig
 from harness.store.fingerprint import write_fingerprint
 from harness.store.lineage import copy_prefix
 from harness.store.memory import RunMemory
@@ -74,6 +74,7 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     parent = fork_parent(cfg.fork.parent)
     manifest = parent_manifest(parent)
     k = fork_round(cfg.fork.at_round)
+    ForkConfig(str(parent), k).check()  # k >= 1 before anything names a round to fork at
     check_own_round(parent, manifest, k)
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
     run = resolve(unredacted(raw))
@@ -145,8 +146,9 @@ def check_own_round(parent: Path, manifest: RunManifest, k: int) -> None:
             lineage = None
     if owner != parent:
         at = manifest.lineage.at_round if manifest.lineage else 0
+        copied = "round 1 is" if at == 1 else f"rounds 1-{at} are"
         raise ConfigError(
-            f"fork.at_round: {parent}'s rounds 1-{at} are {owner}'s (a fork at round {at}); "
+            f"fork.at_round: {parent}'s {copied} {owner}'s (a fork at round {at}); "
             f"fork that run instead: python -m harness.fork {owner} --at-round {k}"
         )
 
