@@ -273,7 +273,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--no-cache", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.resamples < 1:  # the bootstrap's percentiles of no resample: an IndexError
+        p.error(f"--resamples {args.resamples}: at least 1")
+    return args
 
 
 def load_pairs(

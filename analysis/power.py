@@ -314,6 +314,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if (args.d is None) == (not args.d_from_pilot):
         p.error("give exactly one of --d and --d-from-pilot")
+    for name in ("alpha", "power"):  # a probability: 0 and 1 plan nothing
+        if not 0 < getattr(args, name) < 1:
+            p.error(f"--{name} {getattr(args, name)}: a probability between 0 and 1")
+    for name in ("sims", "n_max"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} {getattr(args, name)}: at least 1")
     return args
 
 

@@ -140,3 +140,30 @@ def test_the_power_command_plans_each_control_contrast_of_a_pilot(tmp_path, caps
     assert row[-2:] == ["never", "NaN"]
     assert main([*args, "--metric", "nope", "--d", "1"]) == 2
     assert "--metric nope: not a metric" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("option", "line"),
+    [
+        (["--sims", "0"], "--sims 0: at least 1"),  # was a ZeroDivisionError traceback
+        (["--n-max", "0"], "--n-max 0: at least 1"),
+        (["--alpha", "1.5"], "--alpha 1.5: a probability between 0 and 1"),  # planned 1 pair at power 1
+        (["--power", "0"], "--power 0.0: a probability between 0 and 1"),
+    ],
+)
+def test_power_options_out_of_range_are_one_error_before_any_run_is_read(tmp_path, capsys, option, line):
+    from analysis.power import parse
+
+    with pytest.raises(SystemExit) as done:
+        parse(["--pilot", str(tmp_path / "none"), "--paired", "--d", "1", *option])
+    assert done.value.code == 2 and capsys.readouterr().err.splitlines()[-1].endswith(f"error: {line}")
+
+
+def test_pairs_resamples_below_one_is_one_error(tmp_path, capsys):
+    from analysis.pairs import parse
+
+    with pytest.raises(SystemExit) as done:  # was an IndexError traceback from the bootstrap
+        parse([str(tmp_path), "--resamples", "0"])
+    assert done.value.code == 2 and capsys.readouterr().err.splitlines()[-1].endswith(
+        "--resamples 0: at least 1"
+    )
