@@ -106,6 +106,15 @@ BAD = {
     "the seats": ((1, "format.teams=[a,b]"), "format.teams: cannot change mid-run"),
     "the motion": ((1, "topic.text=other"), "topic.text: cannot change mid-run"),
     "fewer rounds than it copies": ((2, "rounds=1"), "rounds=1: a fork at round 2 has 2 rounds already"),
+    # was 'interviews.rounds: set, with no questionnaire item to ask' (and the probes' like it)
+    "interviews its parent never had": (
+        (1, "interviews.rounds=[2]"),
+        r"^interviews.rounds: .*drift ran without checkpoint interviews, and a fork keeps its parent's",
+    ),
+    "probes its parent never asked": (
+        (1, "probes.enabled=true"),
+        r"^probes.enabled: .* without behavioural probes",
+    ),
 }
 
 

@@ -77,6 +77,7 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     ForkConfig(str(parent), k).check()  # k >= 1 before anything names a round to fork at
     check_own_round(parent, manifest, k)
     raw, changed = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
+    check_asked(parent, manifest.layout, raw, changed)
     run = resolve(unredacted(raw))
     check_layout(run, manifest.layout)
     prices = preflight(run)
@@ -151,6 +152,27 @@ def check_own_round(parent: Path, manifest: RunManifest, k: int) -> None:
             f"fork.at_round: {parent}'s {copied} {owner}'s (a fork at round {at}); "
             f"fork that run instead: python -m harness.fork {owner} --at-round {k}"
         )
+
+
+# A section whose asking writes a seat log of its own (a fork keeps its parent's logs):
+# what it is, and the key that turns it on
+ASKED = {"interviews": ("checkpoint interviews", "rounds"), "probes": ("behavioural probes", "enabled")}
+
+
+def check_asked(parent: Path, layout: RunLayout, raw: dict[str, Any], changed: dict[str, Any]) -> None:
+    """Interviews or probes turned on in a fork of a parent that asked none: its config
+    holds no questionnaire or catalog, and the seats' logs would change (was 'set, with
+    no questionnaire item to ask', of a questionnaire the researcher never touched)."""
+    for key in changed:
+        section = key.split(".")[0]
+        if section not in ASKED or any(section in seat.logs for seat in layout.seats):
+            continue
+        what, on = ASKED[section]
+        if (raw.get(section) or {}).get(on):
+            raise ConfigError(
+                f"{key}: {parent} ran without {what}, and a fork keeps its parent's seats' "
+                "logs, so it cannot add them; a fresh run can (docs/forks.md)"
+            )
 
 
 def _shape(layout: RunLayout) -> tuple[Any, ...]:
