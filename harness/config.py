@@ -9,6 +9,7 @@ live in ``harness.schema``, which every layer may import.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,3 +37,12 @@ class Resolved:
 def resolve(cfg: DictConfig | dict[str, Any]) -> Resolved:
     checked, fmt = validated(cfg)
     return Resolved(checked, fmt, {role: checked.role_model(role) for role in fmt.model_roles(checked)})
+
+
+def replicate_seed(seed: int, replicate: int) -> int:
+    """A sweep's replicate's seed (``replicates=N``): replicate 0 keeps the seed (so it
+    equals a plain run); others derive one from it. A fork's derive from its parent's."""
+    if replicate == 0:
+        return seed
+    digest = hashlib.sha256(f"{seed}|replicate|{replicate}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") % (2**31 - 1)

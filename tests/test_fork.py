@@ -327,26 +327,38 @@ def test_forks_with_no_override_continue_exactly_as_their_parent_on_every_format
         assert verify(forked) == ([], [])
 
 
-def test_a_fork_grids_rows_show_the_rounds_its_forks_run(tmp_path, monkeypatch):
+def test_a_fork_grids_rows_show_the_rounds_and_seeds_its_forks_run(tmp_path, monkeypatch):
     """A fork cell's rows, running and skipped by a resume, said the default config's 3
-    rounds of a parent's 4 ('2/3' while running, '4/3' once skipped) and seed 0."""
+    rounds of a parent's 4 ('2/3' while running, '4/3' once skipped) and seed 0; and
+    replicates=2 ran replicate 0 at the default's seed 0 (its lineage: 'changed seed=0')
+    and replicate 1 at one derived from 0, not from the parent's seed 3, so forks of two
+    parents shared their continuations' seeds."""
+    from harness.config import replicate_seed
     from harness.run import cli
     from harness.sweep.index import RESUME_ENV, read_index, relaunch_command
 
     parent, sweep_dir = start(tmp_path, "p", "rounds=4", "seed=3"), tmp_path / "sweep"
-    argv = ["-m", f"fork.parent={parent}", "fork.at_round=2", f"hydra.sweep.dir={sweep_dir}"]
+    argv = ["-m", f"fork.parent={parent}", "fork.at_round=2", "replicates=2", f"hydra.sweep.dir={sweep_dir}"]
     monkeypatch.setattr(sys, "argv", ["harness.run", *argv, "progress=false"])
     monkeypatch.setattr(sys, "stdout", sys.stdout)  # put back what the command guards
     monkeypatch.setattr(sys, "stderr", sys.stderr)
     cli()
-    # python -m harness.sweep resume's relaunch, in-process: the completed cell is skipped
+    # python -m harness.sweep resume's relaunch, in-process: the completed cells are skipped
     monkeypatch.setenv(RESUME_ENV, "1")
     monkeypatch.setattr(sys, "argv", ["harness.run", *relaunch_command(sweep_dir, read_index(sweep_dir))[3:]])
     cli()
+    seeds = {"rep-0": 3, "rep-1": replicate_seed(3, 1)}
     records = [json.loads(line) for line in (sweep_dir / "cells.jsonl").read_text().splitlines()]
-    assert [(r["status"], r["action"], r["rounds"], r["seed"]) for r in records] == [
-        ("running", "run", 4, 3),
-        ("completed", "run", 4, 3),
-        ("completed", "skip", 4, 3),
+    assert [(r["cell"], r["status"], r["action"], r["rounds"], r["seed"]) for r in records] == [
+        (cell, status, action, 4, seeds[cell])
+        for status, action, cells in (("running", "run", ["rep-0"]), ("completed", "run", ["rep-0"]))
+        + (("running", "run", ["rep-1"]), ("completed", "run", ["rep-1"]))
+        + (("completed", "skip", ["rep-0", "rep-1"]),)
+        for cell in cells
     ]
-    assert [(c.rounds_done, c.rounds, c.seed) for c in read_index(sweep_dir).cells] == [(4, 4, 3)]
+    assert [(c.rounds_done, c.rounds, c.seed) for c in read_index(sweep_dir).cells] == [
+        (4, 4, seeds["rep-0"]),
+        (4, 4, seeds["rep-1"]),
+    ]
+    changed = [read_manifest(sweep_dir / cell).lineage.changed for cell in seeds]  # type: ignore[union-attr]
+    assert "seed" not in changed[0] and changed[1]["seed"] == seeds["rep-1"]

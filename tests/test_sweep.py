@@ -21,12 +21,13 @@ import pandas as pd
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from harness.config import replicate_seed
 from harness.schema import ConfigError
 from harness.store.records import parse_record
 from harness.sweep.callback import check_sweep_folder, concurrent_workers, replicate_override, start_index
 from harness.sweep.commands import main as sweep_main
 from harness.sweep.control import driver_lock
-from harness.sweep.grid import Cell, plan_cells, replicate_seed
+from harness.sweep.grid import Cell, plan_cells
 from harness.sweep.index import (
     SweepIndex,
     current_index,

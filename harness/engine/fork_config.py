@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
 
+from harness.config import replicate_seed
 from harness.paths import conf_dir
 from harness.schema import ConfigError
 from harness.store.fingerprint import FORK_FIXED_GROUPS, FORK_FIXED_KEYS, flatten
@@ -49,6 +51,10 @@ def touched(overrides: list[str]) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
+def _given(overrides: list[str], key: str) -> bool:
+    return any(o.key_or_group == key for o in OverridesParser.create().parse_overrides(overrides))
+
+
 def _set(node: dict[str, Any], key: str, value: Any, present: bool) -> None:
     *path, last = key.split(".")
     for part in path:
@@ -75,8 +81,11 @@ def fork_config(
     """(the fork's config, ``{dotted key: new value}`` for each leaf it changed).
     ``composed`` is the command line's config as Hydra composed it, resolved."""
     out = copy.deepcopy(parent)
-    for key in touched(overrides):
+    keys = touched(overrides)
+    for key in keys:
         _set(out, key, *_get(composed, key))
+    if "replicate" in keys and not _given(overrides, "seed"):  # from the parent's seed, not the default's
+        out["seed"] = replicate_seed(int(parent.get("seed") or 0), int(composed.get("replicate") or 0))
     for key in PLACE_KEYS:
         _set(out, key, *_get(composed, key))
     before, after = flatten(parent), flatten(out)
@@ -92,9 +101,9 @@ def fork_keeps(
 ) -> dict[str, Any]:
     """The top-level ``keys`` (``rounds``, ``seed``) the run ``cfg`` makes at ``run_dir``
     holds: ``cfg``'s own, but a fork's are its parent's unless its overrides set them,
-    so from its config.yaml once made, else from its parent's (a sweep's row of a fork
-    said the default's 3 rounds of a parent's 5). A parent that cannot be read: ``cfg``'s
-    (the fork itself says why, in its one line)."""
+    so from its config.yaml once made, else as ``fork_config`` will make it (a sweep's
+    row of a fork said the default's 3 rounds of a parent's 5). A parent that cannot
+    be read: ``cfg``'s (the fork itself says why, in its one line)."""
     own = {key: cfg.get(key) for key in keys}
     parent = (cfg.get("fork") or {}).get("parent")
     if not parent:
@@ -102,8 +111,9 @@ def fork_keeps(
     try:
         if (run_dir / "config.yaml").is_file():
             kept = read_config(run_dir)
-            return {key: kept.get(key) for key in keys}
-        kept, given = read_config(Path(str(parent))), touched(overrides)
+        else:
+            composed = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+            kept = fork_config(read_config(Path(str(parent))), composed, overrides)[0]  # type: ignore[arg-type]
     except (OSError, ConfigError):  # RunFolderError among them
         return own
-    return {key: own[key] if key in given else kept.get(key, own[key]) for key in keys}
+    return {key: kept.get(key, own[key]) for key in keys}

@@ -33,13 +33,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
 from harness.cli.errors import BUDGET_STOPPED, FAILED, INTERRUPTED, exit_code
+from harness.config import replicate_seed
 from harness.engine.fork_config import fork_keeps
 from harness.runtime.budget import in_sweep_budget
 from harness.store.reader import ledger
 from harness.store.records import utcnow
 from harness.streams import RoutedStream
 from harness.sweep.cell_status import CELLS_DIR, CellRecord, write_cell_record
-from harness.sweep.grid import Cell, replicate_seed
+from harness.sweep.grid import Cell
 from harness.sweep.index import CELL_LOG, INDEX_JSON, _manifest, read_index
 
 _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)

@@ -102,11 +102,3 @@ def plan_cells(arguments: list[str]) -> list[Cell]:
         seen.add(name)
         cells.append(Cell(num=num, name=name, overrides=list(job), params=params))
     return cells
-
-
-def replicate_seed(seed: int, replicate: int) -> int:
-    """Replicate 0 keeps the seed (so it equals a plain run); others derive one from it."""
-    if replicate == 0:
-        return seed
-    digest = hashlib.sha256(f"{seed}|replicate|{replicate}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") % (2**31 - 1)
