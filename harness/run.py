@@ -118,6 +118,12 @@ def main(cfg: DictConfig) -> None:
         run_cell(cfg, main)
         return
     if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: harness.resume, with the overrides typed
+        if (cfg.get("fork") or {}).get("parent") is not None:  # else the fork is dropped, unsaid
+            fail(
+                f"fork.parent: resume={cfg.resume} continues that run, and a fork makes a new one; "
+                "give one: python -m harness.fork <parent> --at-round K, or harness.resume <run>",
+                BAD_INPUT,
+            )
         typed = [o for o in task_overrides() if o.partition("=")[0].lstrip("+~") != "resume"]
         sys.exit(resume_main([str(cfg.resume), *typed]))
     try:

@@ -148,6 +148,26 @@ def one_line_exit(main, argv: list[str], capsys, monkeypatch) -> tuple[int, str]
     return int(done.value.code or 0), err
 
 
+def test_a_fork_with_resume_given_too_is_one_line_not_a_silent_resume(parents, tmp_path, capsys, monkeypatch):
+    """``harness.run resume=<run> fork.parent=<p> fork.at_round=1`` (or ``harness.fork <p>
+    --at-round 1 resume=<run>``) resumed <run> and dropped the fork unsaid; now one line."""
+    from harness.fork import main as fork_main
+    from harness.run import cli as run_cli
+
+    parent = parents["drift"]
+    resumed = shutil.copytree(parent, tmp_path / "other-run")  # a run a resume would take
+    line = (
+        f"error: fork.parent: resume={resumed} continues that run, and a fork makes a new one; give one: "
+        "python -m harness.fork <parent> --at-round K, or harness.resume <run>\n"
+    )
+    argv = [f"resume={resumed}", f"fork.parent={parent}", "fork.at_round=1", f"runs_root={tmp_path / 'f'}"]
+    assert one_line_exit(run_cli, argv, capsys, monkeypatch) == (2, line)
+    forked = [str(parent), "--at-round", "1", f"resume={resumed}", f"runs_root={tmp_path / 'f'}"]
+    assert one_line_exit(fork_main, forked, capsys, monkeypatch) == (2, line)
+    assert not (tmp_path / "f").exists()
+    assert (resumed / "manifest.json").read_bytes() == (parent / "manifest.json").read_bytes()
+
+
 def test_a_bad_parent_typed_to_harness_run_is_harness_forks_one_line(parents, tmp_path, capsys, monkeypatch):
     """``python -m harness.run fork.parent=<bad>`` typed directly: the line harness.fork
     gives (was pydantic's 'fork.parent: 1 validation error for dict[str,any]', a config.yaml
