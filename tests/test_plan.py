@@ -398,3 +398,13 @@ def test_fork_plan_is_the_plan_of_the_forks_overrides(
     assert called[0][1:] == [
         "-m", "harness.plan", f"--pilot={parent}", f"fork.parent={parent}", "fork.at_round=1", "critic=strict"
     ]  # fmt: skip
+
+
+def test_a_dollar_budget_on_a_model_with_no_price_is_refused_as_the_run_refuses_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["model=openai", "model.spec=openai:no-such-model", "budget.usd=1", "rounds=1"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("error: budget.usd: 'openai:no-such-model' (role ") and "has no price" in err

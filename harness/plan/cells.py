@@ -27,12 +27,12 @@ from omegaconf.errors import OmegaConfBaseException
 from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
 from harness.cli.errors import check_group_choices, one_line, quote_text_values
 from harness.config import resolve
+from harness.engine.execute import check_prices
 from harness.engine.fork_config import fork_config
 from harness.engine.forking import check_layout, fork_parent, parent_manifest, parent_snapshot
 from harness.engine.resuming import unredacted
 from harness.formats import validate
 from harness.models.base import ModelConfigError
-from harness.models.prices import load_prices
 from harness.paths import conf_dir
 from harness.schema import Config, ConfigError
 from harness.store.reader import read_config
@@ -148,10 +148,11 @@ def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[Di
 
 
 def _validated(cfg: DictConfig, cell: str | None) -> Config:
-    """The cell's settings, its price table readable too; else one line naming the cell."""
+    """The cell's settings, its price table readable and a price for every model a
+    dollar budget charges, as ``harness.run`` checks them; else one line naming the cell."""
     try:
         settings = validate(cfg)
-        load_prices(settings.prices.file, settings.prices.models)
+        check_prices(resolve(cfg))
     except (ConfigError, ModelConfigError) as exc:
         raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
     return settings
