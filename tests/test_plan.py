@@ -15,9 +15,11 @@ from harness import fork as fork_cli
 from harness.engine import RunResult
 from harness.engine.forking import fork_run
 from harness.formats import get_format
+from harness.models.prices import format_usd
 from harness.plan import Plan, build_plan, main, parse
 from harness.plan.cli import render
 from harness.plan.estimate import Tally, extrapolate
+from harness.plan.totals import budget_lines
 from harness.probes.questionnaire import questionnaire
 from harness.schema import Config
 from harness.store.reader import ledger
@@ -398,6 +400,33 @@ def test_fork_plan_is_the_plan_of_the_forks_overrides(
     assert called[0][1:] == [
         "-m", "harness.plan", f"--pilot={parent}", f"fork.parent={parent}", "fork.at_round=1", "critic=strict"
     ]  # fmt: skip
+
+
+def test_a_budget_the_cells_would_meet_is_said_under_the_table(
+    run: Callable[..., RunResult], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stops at its budget: the plan of one whose point crosses it says the cells
+    stop there (the run does), one between the point and the high that they may, and a
+    budget above the high says nothing; the sweep's is set against the total."""
+    assert main(["model=scripted", *BUDGET[:2], "budget.usd=0.005"]) == 0
+    out = capsys.readouterr().out
+    assert "budget: budget.usd=$0.0050 is below the point of 1 of 1 cell(s) (up to $0." in out
+    assert "they stop at it, interrupted (exit 75)" in out
+    assert run(*BUDGET, "budget.usd=0.005").manifest.status == "interrupted"
+    plan, _ = build_plan(parse(["-m", "model=scripted", *BUDGET[:2], "seed=1,2", "sweep.concurrency=2"]))
+    budget = plan.rows[0].estimate.cell.settings.budget
+    budget.tokens = 20000  # the first cell's only; its point is ~4,000 tokens, its high ~100,000
+    assert budget_lines(plan)[0].startswith(
+        "budget: budget.tokens=20,000 is below the high of 1 of 1 cell(s)"
+    )
+    budget.tokens, budget.sweep_usd = 10**6, 0.005
+    assert budget_lines(plan) == [
+        f"budget: budget.sweep_usd=$0.0050 is below the point of the sweep's cells together (up to "
+        f"{format_usd(plan.dollars().point)}): they stop at it, interrupted (exit 75), short of the figures "
+        "above; raise it to resume (docs/costs.md)"
+    ]
+    budget.sweep_usd = 5
+    assert budget_lines(plan) == []
 
 
 def test_a_dollar_budget_on_a_model_with_no_price_is_refused_as_the_run_refuses_it(

@@ -36,7 +36,7 @@ from harness.plan.cells import PlanError, PlannedCell, compose_cells
 from harness.plan.dry import Passes, scripted
 from harness.plan.estimate import Tally, estimate_cell, total
 from harness.plan.pilot import Calibration, read_pilot
-from harness.plan.totals import Dollars, Plan, make_plan
+from harness.plan.totals import Dollars, Plan, budget_lines, make_plan
 from harness.schema import ConfigError
 from harness.view.live import PLAN_JSON
 
@@ -172,6 +172,7 @@ def render(plan: Plan, words: bool | None, runs: int, took_s: float) -> list[str
         )
     if plan.pilot is not None:
         lines += plan.pilot.lines()
+    lines += budget_lines(plan)
     for spec in plan.unpriced:
         key = spec.replace(":", "\\:")
         lines.append(

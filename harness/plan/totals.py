@@ -26,7 +26,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.models.prices import PriceTable, load_prices
+from harness.models.prices import PriceTable, format_usd, load_prices
 from harness.plan.estimate import Estimate, Roles, Tally, total
 from harness.sweep.launcher import uses_local_model
 
@@ -212,3 +212,50 @@ def make_plan(
     for row in rows:
         row.wall_s = row.alone_s * stretch
     return plan
+
+
+def budget_lines(plan: Plan) -> list[str]:
+    """A line per budget the plan says the cells would meet. A run stops at its budget
+    (interrupted, exit 75), so past it the plan's figures are not what it spends:
+    below a cell's point it stops, below its high it may."""
+    lines = []
+    for key in ("usd", "tokens"):  # each cell's own
+        spends = [
+            (limit, *_spend(r.dollars, total(r.estimate.point), total(r.estimate.high), key))
+            for r in plan.rows
+            if (limit := getattr(r.estimate.cell.settings.budget, key)) is not None
+        ]
+        lines += _met(f"budget.{key}", spends, f"{{n}} of {len(spends)} cell(s)")
+    budget = plan.rows[0].estimate.cell.settings.budget if plan.rows else None
+    for key in ("usd", "tokens"):  # the sweep's, shared by its cells in flight
+        if (limit := getattr(budget, f"sweep_{key}", None)) is not None:
+            spend = _spend(plan.dollars(), plan.point(), plan.high(), key)
+            lines += _met(f"budget.sweep_{key}", [(limit, *spend)], "the sweep's cells together")
+    return lines
+
+
+def _spend(dollars: Dollars, point: Tally, high: Tally, key: str) -> tuple[float | None, float | None]:
+    """(point, high) in the budget's unit: dollars, or tokens in and out."""
+    if key == "usd":
+        return dollars.point, dollars.high
+    return point.input + point.output, high.input + high.output
+
+
+def _met(key: str, spends: list[tuple[float, float | None, float | None]], whose: str) -> list[str]:
+    """What ``key`` does to the cells whose (limit, point, high) ``spends`` holds;
+    ``whose`` names them, ``{n}`` the ones it meets."""
+    show = format_usd if key.endswith("usd") else (lambda x: f"{round(x):,}")
+    stop = [(limit, point) for limit, point, _ in spends if point is not None and point > limit]
+    may = [(limit, high) for limit, point, high in spends if high is not None and high > limit]
+    hit, what = (stop, "the point") if stop else (may, "the high")
+    if not hit:
+        return []
+    limits = sorted({limit for limit, _ in hit})
+    given = show(limits[0]) if len(limits) == 1 else f"{show(limits[0])}-{show(limits[-1])}"
+    top = show(max(spend for _, spend in hit)) + ("" if key.endswith("usd") else " tokens")
+    end = (
+        "stop at it, interrupted (exit 75), short of the figures above; raise it to resume (docs/costs.md)"
+        if stop
+        else "would stop at it if they met more rejections, repairs or longer replies than the point assumes"
+    )
+    return [f"budget: {key}={given} is below {what} of {whose.format(n=len(hit))} (up to {top}): they {end}"]
