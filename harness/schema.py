@@ -433,9 +433,28 @@ def _structured(schema: type, data: Any, prefix: str = "") -> Any:
         merged = OmegaConf.merge(_schema_node(schema), data)  # merge copies it first
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
+        if (section := _value_for_section(schema, data)) is not None:
+            raise ConfigError(
+                f"{prefix}{section}: a section of keys, not a value (got {data[section]!r}); "
+                f"set one of its keys ({section}.<key>=...)"
+            ) from None
         key = getattr(exc, "full_key", None) or "config"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{prefix}{key}: {first}") from None
+
+
+def _value_for_section(schema: type, data: Any) -> str | None:
+    """The first key of ``data`` given a plain value where ``schema`` holds a section
+    (``topic=foo``): OmegaConf's merge error for it names no key."""
+    if not isinstance(data, dict | DictConfig):
+        return None
+    hints, optional = _hints(schema), {f.name for f in dataclasses.fields(schema) if f.default is None}
+    for key, value in data.items():
+        if value is None and key in optional:
+            continue  # a section that may be null
+        if dataclasses.is_dataclass(hints.get(str(key))) and not isinstance(value, dict | DictConfig):
+            return str(key)
+    return None
 
 
 def keys_at(schema: Any, path: list[str]) -> tuple[int, list[str]] | None:

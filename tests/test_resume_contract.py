@@ -206,6 +206,15 @@ def test_a_group_override_on_resume_is_refused_in_one_line(copy, capsys, group):
     assert code == 2 and err.startswith(f"error: {group}: a config group may not change on resume"), err
 
 
+@pytest.mark.parametrize("given", ["topic=foo", "budget=5"])
+def test_a_value_for_a_section_is_one_line_naming_its_key(copy, capsys, given):
+    # OmegaConf's merge error names no key: 'config: Merge error: str is not a subclass of TopicConfig'
+    key = given.partition("=")[0]
+    code, err = one_line(lambda: resume_main([str(copy), given]), capsys)
+    assert code == 2 and err.startswith(f"error: {key}: a section of keys, not a value"), err
+    assert f"({key}.<key>=...)" in err and read_manifest(copy).history[-1].action == "complete"
+
+
 def test_force_may_stand_before_the_overrides(copy):
     assert resume_main([str(copy), "--force", "rounds=3"]) == 0
     assert read_manifest(copy).counts.rounds_completed == 3
