@@ -19,6 +19,9 @@ USAGE = "usage: python -m harness.verify <run_dir>"
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):  # else it is looked for as a folder
+        print(USAGE)
+        return 0
     if len(args) != 1:
         print(USAGE, file=sys.stderr)
         return BAD_INPUT

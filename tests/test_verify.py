@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from harness.verify import verify
+from harness.verify import main, verify
 
 
 @pytest.fixture
@@ -221,3 +221,10 @@ def test_a_folder_made_before_versions_is_refused_in_one_line_and_left_untouched
     )
     assert {p: p.read_bytes() for p in sorted(clean.rglob("*")) if p.is_file()} == before
     assert not (clean.parent / "_analysis").exists()
+
+
+@pytest.mark.parametrize("asked", ["--help", "-h"])
+def test_help_prints_the_usage(asked, capsys):
+    # it was looked for as a folder: 'error: --help: no such folder', exit 2
+    assert main([asked]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m harness.verify <run_dir>")
