@@ -209,6 +209,23 @@ def test_a_torn_run_exports_what_it_holds(run: Run) -> None:
     assert "> **incomplete: the run is failed" in md and "*Analyst D: no statement this round.*" in md
 
 
+def test_a_transcript_view_of_an_unfinished_run_says_so_on_stderr(
+    run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # stopped by its budget after round 2 of 4: '--as str > t.txt' held 2 rounds, with no word that more were planned
+    price = "prices.models={scripted\\:default:{input:1.0,output:4.0}}"
+    cut = run(price, "rounds=4", "budget.usd=0.005").run_dir
+    assert export_main([str(cut), "--as", "str"]) == 0
+    out, err = capsys.readouterr()
+    assert out == export_run(cut, "str") and out.startswith("Topic: ")
+    assert err == (
+        f"warning: {cut}: incomplete: the run is interrupted; the transcript holds what was written\n"
+    )
+    finished = run("rounds=1").run_dir
+    assert export_main([str(finished), "--as", "list"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 # -- transcript views: str, str-all-except-first, list, dict, final -----------------
 
 

@@ -8,7 +8,8 @@ writes it to ``--out``. ``--as`` picks the style: a report (``md``, ``txt``,
 ``Topic:`` message; ``str-all-except-first`` is ``str`` without that opening
 message; ``list`` is a JSON array of role/content messages; ``dict`` the same
 messages with their round, seat and kind in one JSON object; ``final`` the
-last synthesis only (a run with none is an error, exit 2).
+last synthesis only (a run with none is an error, exit 2). A transcript view
+of a run that did not complete says so in a ``warning:`` line on stderr.
 
 Given a sweep folder (one holding ``sweep.json``), ``--as final`` prints
 every cell's final synthesis in input order (``topic.index``, then cell
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.errors import BAD_INPUT, FAILED
-from harness.export.styles import STYLES, UnreadableLog, export_run, export_sweep
+from harness.export.styles import STYLES, UnreadableLog, export_noted, export_sweep
 from harness.store.reader import check_run_files
 from harness.store.rundir import RunFolderError
 
@@ -50,7 +51,10 @@ def first_line(exc: Exception) -> str:
 def render(folder: Path, style: str) -> tuple[str, int]:
     """The text to print and the exit status; raises what the reader raises."""
     if (folder / "manifest.json").is_file():
-        return export_run(folder, style), 0
+        text, incomplete = export_noted(folder, style)
+        if incomplete:  # on stderr: stdout is the transcript a script reads
+            print(f"warning: {folder}: {incomplete}", file=sys.stderr)
+        return text, 0
     if style != "final":
         raise ValueError(f"a sweep folder exports only --as final, not --as {style}")
     text, missing = export_sweep(folder)

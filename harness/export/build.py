@@ -85,13 +85,13 @@ def close_reason(run: RunFolder, synthesis: Synthesis | None) -> str:
     return f"{manifest.status} after round {done}"
 
 
-def incomplete_line(run: RunFolder) -> str | None:
+def incomplete_line(run: RunFolder, holder: str = "this report") -> str | None:
     reasons = []
     if run.manifest.status != "completed":
         reasons.append(f"the run is {run.manifest.status}")
     if run.notes:
         reasons.append(f"{len(run.notes)} log(s) end in a line that could not be read")
-    return f"incomplete: {'; '.join(reasons)}; this report holds what was written" if reasons else None
+    return f"incomplete: {'; '.join(reasons)}; {holder} holds what was written" if reasons else None
 
 
 def build_header(run: RunFolder, synthesis: Synthesis | None) -> Header:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.export.build import ROUND_HOOKS, build_report
+from harness.export.build import ROUND_HOOKS, build_report, incomplete_line
 from harness.export.render import RENDERERS
 from harness.export.shape import EXPORT_VERSION, Report
 from harness.export.views import FINAL_HOOKS, MESSAGE_HOOKS, VIEWS, NoFinal, final_synthesis, messages
@@ -37,6 +37,7 @@ __all__ = [
     "Report",
     "UnreadableLog",
     "build_report",
+    "export_noted",
     "export_run",
     "export_sweep",
     "final_synthesis",
@@ -70,8 +71,17 @@ def read_exported(run_dir: Path) -> RunFolder:
 
 def export_run(run_dir: Path, style: str = "md") -> str:
     """The report or transcript view of the run in ``run_dir``, rendered as ``style``."""
+    return export_noted(run_dir, style)[0]
+
+
+def export_noted(run_dir: Path, style: str = "md") -> tuple[str, str | None]:
+    """``export_run``'s text, and for a transcript view of a run that did not complete
+    (or lost a torn line) the line saying so: a report carries it in its header, a
+    view has no room for it, so the command prints it on stderr."""
     run = read_exported(run_dir)
-    return RENDERERS[style](build_report(run)) if style in RENDERERS else VIEWS[style](run)
+    if style in RENDERERS:
+        return RENDERERS[style](build_report(run)), None
+    return VIEWS[style](run), incomplete_line(run, "the transcript")
 
 
 def sweep_cells(sweep_dir: Path) -> list[Path]:
