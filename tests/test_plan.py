@@ -210,6 +210,18 @@ def test_one_pilot_run_has_a_spread_over_its_turns(
     assert "pilot: 4 turns in 1 run(s), " in out and "2 turn(s) a seat are too few for a spread" in out
 
 
+def test_a_pilot_run_named_twice_counts_once(
+    pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # named twice (its folder and its folder with a slash, or a sweep and a cell of it), one
+    # run's 2 turns a seat were read as 2 runs' 4: a bootstrap spread it has no turns for
+    (_, folder) = pilot(seeds=(1,))
+    main(["model=scripted", "rounds=4", "--pilot", folder, "--pilot", f"{folder}/"])
+    out = capsys.readouterr().out
+    assert "calibrated from 1 pilot run(s)" in out and "pilot: 4 turns in 1 run(s), " in out
+    assert "2 turn(s) a seat are too few for a spread" in out
+
+
 BUDGET = ("prices.models={scripted\\:default:{input:1.0,output:4.0}}", "rounds=4", "run_name=cut")
 
 

@@ -136,16 +136,17 @@ def limits(cfg: Config) -> tuple[int, int]:
 
 
 def read_pilot(paths: list[Path]) -> list[PilotRun]:
-    """Every run folder in ``paths`` (each a run folder or a folder of them), read."""
-    runs = []
+    """Every run folder in ``paths`` (each a run folder or a folder of them), read once:
+    a run named twice (``--pilot <sweep> --pilot <sweep>/<cell>``) is one run's turns,
+    and counted twice would narrow the interval as a second run would."""
+    found: dict[Path, Path] = {}
     for path in paths:
         if not path.is_dir():
             raise PlanError(f"--pilot {path}: no such folder")
-        found = find_runs(path)
-        if not found:
+        if not (runs := find_runs(path)):
             raise PlanError(f"--pilot {path}: no run folder (one holding manifest.json) in it")
-        runs += [read_run(run_dir) for run_dir in found]
-    return runs
+        found.update((run_dir.resolve(), run_dir) for run_dir in runs if run_dir.resolve() not in found)
+    return [read_run(run_dir) for run_dir in found.values()]
 
 
 def read_run(run_dir: Path) -> PilotRun:
