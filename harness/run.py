@@ -177,7 +177,19 @@ def checked_argv(argv: list[str]) -> list[str]:
         fail(str(exc), exit_code(exc))
     check_group_choices(argv)
     check_topic_indices(argv)
+    check_no_force(argv)
     return argv
+
+
+def check_no_force(argv: list[str]) -> None:
+    """``--force`` is harness.resume's, no Hydra flag: Hydra's answer to it is its whole usage."""
+    if "--force" in argv:
+        resumed = next((a.partition("=")[2] for a in argv if a.partition("=")[0].lstrip("+") == "resume"), "")
+        fail(
+            f"--force: harness.run takes no --force; a forced resume is "
+            f"python -m harness.resume {resumed or '<run_dir>'} --force KEY=V",
+            BAD_INPUT,
+        )
 
 
 def check_topic_indices(argv: list[str]) -> None:

@@ -238,6 +238,17 @@ def test_run_resume_passes_the_typed_overrides_on_as_harness_resume_does(
         )
 
 
+def test_run_resume_with_force_names_the_command_that_takes_it(copy, capsys, monkeypatch):
+    # Hydra's answer to a flag it does not know was its whole usage: 'error: usage: run.py [--help] ...'
+    monkeypatch.setattr(sys, "argv", ["harness.run", f"resume={copy}", "--force", "rounds=3"])
+    code, err = one_line(run_cli, capsys)
+    assert code == 2 and err == (
+        f"error: --force: harness.run takes no --force; a forced resume is "
+        f"python -m harness.resume {copy} --force KEY=V\n"
+    )
+    assert read_manifest(copy).counts.rounds_completed == 2
+
+
 def test_overrides_on_resume_read_as_harness_run_reads_them(copy, capsys):
     # harness.run's grammar (and ctl's refusal line's): a dict value, a key's escaped colon,
     # '+' to add; YAML's reading made '{input:1.0}' a key 'input:1.0' and refused '+budget'
