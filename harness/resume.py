@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.resume", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--force", action="store_true", help="resume despite a fingerprint mismatch")
-    parser.add_argument("overrides", nargs="*", help="key=value changes, e.g. rounds=100")
+    # default=[]: else argparse names them as required when none is given
+    parser.add_argument("overrides", nargs="*", default=[], help="key=value changes, e.g. rounds=100")
     args = parser.parse_intermixed_args(argv)  # --force before, between or after the overrides
     sys.stdout, sys.stderr = guarded(sys.stdout), guarded(sys.stderr)  # a closed pipe ends no run
     try:

@@ -215,6 +215,14 @@ def test_a_value_for_a_section_is_one_line_naming_its_key(copy, capsys, given):
     assert f"({key}.<key>=...)" in err and read_manifest(copy).history[-1].action == "complete"
 
 
+def test_a_resume_with_no_folder_names_only_the_folder_as_missing(capsys):
+    # the overrides are optional, yet argparse said 'required: run_dir, overrides'
+    with pytest.raises(SystemExit) as done:
+        resume_main([])
+    assert done.value.code == 2
+    assert capsys.readouterr().err.endswith("error: the following arguments are required: run_dir\n")
+
+
 def test_force_may_stand_before_the_overrides(copy):
     assert resume_main([str(copy), "--force", "rounds=3"]) == 0
     assert read_manifest(copy).counts.rounds_completed == 3
