@@ -132,9 +132,24 @@ def test_a_resume_cannot_make_a_run_shorter_than_its_rounds_done(finished):
     assert "\n" not in str(err.value) and "python -m harness.fork" in str(err.value)
     # killed in round 2 (its records landed, its snapshot not): rounds=1 would leave round 2 in the logs
     (finished / "snapshots" / "round-0002.json").unlink()
-    with pytest.raises(ResumeError, match=r"rounds=1: .* has 1 round\(s\) done"):
+    with pytest.raises(
+        ResumeError, match=r"rounds=1: .* has 1 of its 2 rounds done, and its logs may hold round 2"
+    ):
         resume_run(finished, overrides=["rounds=1"])
     assert jsonl_bytes(finished) == before and (finished / "config.yaml").read_bytes() == config
+
+
+def test_cutting_an_unfinished_run_to_its_rounds_done_says_why_not(finished):
+    # set for 5, stopped after round 2: rounds=2 is no shorter than what it has, as the refusal
+    # said; its logs may hold round 3 begun, and the refusal now says that
+    config = yaml.safe_load((finished / "config.yaml").read_text())
+    (finished / "config.yaml").write_text(yaml.safe_dump({**config, "rounds": 5}))
+    with pytest.raises(ResumeError) as err:
+        resume_run(finished, overrides=["rounds=2"])
+    assert str(err.value).startswith(
+        f"rounds=2: {finished} has 2 of its 5 rounds done, and its logs may hold round 3 begun; "
+        "a resume cannot end it there (a shorter branch: python -m harness.fork"
+    )
 
 
 def test_a_finished_run_refuses_a_key_that_may_not_change(finished):

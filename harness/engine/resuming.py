@@ -140,10 +140,15 @@ def check_length(run_dir: Path, run: Resolved, snap: Snapshot | None) -> None:
     planned, done = run.fmt.planned_rounds(run.cfg), snap.round if snap else 0
     kept = read_config(run_dir).get("rounds", run.cfg.rounds)
     if planned < done or (planned == done and run.cfg.rounds < kept):
+        why = (
+            f"{done} round(s) done; a resume cannot make a run shorter than what it has"
+            if planned < done  # else it is no shorter, but its logs may hold the next round begun
+            else f"{done} of its {kept} rounds done, and its logs may hold round {done + 1} begun; "
+            "a resume cannot end it there"
+        )
         raise ResumeError(
-            f"rounds={planned}: {run_dir} has {done} round(s) done; a resume cannot make a run shorter "
-            f"than what it has (a shorter branch: python -m harness.fork {run_dir} --at-round {planned} "
-            f"rounds={planned})"
+            f"rounds={planned}: {run_dir} has {why} (a shorter branch: "
+            f"python -m harness.fork {run_dir} --at-round {planned} rounds={planned})"
         )
     closed = snap.state.get("stop_reason") if snap else None
     if closed and run.cfg.rounds != kept:
