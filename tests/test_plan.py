@@ -16,11 +16,12 @@ from harness.engine import RunResult
 from harness.engine.forking import fork_run
 from harness.formats import get_format
 from harness.models.prices import format_usd
-from harness.plan import Plan, build_plan, main, parse
+from harness.plan import Plan, build_plan, dry, main, parse
 from harness.plan.cli import render
 from harness.plan.estimate import Tally, extrapolate
 from harness.plan.totals import budget_lines
 from harness.probes.questionnaire import questionnaire
+from harness.runtime.interrupt import clear_stop, request_stop
 from harness.schema import Config
 from harness.store.reader import ledger
 from harness.view.live import PLAN_JSON, time_left
@@ -449,3 +450,24 @@ def test_a_dollar_budget_on_a_model_with_no_price_is_refused_as_the_run_refuses_
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1
     assert err.startswith("error: budget.usd: 'openai:no-such-model' (role ") and "has no price" in err
+
+
+def test_a_ctrl_c_during_a_dry_pass_plans_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dry pass is a run, and a run stops cleanly on Ctrl-C: the pass ended part-way and
+    the plan printed its part as the cell's (judge_refine 95 calls where it makes 90), exit 0."""
+    real = dry.run_debate
+
+    def stopped(*args: object, **kwargs: object) -> RunResult:
+        request_stop("SIGINT")  # as the run's own handler records a Ctrl-C
+        try:
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            clear_stop()
+
+    monkeypatch.setattr(dry, "run_debate", stopped)
+    with pytest.raises(SystemExit) as exc:
+        main(["model=scripted", "rounds=2"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 130 and err == "error: interrupted; nothing planned\n" and "cell" not in out

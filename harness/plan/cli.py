@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.cli.console import guarded, say
-from harness.cli.errors import BAD_INPUT, exit_code, fail
+from harness.cli.errors import BAD_INPUT, INTERRUPTED, exit_code, fail
 from harness.models.base import ModelConfigError
 from harness.models.prices import format_usd
 from harness.plan.cells import PlanError, PlannedCell, compose_cells
@@ -226,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         plan, runs = build_plan(options)
     except (PlanError, ConfigError, ModelConfigError) as exc:
         fail(str(exc), exit_code(exc))
+    except KeyboardInterrupt:
+        fail("interrupted; nothing planned", INTERRUPTED)
     for line in render(plan, options.words, runs, time.perf_counter() - started):
         say(line, sys.stdout)
     if options.record:

@@ -233,7 +233,9 @@ def run_pass(cfg: DictConfig, kind: Kind) -> list[Call]:
             cfg.runs_root = str(folder)
         raw = OmegaConf.to_container(cfg, resolve=True)
         assert isinstance(raw, dict)
-        run_debate(resolve(cfg), {str(k): v for k, v in raw.items()}, build=build)
+        result = run_debate(resolve(cfg), {str(k): v for k, v in raw.items()}, build=build)
+        if result.manifest.status == "interrupted":  # no budget here: a Ctrl-C stopped the pass part-way
+            raise KeyboardInterrupt  # its calls are a part of the cell's, planned they would be wrong
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return calls
