@@ -299,9 +299,12 @@ def test_a_bad_pilot_path_is_one_line_naming_it(
 def test_a_pilot_of_another_format_is_one_line(
     pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # among several pilot folders, the line names the one of another format ('--pilot: runs of drift')
+    judged, drift = pilot("format=judge_refine", seeds=(1,)), pilot(seeds=(2,))
     with pytest.raises(SystemExit):
-        main(["model=scripted", "format=judge_refine", "rounds=2", *pilot(seeds=(1,))])
+        main(["model=scripted", "format=judge_refine", "rounds=2", *judged, *drift])
     err = capsys.readouterr().err
+    assert err.startswith(f"error: --pilot {drift[1]}: a run of drift, cell ")
     assert "a pilot must run the planned format" in err and err.count("\n") == 1
 
 

@@ -407,10 +407,10 @@ class Calibration:
         cell = estimate.cell
         formats = {run.format for run in self.runs}
         if formats != {cell.settings.format.name}:
-            names = ", ".join(sorted(formats))
+            other = next(run for run in self.runs if run.format != cell.settings.format.name)
             raise PlanError(
-                f"--pilot: runs of {names}, cell {cell.name} is {cell.settings.format.name}: "
-                "a pilot must run the planned format"
+                f"--pilot {other.path}: a run of {other.format}, cell {cell.name} is "
+                f"{cell.settings.format.name}: a pilot must run the planned format"
             )
         planned = estimate_cell(cell, passes, words, by_tag=True).point
         turns = gather(self.runs, cell, passes, words, planned)
