@@ -221,6 +221,11 @@ def test_a_transcript_view_of_an_unfinished_run_says_so_on_stderr(
     assert err == (
         f"warning: {cut}: incomplete: the run is interrupted; the transcript holds what was written\n"
     )
+    # what a kill -9 leaves: the manifest as the run wrote it at its start, 'the run is running'
+    manifest = json.loads((cut / "manifest.json").read_text())
+    (cut / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    assert export_main([str(cut), "--as", "str"]) == 0
+    assert "incomplete: the run is running, or was killed; the transcript" in capsys.readouterr().err
     finished = run("rounds=1").run_dir
     assert export_main([str(finished), "--as", "list"]) == 0
     assert capsys.readouterr().err == ""

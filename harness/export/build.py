@@ -87,7 +87,9 @@ def close_reason(run: RunFolder, synthesis: Synthesis | None) -> str:
 
 def incomplete_line(run: RunFolder, holder: str = "this report") -> str | None:
     reasons = []
-    if run.manifest.status != "completed":
+    if run.manifest.status == "running":  # what a kill -9 leaves too: the manifest as the run started
+        reasons.append("the run is running, or was killed")
+    elif run.manifest.status != "completed":
         reasons.append(f"the run is {run.manifest.status}")
     if run.notes:
         reasons.append(f"{len(run.notes)} log(s) end in a line that could not be read")
