@@ -193,6 +193,10 @@ def dry_config(cfg: DictConfig, settings: Config, kind: Kind, units: int, seed_o
         OmegaConf.update(out, "tracing.otel", False, merge=False)
         if "search" in out:
             out.search.transport = "local"  # the same passages, without the MCP server's process
+        if not all(scripted(s) for s in specs.values()):
+            # a base model's document prompt is for local:* models only: the scripted stand-in
+            # takes the chat prompt (a few words shorter; a pilot calibrates what is sent)
+            OmegaConf.update(out, "model.prompt_style", "chat", merge=False)
         for role, spec in specs.items():
             own = scripted(spec)
             OmegaConf.update(out, f"roles.{role}.spec", spec if own else "scripted:default", merge=False)
