@@ -153,6 +153,13 @@ def test_sweep_concurrency_picks_the_launcher_and_is_checked_first() -> None:
     with pytest.raises(ConfigError, match=r"^sweep\.concurrency: .*drop hydra/launcher=joblib"):
         launcher_overrides(["-m", "sweep.concurrency=2", "hydra/launcher=joblib"])
     assert check_concurrency(1) == 1
+    # a sweep budget wants this launcher: asked for what is missing only (it said "add -m" under -m)
+    for argv, missing in [
+        (["budget.sweep_usd=1"], "add -m and sweep.concurrency=N"),
+        (["-m", "budget.sweep_usd=1"], "add sweep.concurrency=N"),
+    ]:
+        with pytest.raises(ConfigError, match=rf"^budget\.sweep_usd: a sweep budget .*; {missing} \(or use"):
+            launcher_overrides(argv)
 
 
 def test_a_bad_concurrency_is_one_line_before_anything_starts(tmp_path: Path) -> None:

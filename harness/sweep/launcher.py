@@ -307,9 +307,10 @@ def check_sweep_budget(argv: list[str]) -> None:
         a.lstrip("+").startswith(("sweep.concurrency=", "hydra/launcher=inprocess")) for a in argv
     )
     if given and not in_process:
+        multirun = "-m" in argv or "--multirun" in argv
         raise ConfigError(
             f"{given[0][0]}: a sweep budget is shared by the cells of one process; "
-            "add -m and sweep.concurrency=N (or use budget.usd / budget.tokens per run)"
+            f"add {'' if multirun else '-m and '}sweep.concurrency=N (or use budget.usd / budget.tokens per run)"
         )
     for key, _, value in given:
         if key in ("budget.sweep_usd", "budget.sweep_tokens") and not _budget_limit(key, value):
