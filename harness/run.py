@@ -49,7 +49,8 @@ from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
 from harness.store.rundir import DiskFullError
 from harness.sweep.callback import end_stopped_launch
-from harness.sweep.cell import is_sweep_job, run_cell, task_overrides
+from harness.sweep.cell import in_cell, is_sweep_job, run_cell, task_overrides
+from harness.sweep.grid import check_one_run
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.ready import fork_ready
 
@@ -126,6 +127,11 @@ def main(cfg: DictConfig) -> None:
             )
         typed = [o for o in task_overrides() if o.partition("=")[0].lstrip("+~") != "resume"]
         sys.exit(resume_main([str(cfg.resume), *typed]))
+    try:
+        if not in_cell():  # a cell's replicates=N is its sweep's
+            check_one_run(cfg.get("replicates") or 1)  # else one run is made, of the N asked
+    except ConfigError as exc:
+        fail(str(exc), BAD_INPUT)
     try:
         result = start(cfg)
     except RUN_ERRORS as exc:

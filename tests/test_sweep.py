@@ -444,3 +444,19 @@ def test_replicates_expand_to_one_cell_each(capsys):
     with pytest.raises(SystemExit):
         replicate_override(["replicates=1,3"])
     assert "replicates: must be a whole number" in capsys.readouterr().err
+
+
+def test_replicates_without_m_is_one_line_in_run_and_plan(tmp_path, capsys, monkeypatch):
+    """``harness.run experiment=debug replicates=3`` made one run, unsaid, and the plan
+    planned one; both now refuse in one line before anything is made."""
+    from harness.plan.cli import main as plan_main
+    from harness.run import cli
+
+    line = "error: replicates=3: makes 3 cells of a sweep, one run each; add -m\n"
+    argv = ["experiment=debug", "replicates=3", f"runs_root={tmp_path / 'runs'}"]
+    monkeypatch.setattr(sys, "argv", ["harness.run", *argv])
+    for command in (cli, lambda: plan_main(argv)):
+        with pytest.raises(SystemExit) as done:
+            command()
+        assert (done.value.code, capsys.readouterr().err) == (2, line)
+    assert not (tmp_path / "runs").exists()

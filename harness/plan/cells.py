@@ -40,7 +40,7 @@ from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
 from harness.sweep.configs import CellConfigs
-from harness.sweep.grid import plan_cells
+from harness.sweep.grid import check_one_run, plan_cells
 from harness.sweep.launcher import launcher_overrides
 
 
@@ -96,6 +96,9 @@ def _single(args: list[str]) -> Cells:
     cfg = hydra.compose_config("config", args, run_mode=RunMode.RUN, from_shell=True)
     with open_dict(cfg):
         del cfg["hydra"]
+    check_one_run(
+        int(cfg.get("replicates") or 1)
+    )  # as typed (a fork's parent may be a cell); harness.run refuses it
     cfg, k, parent = _forked(cfg, args, None)
     settings = _validated(cfg, None)
     name = f"{parent.name}-fork{k}" if parent else run_dir_name(settings)  # as fork_run names it

@@ -58,6 +58,11 @@ def is_sweep_job() -> bool:
     return HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def in_cell() -> bool:
+    """Whether this thread runs a sweep's cell (inside ``run_cell``)."""
+    return _CELL.get() is not None
+
+
 def task_overrides() -> list[str]:
     """The overrides of the run in this thread, as typed: its sweep cell's (cells
     as threads share one Hydra config), else its Hydra job's (a fork reads them)."""

@@ -102,3 +102,13 @@ def plan_cells(arguments: list[str]) -> list[Cell]:
         seen.add(name)
         cells.append(Cell(num=num, name=name, overrides=list(job), params=params))
     return cells
+
+
+def check_one_run(replicates: int) -> None:
+    """``replicates=N`` outside ``-m``: N cells are a sweep's, and one run would be made."""
+    if replicates > 1:
+        from harness.schema import ConfigError  # the sweep's grid never needs it otherwise
+
+        raise ConfigError(
+            f"replicates={replicates}: makes {replicates} cells of a sweep, one run each; add -m"
+        )
