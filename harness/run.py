@@ -118,20 +118,10 @@ def main(cfg: DictConfig) -> None:
     if is_sweep_job():  # a multirun cell: its own folder, log and status; it never exits
         run_cell(cfg, main)
         return
+    check_one_command(cfg)
     if cfg.get("resume"):  # python -m harness.run resume=<run_dir>: harness.resume, with the overrides typed
-        if (cfg.get("fork") or {}).get("parent") is not None:  # else the fork is dropped, unsaid
-            fail(
-                f"fork.parent: resume={cfg.resume} continues that run, and a fork makes a new one; "
-                "give one: python -m harness.fork <parent> --at-round K, or harness.resume <run>",
-                BAD_INPUT,
-            )
         typed = [o for o in task_overrides() if o.partition("=")[0].lstrip("+~") != "resume"]
         sys.exit(resume_main([str(cfg.resume), *typed]))
-    try:
-        if not in_cell():  # a cell's replicates=N is its sweep's
-            check_one_run(cfg.get("replicates") or 1)  # else one run is made, of the N asked
-    except ConfigError as exc:
-        fail(str(exc), BAD_INPUT)
     try:
         result = start(cfg)
     except RUN_ERRORS as exc:
@@ -139,6 +129,23 @@ def main(cfg: DictConfig) -> None:
     code = report(result)
     if code:
         sys.exit(code)
+
+
+def check_one_command(cfg: DictConfig) -> None:
+    """What one command may not ask at once, said in one line before anything starts
+    (else a part of it is dropped unsaid): ``resume=`` with a fork, and outside a
+    sweep's cell, ``replicates=N`` without ``-m`` (one run would be made)."""
+    if cfg.get("resume") and (cfg.get("fork") or {}).get("parent") is not None:
+        fail(
+            f"fork.parent: resume={cfg.resume} continues that run, and a fork makes a new one; "
+            "give one: python -m harness.fork <parent> --at-round K, or harness.resume <run>",
+            BAD_INPUT,
+        )
+    try:
+        if not in_cell():  # a cell's replicates=N is its sweep's
+            check_one_run(cfg.get("replicates") or 1)
+    except ConfigError as exc:
+        fail(str(exc), BAD_INPUT)
 
 
 # an absolute path, so the configs are found from any folder and in a wheel too (harness.paths)
