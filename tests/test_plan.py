@@ -296,6 +296,19 @@ def test_a_bad_pilot_path_is_one_line_naming_it(
     assert exc.value.code == 2 and err.startswith(f"error: --pilot {folder}:") and err.count("\n") == 1
 
 
+@pytest.mark.parametrize(("made", "says"), [(False, "no such folder"), (True, "not a folder")])
+def test_a_pilot_that_is_no_folder_is_one_line_saying_which(
+    made: bool, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a file (the run's manifest.json, say) was 'no such folder', of a path that is there
+    path = tmp_path / "manifest.json"
+    if made:
+        path.write_text("{}")
+    with pytest.raises(SystemExit):
+        main(["model=scripted", "rounds=2", "--pilot", str(path)])
+    assert capsys.readouterr().err == f"error: --pilot {path}: {says}\n"
+
+
 def test_a_pilot_of_another_format_is_one_line(
     pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -142,7 +142,7 @@ def read_pilot(paths: list[Path]) -> list[PilotRun]:
     found: dict[Path, Path] = {}
     for path in paths:
         if not path.is_dir():
-            raise PlanError(f"--pilot {path}: no such folder")
+            raise PlanError(f"--pilot {path}: {'not a folder' if path.exists() else 'no such folder'}")
         if not (runs := find_runs(path)):
             raise PlanError(f"--pilot {path}: no run folder (one holding manifest.json) in it")
         found.update((run_dir.resolve(), run_dir) for run_dir in runs if run_dir.resolve() not in found)
