@@ -141,9 +141,11 @@ class ControlLog:
 def commands_from(sweep_dir: Path) -> int | None:
     """Where the commands to this process's driver begin in ``control.jsonl``, as its
     ``driver.lock`` says (None: this process holds no lock there)."""
-    from harness.view.watch import commands_since, lock_holder
+    from harness.view.watch import lock_holder
 
-    return commands_since(sweep_dir) if lock_holder(sweep_dir).get("pid") == os.getpid() else None
+    held = lock_holder(sweep_dir)  # read once: the pid and where its commands begin
+    since = held.get("control_from")
+    return since if isinstance(since, int) and held.get("pid") == os.getpid() else None
 
 
 @contextmanager
