@@ -197,12 +197,15 @@ def test_a_raised_budget_lets_a_stopping_sweep_go_on_and_a_killed_paused_one_res
 def test_a_sweep_budget_that_refuses_a_call_starts_no_more_cells(tmp_path: Path) -> None:
     """A cell costs about $2: $1 stops the first mid-run. The three queued behind it used
     to start anyway, each opening its folder only to stop before its first call; they stay
-    pending (no folder), one line says why and how to go on, and that resume completes them."""
+    pending (no folder), one line says why and how to go on, and that resume completes them.
+    The stopped cell's note in the table is its stop reason (it was empty)."""
     sweep_dir = tmp_path / "sweep"
     priced = [a for a in PRICED if not a.startswith("model.latency_s")]
     driver = start(sweep_dir, [*priced, "replicates=4", "sweep.concurrency=1", "budget.sweep_usd=1"])
     _, err = driver.communicate(timeout=120)
-    assert [c.status for c in read_index(sweep_dir).cells] == ["interrupted", *["pending"] * 3]
+    cells = read_index(sweep_dir).cells
+    assert [c.status for c in cells] == ["interrupted", *["pending"] * 3]
+    assert (cells[0].error or "").startswith("budget: $")  # the table's note says why it stopped
     assert not (sweep_dir / "rep-1").exists()
     go_on = f"python -m harness.sweep resume {sweep_dir.resolve()} budget.sweep_usd=<more>"
     assert "[sweep] 3 cell(s) left pending: the sweep budget stopped its cells (budget: $" in err

@@ -271,8 +271,11 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     kept = fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed"))  # as made, or refused
     record.rounds, record.seed = kept["rounds"], kept["seed"]
     record.exit_code, record.ended_at = code, utcnow()
+    manifest = _manifest(run_dir)
     record.error = _last_error(log, offset) if code else None
-    write_cell_record(sweep_dir, cell.name, record.with_counts(_manifest(run_dir)))
+    if record.status == "interrupted" and record.error is None and manifest is not None:
+        record.error = manifest.stop_reason  # why it stopped (a budget, a ctl cancel), for the table's note
+    write_cell_record(sweep_dir, cell.name, record.with_counts(manifest))
     if code == INTERRUPTED:  # Ctrl-C or SIGTERM stops the whole sweep, once this cell is recorded
         if not job.owned:  # the in-process launcher says it once a sweep (a ctl cancel stops one cell)
             print(resume_line(sweep_dir), file=sys.stderr)
