@@ -147,6 +147,48 @@ def test_a_copy_gone_before_its_command_gives_way_to_a_new_interpreter(
     assert ready._READY == {}
 
 
+def test_a_worker_ended_by_the_stop_relayed_to_it_is_no_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C early in a ``sweep.processes=2`` run (or its resume) said ``[sweep] worker 1
+    exited -15``: the SIGTERM the driver passed on ended the worker before its handler was
+    set. That is the interruption, said by the driver; a worker ended so without a stop is not."""
+    from harness.sweep.index import SweepIndex, write_index
+
+    write_index(tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=[]))
+    started: list[subprocess.Popen[bytes]] = []
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    monkeypatch.setattr(
+        Processes, "_start", lambda self, command, k: started.append(subprocess.Popen(sleeper)) or started[-1]
+    )
+    stopped = threading.Event()
+    with Processes(tmp_path, 2, stopped).workers():
+        stopped.set()  # the driver's stop: relayed to the worker as SIGTERM
+    assert started[0].returncode == -signal.SIGTERM and "exited" not in capsys.readouterr().err
+
+    with Processes(tmp_path, 2, threading.Event()).workers():
+        started[1].terminate()  # killed by hand, no stop: said
+    assert "[sweep] worker 1 exited -15" in capsys.readouterr().err
+
+
+def test_a_forked_worker_leaves_ctrl_c_to_its_driver_until_it_launches(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the worker copies too: one with its command took it as a
+    KeyboardInterrupt (a traceback in its log, exit 1: read as a crash); the driver passes it on."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: never back into pytest
+        try:
+            os.close(write)  # or its pipe would never end
+            ready._await_command(read, os.getppid())
+            os._exit(0 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else 1)
+        finally:
+            os._exit(2)
+    os.close(read)
+    copy = ReadyWorker(pid, write)
+    copy.start(["-m"], dict(os.environ), tmp_path / "1.log")
+    assert copy.wait() == 0
+
+
 def test_processes_asked_reads_either_key() -> None:
     assert processes_asked(["-m", "sweep.processes=3"]) == 3
     assert processes_asked(["-m", "hydra.launcher.processes=2", "x=1"]) == 2  # a resume's command

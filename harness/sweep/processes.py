@@ -263,9 +263,13 @@ class Processes:
             yield
         finally:
             for k, proc in enumerate(procs, start=1):  # the driver's share is done (or stopped)
-                if proc.wait() not in (0, INTERRUPTED):  # its cells are left to resume
+                code = proc.wait()
+                # a worker stopped by the stop relayed to it before its own handler was set (its
+                # start-up) ends by that signal: the interruption, which the driver reports
+                stopped_by = self.stopped.is_set() and code in (-signal.SIGTERM, -signal.SIGINT)
+                if code not in (0, INTERRUPTED) and not stopped_by:  # its cells are left to resume
                     log = self.sweep_dir / WORKERS_DIR / f"{k}.log"
-                    print(f"[sweep] worker {k} exited {proc.returncode}; see {log}", file=sys.stderr)
+                    print(f"[sweep] worker {k} exited {code}; see {log}", file=sys.stderr)
             done.set()
             relay.join()
 

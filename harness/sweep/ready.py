@@ -150,6 +150,10 @@ def _await_command(read: int, driver: int) -> None:
         os._exit(0)
     if not data:
         os._exit(0)
+    # a terminal's Ctrl-C reaches the whole process group; until its launch sets its own
+    # handler, the worker is stopped by its driver, which passes each stop on as SIGTERM
+    # (a KeyboardInterrupt here was a traceback in its log and an exit that read as a crash)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     message = json.loads(data)
     os.environ.clear()
     os.environ.update(message["env"])
