@@ -245,10 +245,13 @@ def test_a_resume_raises_the_cells_own_budget(tmp_path):
 def test_the_progress_line_counts_stopped_cells_apart_from_failed_ones():
     states = ["completed", "interrupted", "interrupted", "crashed", "pending"]
     cells = [Cell(num=i, name=f"c{i}", overrides=[], params={}, status=s) for i, s in enumerate(states)]
-    line = (
-        "[sweep] 1/5 done | 0 running | 1 failed | 2 interrupted | 1 pending"  # a budget stop is no failure
+    # a budget stop is no failure, nor is a killed cell (it said 1 failed, the table 1 crashed)
+    assert (
+        progress_line(cells)
+        == "[sweep] 1/5 done | 0 running | 0 failed | 1 crashed | 2 interrupted | 1 pending"
     )
-    assert progress_line(cells) == line
+    cells[3].status = "failed"
+    assert progress_line(cells) == "[sweep] 1/5 done | 0 running | 1 failed | 2 interrupted | 1 pending"
 
 
 def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):

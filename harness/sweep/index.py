@@ -292,12 +292,12 @@ def tally(cells: list[Cell]) -> dict[str, int]:
 def progress_line(cells: list[Cell]) -> str:
     counts = tally(cells)
     done = counts.get("completed", 0)
-    failed = counts.get("failed", 0) + counts.get("crashed", 0)
-    # interrupted (Ctrl-C, a budget, ctl cancel) is resumable as it stands, not a failure
-    stopped = f"{counts['interrupted']} interrupted | " if counts.get("interrupted") else ""
+    # crashed (its process killed) and interrupted (Ctrl-C, a budget, ctl cancel) are
+    # resumable as they stand, not failures: named apart, as the table's summary does
+    stopped = "".join(f"{counts[s]} {s} | " for s in ("crashed", "interrupted") if counts.get(s))
     return (
         f"[sweep] {done}/{len(cells)} done | {counts.get('running', 0)} running | "
-        f"{failed} failed | {stopped}{counts.get('pending', 0)} pending"
+        f"{counts.get('failed', 0)} failed | {stopped}{counts.get('pending', 0)} pending"
     )
 
 
