@@ -325,3 +325,57 @@ def test_a_pause_is_gone_from_the_page_once_a_resumed_driver_runs(tmp_path: Path
     assert driver.refresh(tmp_path) == []  # killed: no driver, no pause
     with driver_lock(tmp_path, "InProcessLauncher"):  # the resume's driver, sent nothing
         assert driver.refresh(tmp_path) == []
+
+
+def test_a_killed_drivers_cells_are_crashed_and_its_sweep_stopped(tmp_path: Path) -> None:
+    """A sweep whose driver was killed outright (kill -9) left its running cell's line
+    saying running: the page showed it running (stalled, in time) and the sweep as
+    running, reloading, where ``status`` and the final table say crashed. A cell whose
+    process on this machine is gone is crashed now, and with no driver the sweep is stopped."""
+    from harness.view.live import summary
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    cells = [{"num": n, "name": f"c{n}", "status": "pending"} for n in range(3)]
+    (sweep / "sweep.json").write_text(
+        json.dumps({"name": "s", "updated_at": "2026-01-01T00:00:00Z", "cells": cells})
+    )
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    here = os.uname().nodename
+    lines = [
+        {
+            "cell": "c0",
+            "status": "running",
+            "started_at": "2026-01-02T00:00:00Z",
+            "host": here,
+            "pid": gone.pid,
+        },
+        {
+            "cell": "c1",
+            "status": "running",
+            "started_at": "2026-01-02T00:00:00Z",
+            "host": here,
+            "pid": os.getpid(),
+        },
+    ]
+    (sweep / "cells.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    follower = Follower(sweep)
+    follower.refresh()
+    rows = follower.cells()
+    assert [r["status"] for r in rows] == ["crashed", "running", "pending"]
+    assert summary(rows, follower)["open"]  # a cell still runs
+
+    lines[1]["pid"] = gone.pid  # its driver killed too
+    (sweep / "cells.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    follower = Follower(sweep)
+    follower.refresh()
+    rows = follower.cells()
+    total = summary(rows, follower)
+    assert total["by_status"] == {"crashed": 2, "pending": 1} and not total["open"]  # no driver: stopped
+    from harness.view.live import Sweeps, live_page
+    from harness.view.pages import Links
+
+    page = live_page(Sweeps(tmp_path), "sweep", Links()) or ""
+    assert f"stopped: no driver runs it; continue with: <code>python -m harness.sweep resume {sweep}" in page
+    assert REFRESH not in page  # nothing to reload for

@@ -39,7 +39,7 @@ from harness.view.drift import drift_figure
 from harness.view.figures import limits_svg, rounds_svg, sweep_drift_svg
 from harness.view.pages import _ENV as ENV
 from harness.view.pages import Links
-from harness.view.watch import STALL_S, CellWatch, Driver, json_lines, seconds_since
+from harness.view.watch import STALL_S, CellWatch, Driver, json_lines, process_gone, seconds_since
 
 SWEEP_INDEX = "sweep.json"
 CELL_LOG = "cells.jsonl"
@@ -143,6 +143,9 @@ class Follower:
                 )
                 row["cost"] = event.get("cost_usd")
             row["rounds"] = event.get("rounds") or row.get("rounds")
+        if row.get("status") == "running" and event is not None and process_gone(event):
+            row["status"] = "crashed"  # as status and the final table say: killed, resumable
+            row.update(progress(self.dir / name))
         if row.get("status") == "running":
             row.update(progress(self.dir / name))
             row.update(self.watch(name, event))
@@ -212,7 +215,11 @@ def summary(rows: list[dict[str, Any]], follower: Follower) -> dict[str, Any]:
         "by_status": by_status,
         "tokens": sum(r["tokens"] for r in rows),
         "cost": sum(known) if len(known) == len(started) else None,  # one unknown makes the sum unknown
-        "open": any(r.get("status") in OPEN for r in rows),
+        # pending cells wait on a driver: with none left (killed), the sweep is stopped
+        "open": any(
+            r.get("status") == "running" or (r.get("status") in OPEN and follower.driver.alive) for r in rows
+        ),
+        "resume": f"python -m harness.sweep resume {follower.dir}",
         "limiters": list(follower.limiters.values()),
         "budget": budget_used(follower.index, rows, follower.driver.budgets),
         "time_left": time_left(follower.dir, rows),

@@ -89,6 +89,21 @@ def seconds_since(when: Any, now: float) -> float | None:
         return None
 
 
+def process_gone(event: dict[str, Any]) -> bool:
+    """Whether the process a cell log line names ran on this machine and no longer
+    exists (its driver killed outright); another machine's only its scheduler knows."""
+    pid = event.get("pid")
+    if event.get("host") != os.uname().nodename or not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def driver_alive(sweep_dir: Path) -> bool:
     """Whether a driver holds the sweep's ``driver.lock`` (harness.sweep.control)."""
     try:
@@ -113,6 +128,7 @@ class Driver:
     paused: list[str] = field(default_factory=list)
     budgets: dict[str, str] = field(default_factory=dict)  # set by the driver holding the lock now
     since: int | None = None  # where that driver's commands begin in the log (its driver.lock)
+    alive: bool = False  # a driver holds driver.lock now
 
     def refresh(self, sweep_dir: Path) -> list[str]:
         """The holds in force now (``*``: every call); none once the driver is gone."""
@@ -129,7 +145,7 @@ class Driver:
                     key, _, value = words[1].partition("=")
                     if key.startswith("budget."):
                         self.budgets[key] = value
-        alive = driver_alive(sweep_dir)
+        self.alive = alive = driver_alive(sweep_dir)
         if not alive:
             self.budgets = {}
         return self.paused if self.paused and alive else []
