@@ -21,7 +21,7 @@ from harness.models.base import ModelConfigError
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError
 from harness.store.memory import CorruptLogError
-from harness.store.reader import RUN_FILES, check_run_files
+from harness.store.reader import RUN_FILES, check_run_files, read_config
 from harness.store.rundir import DiskFullError, RunInUseError
 
 # What a resume may end in that the command says, with its exit status (``exit_code``).
@@ -60,6 +60,21 @@ def check_groups(overrides: list[str]) -> None:
             )
 
 
+def check_replicates(run_dir: Path, overrides: list[str]) -> None:
+    """``replicates=N`` makes N cells of a sweep: for one run it means nothing, so a
+    value other than the run's own is refused in one line, as ``harness.run`` refuses
+    it without ``-m``, not taken for a fingerprint change that ``--force`` would pass."""
+    given = [o.partition("=")[2] for o in overrides if o.partition("=")[0].lstrip("+~") == "replicates"]
+    if not given or not run_dir.is_dir():
+        return
+    own = read_config(run_dir).get("replicates", 1)
+    if given[-1].strip() != str(own):
+        raise ConfigError(
+            f"replicates={given[-1]}: makes cells of a sweep, one run each; a resume continues this "
+            f"one run (its replicates={own}), and a sweep of more is python -m harness.run -m ..."
+        )
+
+
 def run_files(run_dir: Path) -> list[str]:
     """The run's files to check first: a missing ``fingerprint.json`` is left to the
     engine, which says what to do (``--force`` rewrites it); an unreadable one is not."""
@@ -79,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.run_dir.is_dir():  # else the engine names the config.yaml it cannot find
             # each in one line, before the engine reads them
             check_run_files(args.run_dir, run_files(args.run_dir))
+        check_replicates(args.run_dir, args.overrides)
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
     except RESUME_ERRORS as exc:
         for line in resume_error(exc, args.run_dir):

@@ -206,6 +206,15 @@ def test_a_group_override_on_resume_is_refused_in_one_line(copy, capsys, group):
     assert code == 2 and err.startswith(f"error: {group}: a config group may not change on resume"), err
 
 
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_replicates_on_resume_is_refused_as_meaningless_for_one_run(copy, capsys, force):
+    """It was a fingerprint change that --force passed, a run 'of 3 replicates' made of one."""
+    code, err = one_line(lambda: resume_main([str(copy), "replicates=3", *force]), capsys)
+    assert code == 2 and err.startswith("error: replicates=3: makes cells of a sweep, one run each;"), err
+    assert "(its replicates=1)" in err and read_manifest(copy).history[-1].action == "complete"
+    assert resume_main([str(copy), "replicates=1"]) == 0  # its own value: no change
+
+
 @pytest.mark.parametrize("given", ["topic=foo", "budget=5"])
 def test_a_value_for_a_section_is_one_line_naming_its_key(copy, capsys, given):
     # OmegaConf's merge error names no key: 'config: Merge error: str is not a subclass of TopicConfig'
