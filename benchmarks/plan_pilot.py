@@ -123,7 +123,7 @@ def report(dry: Plan, pilot: Plan, actual: Actual) -> None:
 
 def leave_out(k: int, folders: list[Path], common: list[str]) -> None:
     """Every ``k`` of the runs in ``folders`` as the pilot of the rest (see the docstring)."""
-    runs = read_pilot(folders)
+    runs, _ = read_pilot(folders)
     paid = {run.path: ledger(run.path) for run in runs}
     cell = compose_cells([*common, "replicates=1"]).cells[0]
     passes = Passes()

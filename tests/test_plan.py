@@ -270,6 +270,23 @@ def test_a_pilot_that_played_no_round_is_one_line_naming_it(
     assert err.startswith(f"error: --pilot {cut}: no round played (0 of 4, interrupted)")
 
 
+def test_a_run_in_a_pilot_folder_that_played_no_round_is_skipped_naming_it(
+    run: Callable[..., RunResult], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pilot sweep with one cell stopped inside round 1 refused the whole plan; the
+    usable run now calibrates it, and a line names the run skipped. With no usable
+    run left, the folder is refused as the run alone is."""
+    cut = run(*BUDGET, "budget.usd=0.002").run_dir  # stops inside round 1
+    with pytest.raises(SystemExit):
+        main(["model=scripted", "rounds=4", "--pilot", str(cut.parent)])
+    assert capsys.readouterr().err.startswith(f"error: --pilot {cut}: no round played (0 of 4, interrupted)")
+    run("rounds=2", "run_name=whole")
+    assert main(["model=scripted", "rounds=4", "--pilot", str(cut.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated from 1 pilot run(s)" in out
+    assert f"pilot: skipped {cut}: no round played (0 of 4, interrupted), so no turn to calibrate from" in out
+
+
 def test_a_fork_as_pilot_counts_only_its_own_rounds(
     run: Callable[..., RunResult], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -98,7 +98,7 @@ def parse(argv: list[str]) -> Options:
 def build_plan(options: Options) -> tuple[Plan, int]:
     """The plan of ``options.overrides``, and how many dry passes it took."""
     cells = compose_cells(list(options.overrides))
-    pilot = Calibration(read_pilot([Path(p) for p in options.pilot]), []) if options.pilot else None
+    pilot = Calibration(*read_pilot([Path(p) for p in options.pilot])) if options.pilot else None
     pilot = pilot or parents_pilot(cells.cells)
     passes = Passes()
     estimates = [estimate_cell(cell, passes, options.words) for cell in cells.cells]
@@ -115,7 +115,7 @@ def parents_pilot(cells: list[PlannedCell]) -> Calibration | None:
     parents = list(dict.fromkeys(cell.parent for cell in cells))
     if not parents or None in parents:
         return None
-    runs = read_pilot([p for p in parents if p is not None])
+    runs, _ = read_pilot([p for p in parents if p is not None])  # each named itself: none skipped
     if all(scripted(spec) for run in runs for spec in run.specs.values()):
         return None
     return Calibration(runs, ["pilot: the forks' parents, run on a real model; --pilot <runs> picks others"])

@@ -41,7 +41,9 @@ Only the rounds a pilot run finished itself are its turns: an unfinished run
 snapshot, its unplayed rounds are no turns, and the calls of the round it
 stopped in are left out (that turn never finished; counted, it would look like
 a cheap one); a fork's rounds 1..k are its parent's. A run that finished no
-round is an error of one line.
+round (or holds no reply) is an error of one line when named itself; found in
+a folder of runs (a pilot sweep with a cell killed before its first round), it
+is skipped with a line naming it, while another run of the folders is usable.
 
 A pilot of another format is an error of one line (its turns are not the
 plan's); a role run on another model than planned, or a pilot run under other
@@ -135,18 +137,36 @@ def limits(cfg: Config) -> tuple[int, int]:
     return cfg.critic.max_iterations, cfg.structured.max_repairs
 
 
-def read_pilot(paths: list[Path]) -> list[PilotRun]:
+def read_pilot(paths: list[Path]) -> tuple[list[PilotRun], list[str]]:
     """Every run folder in ``paths`` (each a run folder or a folder of them), read once:
     a run named twice (``--pilot <sweep> --pilot <sweep>/<cell>``) is one run's turns,
-    and counted twice would narrow the interval as a second run would."""
-    found: dict[Path, Path] = {}
+    and counted twice would narrow the interval as a second run would. With them, a
+    line for each run found in a folder and skipped: it finished no round (a pilot
+    sweep's cell killed early would refuse the rest); a run named itself is refused."""
+    found: dict[Path, tuple[Path, bool]] = {}  # each run: its folder, and whether it was named itself
     for path in paths:
         if not path.is_dir():
             raise PlanError(f"--pilot {path}: {'not a folder' if path.exists() else 'no such folder'}")
         if not (runs := find_runs(path)):
             raise PlanError(f"--pilot {path}: no run folder (one holding manifest.json) in it")
-        found.update((run_dir.resolve(), run_dir) for run_dir in runs if run_dir.resolve() not in found)
-    return [read_run(run_dir) for run_dir in found.values()]
+        for run_dir in runs:
+            named = found.get(run_dir.resolve(), (run_dir, False))[1] or run_dir.resolve() == path.resolve()
+            found[run_dir.resolve()] = (run_dir, named)
+    read, skipped = [], []
+    for run_dir, named in found.values():
+        try:
+            read.append(read_run(run_dir))
+        except NoTurns as exc:
+            if named:
+                raise
+            skipped.append(exc)
+    if not read:
+        raise skipped[0]
+    return read, [f"pilot: skipped {str(exc).removeprefix('--pilot ')}" for exc in skipped]
+
+
+class NoTurns(PlanError):
+    """A pilot run with no round of its own finished: nothing to calibrate from."""
 
 
 def read_run(run_dir: Path) -> PilotRun:
@@ -167,14 +187,14 @@ def read_run(run_dir: Path) -> PilotRun:
         for r in replies(run_dir)
     ]
     if not calls:
-        raise PlanError(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
+        raise NoTurns(f"--pilot {run_dir}: no model replies in it (*/replies.jsonl)")
     planned, forked_at = run.fmt.planned_rounds(run.cfg), manifest.lineage.at_round if manifest.lineage else 0
     played = None if manifest.status == "completed" else rounds_played(run_dir, manifest)
     if played is not None and played <= forked_at:
         none = (
             f"no round of its own played (a fork at round {forked_at}; " if forked_at else "no round played ("
         )
-        raise PlanError(
+        raise NoTurns(
             f"--pilot {run_dir}: {none}{played} of {planned}, {stopped(manifest.status)}), "
             "so no turn to calibrate from"
         )
