@@ -153,7 +153,8 @@ def ray_workers(
     options = check_ray(given)
     connect(ray, options, len(shares), sweep_dir)
     try:
-        actor = ray.remote(ShareWorker).options(num_cpus=options["num_cpus"], max_concurrency=2)
+        # Any: ray's stubs type the decorated class as its method, with no .remote (mypy with [ray])
+        actor: Any = ray.remote(ShareWorker).options(num_cpus=options["num_cpus"], max_concurrency=2)
         actors = [actor.remote() for _ in shares]
         logs = [sweep_dir / "workers" / f"{k}.log" for k in range(len(shares))]
         runs = {
