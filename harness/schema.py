@@ -439,6 +439,11 @@ def _structured(schema: type, data: Any, prefix: str = "") -> Any:
                 f"set one of its keys ({section}.<key>=...)"
             ) from None
         key = getattr(exc, "full_key", None) or "config"
+        # a key with no place: named with what is there, not OmegaConf's "not in 'RoleOverride'"
+        if (found := keys_at(schema, key.split("."))) is not None:
+            parent = ".".join(key.split(".")[: found[0]])
+            where = f"; {prefix}{parent} holds: {', '.join(found[1])}" if parent else " in the config"
+            raise ConfigError(f"{prefix}{key}: no such key{where}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{prefix}{key}: {first}") from None
 
@@ -461,15 +466,22 @@ def keys_at(schema: Any, path: list[str]) -> tuple[int, list[str]] | None:
     """Where ``path`` (a dotted key's parts, below the dataclass ``schema``)
     leaves the keys the schema holds: the depth of the first part it has no
     place for, and the keys there; None if each part has one, or reaches a
-    mapping or a value (what a mapping may hold is its owner's to check)."""
+    mapping or a value (what a mapping may hold is its owner's to check). A
+    mapping of sections (``roles``: a ``RoleOverride`` by role) is walked
+    through: any name, then the section's keys."""
     node: Any = schema
+    named = False  # the part is a mapping's key, of any name
     for depth, part in enumerate(path):
+        if named:
+            node, named = typing.get_args(node)[1], False
+            continue
         if not dataclasses.is_dataclass(node):
             return None
         hints = _hints(typing.cast(type, node))
         if part not in hints:
             return depth, list(hints)
         node = hints[part]
+        named = typing.get_origin(node) is dict and dataclasses.is_dataclass(typing.get_args(node)[1])
     return None
 
 

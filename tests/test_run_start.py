@@ -141,9 +141,11 @@ def test_the_section_check_makes_the_config_the_whole_merge_makes(make_cfg, over
     ("override", "error"),
     [
         ("llm.temperature=hot", "llm.temperature: Value 'hot' of type 'str' could not be converted to Float"),
-        ("+llm.nope=1", "llm.nope: Key 'nope' not in 'LLMConfig'"),
-        ("+nope=1", "nope: Key 'nope' not in 'Config'"),
-        ("+nope={a:1}", "nope: Key 'nope' not in 'Config'"),  # a mapping no section takes
+        ("+llm.nope=1", "llm.nope: no such key; llm holds: temperature, max_tokens"),
+        ("+nope=1", "nope: no such key in the config"),
+        ("+nope={a:1}", "nope: no such key in the config"),  # a mapping no section takes
+        # a key of no role's (harness.resume's overrides merge as '+' does)
+        ("+roles.critic.nope=1", "roles.critic.nope: no such key; roles.critic holds: spec, temperature, .*"),
         ("rounds=x", "rounds: Value 'x' of type 'str' could not be converted to Integer"),
     ],
 )

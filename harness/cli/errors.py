@@ -132,19 +132,22 @@ _NOT_IN_STRUCT = re.compile(r"Could not override '([^']+)'")
 
 def no_such_key(key: str, value: str, argv: list[str] | None = None) -> str | None:
     """The one line for ``key=value``, a key the config has no place for: for a
-    format's, the line ``+key=value`` gets (``harness.formats.option_error``); for
-    a section's, one naming the keys it holds; None where ``+key`` is the fix (a
-    mapping of any keys, ``hydra.*``)."""
-    from harness.formats import get_format, option_error  # late: only a bad command line needs the formats
+    format's option, role or seat, the line ``+key=value`` gets (``harness.formats``'
+    ``option_error``, ``entry_error``); for a section's, one naming the keys it
+    holds; None where ``+key`` is the fix (a mapping of any keys, ``hydra.*``)."""
+    # late: only a bad command line needs the formats
+    from harness.formats import entry_error, get_format, option_error
     from harness.formats.base import FormatOptions
     from harness.schema import Config, ConfigError, keys_at
 
-    if key.startswith("format."):
-        try:  # the format the command line picks (a sweep's first), else the schema's default
-            fmt = get_format(chosen_format(sys.argv[1:] if argv is None else argv) or FormatOptions().name)
+    if key.startswith(("format.", "roles.", "personas.")):
+        argv = sys.argv[1:] if argv is None else argv
+        try:  # the format the command line picks (a sweep's first), a fork's parent's, else the default
+            fmt = get_format(chosen_format(argv) or parent_format(argv) or FormatOptions().name)
         except ConfigError:
             fmt = None
-        if fmt is not None and (line := option_error(fmt, key, value)) is not None:
+        check = option_error if key.startswith("format.") else entry_error
+        if fmt is not None and (line := check(fmt, key, value)) is not None:
             return line
     found = keys_at(Config, key.split("."))
     if found is None or key.startswith("hydra."):
@@ -163,6 +166,31 @@ def chosen_format(argv: list[str]) -> str | None:
         if arg.partition("=")[0].lstrip("+~") in ("format", "format.name")
     ]
     return picks[-1].split(",")[0] if picks else None
+
+
+def hydra_report(exc: BaseException) -> str:
+    """What Hydra's command line prints of a composition error raised in-process (the
+    plan's compose): the error, then its cause (``Key 'x' is not in struct``), which
+    ``one_line`` needs to tell a key with no place from any other refusal."""
+    causes = [exc]
+    while (cause := causes[-1].__cause__) is not None and len(causes) < 5:
+        causes.append(cause)
+    return "\n".join(str(e) for e in causes)
+
+
+def parent_format(argv: list[str]) -> str | None:
+    """The format of the run ``fork.parent=<run>`` forks (of a grid's, the first): a fork
+    keeps its parent's format, while Hydra composes its command line on the default's."""
+    from harness.store.reader import read_config  # late: only a bad fork command line needs it
+
+    parents = [arg.partition("=")[2] for arg in argv if arg.partition("=")[0].lstrip("+") == "fork.parent"]
+    if not parents or not parents[-1]:
+        return None
+    try:
+        name = (read_config(Path(parents[-1].split(",")[0].strip("'\""))).get("format") or {}).get("name")
+    except (OSError, ValueError):  # an unreadable parent: the fork says so itself
+        return None
+    return str(name) if name else None
 
 
 def one_line(report: str, argv: list[str] | None = None) -> str:

@@ -149,6 +149,24 @@ def option_error(fmt: Format, key: str, value: Any) -> str | None:
     return None
 
 
+def entry_error(fmt: Format, key: str, value: Any) -> str | None:
+    """The one line ``validate`` ends in for ``+roles.<role>...`` or ``+personas.<seat>...``
+    alone on ``fmt``'s defaults (``option_error``'s twin): Hydra refuses a role or seat
+    the format's config does not declare with advice to add ``+``, which ``validate``
+    then refuses in turn. None if it takes it (``roles.critic.kwargs.x``: ``+`` is the fix)."""
+    *parents, last = key.split(".")
+    raw: dict[str, Any] = {"format": {"name": fmt.name}, "model": {"spec": "scripted:default"}}
+    node = raw
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[last] = value
+    try:
+        validated(raw)
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 def check_option_keys(fmt: Format, raw: dict[str, Any], prefix: str = "format") -> None:
     """Every key under ``format`` one the format has (``unknown_option``)."""
     for key, value in raw.items():
@@ -239,6 +257,7 @@ __all__ = [
     "load_plugin",
     "register_format",
     "option_error",
+    "entry_error",
     "unknown_option",
     "validate",
     "validated",

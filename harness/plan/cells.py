@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
-from harness.cli.errors import check_group_choices, one_line, quote_text_values
+from harness.cli.errors import check_group_choices, hydra_report, one_line, quote_text_values
 from harness.config import resolve
 from harness.engine.execute import check_prices
 from harness.engine.fork_config import fork_config
@@ -87,7 +87,7 @@ def compose_cells(argv: list[str]) -> Cells:
         try:
             return _sweep(args) if multirun else _single(args)
         except (HydraException, OmegaConfBaseException) as exc:
-            raise PlanError(one_line(str(exc))) from None
+            raise PlanError(one_line(hydra_report(exc), args)) from None
 
 
 def _single(args: list[str]) -> Cells:

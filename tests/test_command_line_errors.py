@@ -1,0 +1,86 @@
+"""A key the config has no place for, as each command meets it, in process:
+one line naming the key and what is there, never Hydra's advice to add a
+``+`` that the schema then refuses in turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli.errors import one_line
+from harness.plan import main as plan_main
+
+# what Hydra's command line prints for ``key=1`` where the composed config has no ``key``
+HYDRA_REFUSAL = (
+    "Could not override '{key}'.\nTo append to your config use +{key}={value}\n"
+    "Key '{last}' is not in struct\n    full_key: {key}\n    object_type=dict\n"
+)
+
+
+def refusal(key: str, value: str = "1") -> str:
+    return HYDRA_REFUSAL.format(key=key, value=value, last=key.split(".")[1])
+
+
+DRIFT_ROLES = "no such role in format 'drift'; its roles: pros, cons, critic, topic"
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "says"),
+    [
+        ([], "roles.nope.spec", f"roles.nope: {DRIFT_ROLES}"),
+        (["format=judge_refine"], "roles.pros.spec", "roles.pros: no such role in format 'judge_refine'"),
+        (
+            [],
+            "roles.critic.bogus",
+            "roles.critic.bogus: no such key; roles.critic holds: spec, temperature, max_tokens,",
+        ),
+        ([], "personas.nope.text", "personas.nope: no such seat in format 'drift'; its seats: pros, cons"),
+        (
+            [],
+            "personas.pros.nope",
+            "personas.pros.nope: no such key; personas.pros holds: text, file, from_round",
+        ),
+        (["format=panel"], "personas.pros.text", "personas: only format=drift"),
+    ],
+)
+def test_a_role_or_seat_the_format_lacks_is_one_line_naming_what_it_has(
+    argv: list[str], key: str, says: str
+) -> None:
+    line = one_line(refusal(key, "a:b" if key.endswith(".spec") else "1"), argv)
+    assert line.startswith(says) and "+" not in line, line
+
+
+def test_a_forks_role_is_its_parents_formats(tmp_path: Path) -> None:
+    """A fork keeps its parent's format, so its roles are the parent's, not the default format's."""
+    (tmp_path / "config.yaml").write_text("format: {name: panel}\n")
+    argv = [f"fork.parent={tmp_path}", "fork.at_round=1"]
+    line = one_line(refusal("roles.nope.spec", "a:b"), argv)
+    assert line.startswith("roles.nope: no such role in format 'panel'; its roles: analyst_a,"), line
+    # a role the parent has, typed without the '+' a fork needs for it: Hydra's advice stands
+    line = one_line(refusal("roles.judge.temperature"), argv)
+    assert "+roles.judge.temperature=1" in line, line
+
+
+def test_a_mapping_of_any_keys_keeps_hydras_advice() -> None:
+    line = one_line(refusal("roles.critic.kwargs.base_url"), [])
+    assert "+roles.critic.kwargs.base_url=1" in line, line
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("rounds2=3", "rounds2: no such key in the config"),
+        ("roles.nope.spec=a:b", f"roles.nope: {DRIFT_ROLES}"),
+        ("critic.nope=1", "critic.nope: no such key; critic holds: name,"),
+        ("format.nope=1", "format.nope: not an option of format=drift; its options: name,"),
+    ],
+)
+def test_the_plan_says_a_key_with_no_place_as_the_run_does(
+    override: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        plan_main(["model=scripted", override])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {says}") and err.count("\n") == 1 and "+" not in err, err
