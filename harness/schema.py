@@ -139,7 +139,7 @@ class ModelConfig:
             f"completion is for local:* models only, got spec {self.spec!r}",
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
-        _require(self.reject_first >= 0, f"{key}.reject_first", "must be >= 0")
+        _require(self.reject_first >= 0, f"{key}.reject_first", f"must be >= 0, got {self.reject_first}")
         for name in (
             "malformed_rate",
             "error_rate",
@@ -188,11 +188,13 @@ class RoleOverride:
 
     def check(self, key: str) -> None:
         if self.spec is not None:
-            _require(":" in self.spec, f"{key}.spec", "expected 'provider:name'")
+            _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
         if self.temperature is not None:
-            _require(0 <= self.temperature <= 2, f"{key}.temperature", "in [0, 2]")
+            _require(
+                0 <= self.temperature <= 2, f"{key}.temperature", f"must be in [0, 2], got {self.temperature}"
+            )
         if self.max_tokens is not None:
-            _require(self.max_tokens >= 16, f"{key}.max_tokens", "must be >= 16")
+            _require(self.max_tokens >= 16, f"{key}.max_tokens", f"must be >= 16, got {self.max_tokens}")
         _require(
             self.reasoning_effort in (None, *REASONING_EFFORTS),
             f"{key}.reasoning_effort",
@@ -230,7 +232,9 @@ class CriticConfig:
     reject_copies: bool = False
 
     def check(self) -> None:
-        _require(self.max_iterations >= 1, "critic.max_iterations", "must be >= 1")
+        _require(
+            self.max_iterations >= 1, "critic.max_iterations", f"must be >= 1, got {self.max_iterations}"
+        )
         _require(
             0 < self.copy_threshold <= 1,
             "critic.copy_threshold",
@@ -261,9 +265,13 @@ class MemoryConfig:
     )
 
     def check(self) -> None:
-        _require(self.window_rounds >= 0, "memory.window_rounds", "must be >= 0")
+        _require(self.window_rounds >= 0, "memory.window_rounds", f"must be >= 0, got {self.window_rounds}")
         _require(self.fsync in FSYNC_POLICIES, "memory.fsync", f"must be record or round, got {self.fsync!r}")
-        _require(self.max_chars_per_item >= 50, "memory.max_chars_per_item", "must be >= 50")
+        _require(
+            self.max_chars_per_item >= 50,
+            "memory.max_chars_per_item",
+            f"must be >= 50, got {self.max_chars_per_item}",
+        )
 
 
 @dataclass
@@ -275,7 +283,7 @@ class StructuredConfig:
     echo_words: int = 8
 
     def check(self) -> None:
-        _require(self.max_repairs >= 0, "structured.max_repairs", "must be >= 0")
+        _require(self.max_repairs >= 0, "structured.max_repairs", f"must be >= 0, got {self.max_repairs}")
         _require(
             self.echo_words == 0 or self.echo_words >= 3,
             "structured.echo_words",
@@ -294,9 +302,10 @@ class RetryConfig:
     timeout_s: float | None = 600.0
 
     def check(self) -> None:
-        _require(self.max_attempts >= 1, "retry.max_attempts", "must be >= 1")
+        _require(self.max_attempts >= 1, "retry.max_attempts", f"must be >= 1, got {self.max_attempts}")
         for name in ("initial_s", "max_s", "jitter_s"):
-            _require(getattr(self, name) >= 0, f"retry.{name}", "must be >= 0")
+            value = getattr(self, name)
+            _require(value >= 0, f"retry.{name}", f"must be >= 0, got {value}")
         _require(
             self.timeout_s is None or self.timeout_s > 0,
             "retry.timeout_s",

@@ -84,3 +84,26 @@ def test_the_plan_says_a_key_with_no_place_as_the_run_does(
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {says}") and err.count("\n") == 1 and "+" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ("roles.critic.temperature=5", "roles.critic.temperature: must be in [0, 2], got 5.0"),
+        ("roles.critic.max_tokens=8", "roles.critic.max_tokens: must be >= 16, got 8"),
+        ("roles.critic.spec=nocolon", "roles.critic.spec: expected 'provider:name', got 'nocolon'"),
+        ("critic.max_iterations=-2", "critic.max_iterations: must be >= 1, got -2"),
+        ("memory.window_rounds=-1", "memory.window_rounds: must be >= 0, got -1"),
+        ("memory.max_chars_per_item=10", "memory.max_chars_per_item: must be >= 50, got 10"),
+        ("structured.max_repairs=-1", "structured.max_repairs: must be >= 0, got -1"),
+        ("retry.max_attempts=0", "retry.max_attempts: must be >= 1, got 0"),
+        ("retry.max_s=-1", "retry.max_s: must be >= 0, got -1.0"),
+        ("model.reject_first=-1", "model.reject_first: must be >= 0, got -1"),
+    ],
+)
+def test_a_value_out_of_range_is_said_with_the_value_given(settings, override: str, says: str) -> None:  # type: ignore[no-untyped-def]
+    from harness.schema import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        settings(override)
+    assert str(caught.value) == says
