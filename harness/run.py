@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from harness.cli.console import guarded
@@ -134,7 +135,7 @@ def main(cfg: DictConfig) -> None:
 def check_one_command(cfg: DictConfig) -> None:
     """What one command may not ask at once, said in one line before anything starts
     (else a part of it is dropped unsaid): ``resume=`` with a fork, and outside a
-    sweep's cell, ``replicates=N`` without ``-m`` (one run would be made)."""
+    sweep's cell, ``replicates=N`` or a ``sweep=`` grid without ``-m`` (one run would be made)."""
     if cfg.get("resume") and (cfg.get("fork") or {}).get("parent") is not None:
         fail(
             f"fork.parent: resume={cfg.resume} continues that run, and a fork makes a new one; "
@@ -143,7 +144,10 @@ def check_one_command(cfg: DictConfig) -> None:
         )
     try:
         if not in_cell():  # a cell's replicates=N is its sweep's
-            check_one_run(cfg.get("replicates") or 1)
+            hydra = HydraConfig.get() if HydraConfig.initialized() else None
+            grid = hydra.sweeper.get("params") if hydra is not None else None
+            preset = hydra.runtime.choices.get("sweep") if hydra is not None else None
+            check_one_run(cfg.get("replicates") or 1, grid, preset)
     except ConfigError as exc:
         fail(str(exc), BAD_INPUT)
 

@@ -107,3 +107,29 @@ def test_a_value_out_of_range_is_said_with_the_value_given(settings, override: s
     with pytest.raises(ConfigError) as caught:
         settings(override)
     assert str(caught.value) == says
+
+
+SMOKE_LINE = (
+    "sweep=smoke: a sweep's grid over model, llm.temperature, critic, rounds; "
+    "without -m one run is made and the grid is ignored; add -m"
+)
+
+
+def test_a_sweep_preset_without_m_is_one_line_not_one_run_of_the_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``harness.run sweep=smoke`` ran the default experiment (SmolLM2, 3 rounds), none
+    of the preset's 4 scripted cells; ``harness.plan sweep=smoke`` planned that one run."""
+    import sys
+
+    from harness.run import cli as run_cli
+
+    argv = ["model=scripted", "progress=false", "sweep=smoke", f"runs_root={tmp_path / 'runs'}"]
+    monkeypatch.setattr(sys, "argv", ["harness.run", *argv])
+    with pytest.raises(SystemExit) as done:
+        run_cli()
+    assert (done.value.code, capsys.readouterr().err) == (2, f"error: {SMOKE_LINE}\n")
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(SystemExit) as done:
+        plan_main(argv)
+    assert (done.value.code, capsys.readouterr().err) == (2, f"error: {SMOKE_LINE}\n")

@@ -94,11 +94,15 @@ def _single(args: list[str]) -> Cells:
     hydra = GlobalHydra.instance().hydra
     assert hydra is not None
     cfg = hydra.compose_config("config", args, run_mode=RunMode.RUN, from_shell=True)
+    hydra_cfg = cfg.hydra
     with open_dict(cfg):
         del cfg["hydra"]
+    # as typed (a fork's parent may be a cell); harness.run refuses it
     check_one_run(
-        int(cfg.get("replicates") or 1)
-    )  # as typed (a fork's parent may be a cell); harness.run refuses it
+        int(cfg.get("replicates") or 1),
+        hydra_cfg.sweeper.get("params"),
+        hydra_cfg.runtime.choices.get("sweep"),
+    )
     cfg, k, parent = _forked(cfg, args, None)
     settings = _validated(cfg, None)
     name = f"{parent.name}-fork{k}" if parent else run_dir_name(settings)  # as fork_run names it

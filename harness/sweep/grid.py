@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -104,11 +105,18 @@ def plan_cells(arguments: list[str]) -> list[Cell]:
     return cells
 
 
-def check_one_run(replicates: int) -> None:
-    """``replicates=N`` outside ``-m``: N cells are a sweep's, and one run would be made."""
-    if replicates > 1:
-        from harness.schema import ConfigError  # the sweep's grid never needs it otherwise
+def check_one_run(replicates: int, grid: Mapping[str, Any] | None = None, preset: str | None = None) -> None:
+    """``replicates=N``, or a sweep preset's grid (``sweep=smoke``: ``hydra.sweeper.params``),
+    outside ``-m``: they are a sweep's cells, and one run would be made with none of them."""
+    from harness.schema import ConfigError  # the sweep's grid never needs it otherwise
 
+    if replicates > 1:
         raise ConfigError(
             f"replicates={replicates}: makes {replicates} cells of a sweep, one run each; add -m"
+        )
+    if grid:
+        name = f"sweep={preset}" if preset else "hydra.sweeper.params"
+        raise ConfigError(
+            f"{name}: a sweep's grid over {', '.join(map(str, grid))}; without -m one run is made "
+            "and the grid is ignored; add -m"
         )
