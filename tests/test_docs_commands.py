@@ -553,3 +553,13 @@ def test_the_parser_reads_markers_continuations_and_placeholders(tmp_path: Path)
     ]
     smoke = sweep_variants(["sweep=smoke"])
     assert len(smoke) == 3 and all("model=scripted" in v for v in smoke)
+
+
+def test_the_install_page_names_every_console_script() -> None:
+    """docs/install.md's table of commands lacked drift-plan and drift-fork."""
+    import tomllib
+
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    table = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
+    missing = [name for name in scripts if f"| `{name}` |" not in table]
+    assert not missing, f"docs/install.md's table of console scripts lacks {missing}"
