@@ -87,7 +87,7 @@ findings: setup ## docs/findings.md from the pilot, the confirmation (docs/prere
 view: setup ## Serve the run viewer over research_runs/ on 127.0.0.1:8765
 	$(PY) -m harness.view research_runs
 
-bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min measured (prints measured ratios; LONG=0 skips the four longest: 9 min)
+bench: setup ## Run every benchmark in benchmarks/ at its short size, 14 min measured (prints measured ratios; LONG=0 skips the six longest: 9 min)
 	@# sizes fit 15 min on 2 cores (859 s measured on an AVX2 EPYC); run a script by hand, as its docstring says, for its full size
 	@# LONG=0 skips the four that run SmolLM2, the Gemma one and fault_soak
 	@all=$$(date +%s); for f in benchmarks/*.py; do \

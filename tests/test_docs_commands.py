@@ -563,3 +563,18 @@ def test_the_install_page_names_every_console_script() -> None:
     table = (REPO / "docs" / "install.md").read_text(encoding="utf-8")
     missing = [name for name in scripts if f"| `{name}` |" not in table]
     assert not missing, f"docs/install.md's table of console scripts lacks {missing}"
+
+
+def test_make_helps_count_of_what_long_0_skips_is_the_recipes() -> None:
+    """``make help`` said LONG=0 skips "the four longest" while the recipe skips six scripts."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    skipped = re.search(
+        r"case \$\$\(basename \$\$f\) in \\\n\s*([\w.|]+)\)\s*\\\n\s*\[ \"\$\(LONG\)\" = 0 \]", makefile
+    )
+    assert skipped is not None, "the bench recipe's LONG=0 case"
+    words = {"three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+    said = re.search(r"LONG=0 skips the (\w+) longest", makefile)
+    assert said is not None and words.get(said.group(1)) == len(skipped.group(1).split("|")), (
+        said and said.group(0),
+        skipped.group(1),
+    )
