@@ -454,6 +454,13 @@ def _structured(schema: type, data: Any, prefix: str = "") -> Any:
             where = f"; {prefix}{parent} holds: {', '.join(found[1])}" if parent else " in the config"
             raise ConfigError(f"{prefix}{key}: no such key{where}") from None
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if (
+            "is not a ListConfig" in first
+        ):  # interviews.rounds=1: OmegaConf says "AnyNode is not a ListConfig"
+            given = (
+                OmegaConf.select(OmegaConf.create(data), key) if isinstance(data, dict | DictConfig) else None
+            )
+            first = f"must be a list, got {given!r}: '{prefix}{key}=[{given}]' (quoted for the shell)"
         raise ConfigError(f"{prefix}{key}: {first}") from None
 
 

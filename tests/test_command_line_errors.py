@@ -133,3 +133,23 @@ def test_a_sweep_preset_without_m_is_one_line_not_one_run_of_the_defaults(
     with pytest.raises(SystemExit) as done:
         plan_main(argv)
     assert (done.value.code, capsys.readouterr().err) == (2, f"error: {SMOKE_LINE}\n")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (["interviews.rounds=1"], "interviews.rounds: must be a list, got 1: 'interviews.rounds=[1]'"),
+        (
+            ["probes.enabled=true", "probes.use=short_answer"],
+            "probes.use: must be a list, got 'short_answer': 'probes.use=[short_answer]'",
+        ),
+        (["format.teams=pros"], "format.teams: must be a list, got 'pros': 'format.teams=[pros]'"),
+    ],
+)
+def test_a_value_where_a_list_goes_says_the_list_to_type(settings, overrides: list[str], says: str) -> None:  # type: ignore[no-untyped-def]
+    """``interviews.rounds=1`` was OmegaConf's 'Invalid value assigned: AnyNode is not a ListConfig'."""
+    from harness.schema import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        settings(*overrides)
+    assert str(caught.value).startswith(says), str(caught.value)
