@@ -75,6 +75,20 @@ def check_replicates(run_dir: Path, overrides: list[str]) -> None:
         )
 
 
+def check_no_fork(run_dir: Path, overrides: list[str]) -> None:
+    """``fork.*`` says where a run forks from: a resume continues the run where it is,
+    so a change there was accepted unsaid (the run went on as it was made). A fork
+    elsewhere is a new run: refused in one line naming it, before anything is written."""
+    given = [o for o in overrides if o.partition("=")[0].lstrip("+~").partition(".")[0] == "fork"]
+    if not given:
+        return
+    parent = (read_config(run_dir).get("fork") or {}).get("parent") if run_dir.is_dir() else None
+    raise ConfigError(
+        f"{given[0]}: a resume continues {run_dir} as it was made; a fork at another round "
+        f"is a new run: python -m harness.fork {parent or '<parent>'} --at-round K"
+    )
+
+
 def run_files(run_dir: Path) -> list[str]:
     """The run's files to check first: a missing ``fingerprint.json`` is left to the
     engine, which says what to do (``--force`` rewrites it); an unreadable one is not."""
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             # each in one line, before the engine reads them
             check_run_files(args.run_dir, run_files(args.run_dir))
         check_replicates(args.run_dir, args.overrides)
+        check_no_fork(args.run_dir, args.overrides)
         result = resume_run(args.run_dir, force=args.force, overrides=args.overrides)
     except RESUME_ERRORS as exc:
         for line in resume_error(exc, args.run_dir):

@@ -314,6 +314,23 @@ def test_a_fork_killed_once_made_resumes_like_any_run(parents, tmp_path, monkeyp
     }
 
 
+def test_a_resume_that_changes_where_a_fork_forks_is_one_line_and_touches_nothing(parents, tmp_path, capsys):
+    """``harness.resume <fork> fork.at_round=1`` was accepted unsaid: the fork went on
+    from round 2, as it was made. A change of ``fork.*`` on resume is now one line, exit 2."""
+    from harness.resume import main as resume_main
+
+    made = fork(parents["drift"], 2, "rounds=4", root=tmp_path).run_dir
+    before = files(made)
+    for given in ("fork.at_round=1", f"fork.parent={parents['panel']}", "~fork"):
+        assert resume_main([str(made), given, "rounds=5"]) == 2
+        err = capsys.readouterr().err
+        assert err == (
+            f"error: {given}: a resume continues {made} as it was made; a fork at another round "
+            f"is a new run: python -m harness.fork {parents['drift']} --at-round K\n"
+        )
+    assert files(made) == before
+
+
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_forks_with_no_override_continue_exactly_as_their_parent_on_every_format(
     parents, tmp_path, monkeypatch, name
