@@ -115,6 +115,9 @@ BAD = {
         (1, "probes.enabled=true"),
         r"^probes.enabled: .* without behavioural probes",
     ),
+    # was run: the schema's default critic ran, while its lineage said every critic.* key was None
+    "a deletion": ((1, "~critic"), r"^~critic: a fork sets keys and deletes none"),
+    "a key's deletion": ((1, "~critic.copy_threshold"), r"^~critic.copy_threshold: a fork sets keys"),
 }
 
 

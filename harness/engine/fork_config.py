@@ -45,6 +45,11 @@ def touched(overrides: list[str]) -> list[str]:
             raise ConfigError(f"{key}={override.value()}: a fork keeps its parent's {key} (docs/forks.md)")
         if key.split(".")[0] in FORK_FIXED_KEYS:
             raise ConfigError(f"{key}: cannot change mid-run; a fork keeps its parent's (docs/forks.md)")
+        if override.is_delete():  # the schema's default would run, while the lineage said None
+            raise ConfigError(
+                f"~{key}: a fork sets keys and deletes none (its run would take the default); "
+                f"give {key} the value it is to have (docs/forks.md)"
+            )
         keys.append(key)
         if key == "replicate":  # a sweep's replicate derives the cell's seed (harness.sweep.cell)
             keys.append("seed")
