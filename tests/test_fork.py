@@ -130,6 +130,21 @@ def test_bad_input_is_one_line_and_makes_nothing(parents, tmp_path, case):
     assert not (tmp_path / "forks").exists()
 
 
+@pytest.mark.parametrize("case", list(BAD))
+def test_the_plan_of_a_refused_fork_is_the_forks_one_line(parents, tmp_path, case):
+    """``harness.fork ... --plan`` (harness.plan of a fork) planned a fork that fewer rounds
+    than k, or interviews or probes its parent never had, refuse (or said another line)."""
+    from harness.plan.cells import PlanError, compose_cells
+
+    (k, *overrides), _ = BAD[case]
+    with pytest.raises(ConfigError) as refused:
+        fork(parents["drift"], k, *overrides, root=tmp_path / "forks")
+    given = [f"fork.parent={parents['drift']}", f"fork.at_round={k}", f"runs_root={tmp_path / 'forks'}"]
+    with pytest.raises(PlanError) as planned:
+        compose_cells([*given, *overrides])
+    assert str(planned.value) == str(refused.value)
+
+
 @pytest.mark.parametrize(("at_round", "bad"), [("abc", "abc"), ("1,x", "x")])
 def test_an_at_round_that_is_no_number_is_one_line(tmp_path, capsys, at_round, bad):
     from harness.fork import main

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,46 @@ from harness.store.rundir import (
 from harness.store.snapshot import SNAPSHOT_DIR, list_snapshots, read_snapshot, snapshot_path
 
 
+@dataclass
+class Checked:
+    """A fork every check before its parent's lock has passed: its parent, k, config
+    (``raw`` as config.yaml keeps it, ``run`` resolved) and the keys it changed."""
+
+    parent: Path
+    manifest: RunManifest
+    k: int
+    raw: dict[str, Any]
+    changed: dict[str, Any]
+    run: Resolved
+
+
 def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = build_model) -> RunResult:
     """Make the fork ``cfg.fork`` names (its overrides: ``overrides``) and run it."""
+    fork = checked(cfg, overrides)
+    prices = preflight(fork.run)
+    parent, k, run = fork.parent, fork.k, fork.run
+    with parent_held(parent):
+        snap = checked_snapshot(fork)
+        roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
+        lineage = Lineage(
+            parent=str(parent.resolve()),
+            parent_run_id=fork.manifest.run_id,
+            parent_fingerprint=snap.fingerprint,
+            at_round=k,
+            changed=fork.changed,
+            prefix_sha256="",  # set as the prefix is copied
+        )
+        name = run.cfg.run_name or f"{parent.name}-fork{k}"
+        with full_disk_in_one_line(None):  # None: no folder was made
+            fork_dir = create_run_dir(
+                Path(run.cfg.runs_root), name, filler(run, fork.raw, roles, snap, lineage, name)
+            )
+    return start_fork(run, fork_dir, roles)
+
+
+def checked(cfg: DictConfig, overrides: list[str]) -> Checked:
+    """The fork ``cfg.fork`` names, through every check that needs no lock on its
+    parent (``harness.plan`` plans a fork through them too: the same lines)."""
     composed = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(composed, dict)
     parent = fork_parent(cfg.fork.parent)
@@ -80,30 +119,21 @@ def fork_run(cfg: DictConfig, overrides: list[str], *, build: ModelFactory = bui
     check_asked(parent, manifest.layout, raw, changed)
     run = resolve(unredacted(raw))
     check_layout(run, manifest.layout)
-    prices = preflight(run)
-    with parent_held(parent):
-        snap = parent_snapshot(parent, k)
-        if (planned := run.fmt.planned_rounds(run.cfg)) < k:  # it would end "completed" with k rounds in it
-            raise ConfigError(
-                f"rounds={planned}: a fork at round {k} has {k} rounds already; give rounds>={k}"
-            )
-        check_open(parent, snap, changed)
-        check_verified(parent)
-        roles = build_roles(run, prices, build)  # after every check: a local model takes seconds to load
-        lineage = Lineage(
-            parent=str(parent.resolve()),
-            parent_run_id=manifest.run_id,
-            parent_fingerprint=snap.fingerprint,
-            at_round=k,
-            changed=changed,
-            prefix_sha256="",  # set as the prefix is copied
+    return Checked(parent, manifest, k, raw, changed, run)
+
+
+def checked_snapshot(fork: Checked) -> Snapshot:
+    """The parent's snapshot at k, through the checks made under its lock (``parent_held``)."""
+    snap = parent_snapshot(fork.parent, fork.k)
+    if (
+        planned := fork.run.fmt.planned_rounds(fork.run.cfg)
+    ) < fork.k:  # it would end "completed" with k rounds
+        raise ConfigError(
+            f"rounds={planned}: a fork at round {fork.k} has {fork.k} rounds already; give rounds>={fork.k}"
         )
-        name = run.cfg.run_name or f"{parent.name}-fork{k}"
-        with full_disk_in_one_line(None):  # None: no folder was made
-            fork_dir = create_run_dir(
-                Path(run.cfg.runs_root), name, filler(run, raw, roles, snap, lineage, name)
-            )
-    return start_fork(run, fork_dir, roles)
+    check_open(fork.parent, snap, fork.changed)
+    check_verified(fork.parent)
+    return snap
 
 
 def fork_round(at_round: Any) -> int:

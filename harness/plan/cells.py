@@ -28,14 +28,12 @@ from harness import run as _run  # noqa: F401  (registers the ${topics:...} reso
 from harness.cli.errors import check_group_choices, hydra_report, one_line, quote_text_values
 from harness.config import resolve
 from harness.engine.execute import check_prices
-from harness.engine.fork_config import fork_config
-from harness.engine.forking import check_layout, fork_parent, parent_manifest, parent_snapshot
+from harness.engine.forking import checked, checked_snapshot, parent_held
 from harness.engine.resuming import unredacted
 from harness.formats import validate
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
 from harness.schema import Config, ConfigError
-from harness.store.reader import read_config
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
@@ -134,24 +132,16 @@ def _sweep(args: list[str]) -> Cells:
 def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[DictConfig, int, Path | None]:
     """A fork's config as ``fork_run`` makes it (the fork section cleared: a dry pass
     runs it fresh), its k and its parent; any other cell as it is, with k = 0."""
-    fork = cfg.get("fork") or {}
-    if fork.get("parent") is None:
+    if (cfg.get("fork") or {}).get("parent") is None:
         return cfg, 0, None
-    _validated(cfg, cell)  # fork.at_round given and >= 1, before the parent is read
-    k = int(fork.get("at_round") or 0)
-    try:
-        parent = fork_parent(fork.get("parent"))
-        layout = parent_manifest(parent).layout
-        parent_snapshot(parent, k)
-        composed = OmegaConf.to_container(cfg, resolve=True)
-        assert isinstance(composed, dict)
-        raw, _ = fork_config(read_config(parent), {str(key): v for key, v in composed.items()}, overrides)
-        raw["fork"] = {"parent": None, "at_round": None}
-        out = OmegaConf.create(unredacted(raw))
-        check_layout(resolve(out), layout)
+    try:  # the checks the fork itself makes, with their lines (a refused fork is planned as none)
+        fork = checked(cfg, overrides)
+        with parent_held(fork.parent):
+            checked_snapshot(fork)
     except ConfigError as exc:
         raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
-    return out, k, parent
+    raw = {**fork.raw, "fork": {"parent": None, "at_round": None}}
+    return OmegaConf.create(unredacted(raw)), fork.k, fork.parent
 
 
 def _validated(cfg: DictConfig, cell: str | None) -> Config:
