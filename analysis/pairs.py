@@ -45,6 +45,8 @@ from analysis.signals import BASELINE_TURNS
 PARENT = "(parent)"
 SAME = 1e-6  # a fork round's b - a below this is float noise (the same turns, embedded twice)
 PAIR = ["contrast", "at_round", "parent", "run_a", "run_b"]
+# A fork grid's replicate keys (``replicates=N``): which copy of a condition, not which condition
+GRID_REPLICATE = ("replicate", "replicates")
 
 
 def condition_text(changed: str | None) -> str:
@@ -53,6 +55,8 @@ def condition_text(changed: str | None) -> str:
     if changed is None:
         return PARENT
     items = json.loads(changed)
+    if any(key in items for key in GRID_REPLICATE):  # a fork grid's replicate: its seed is the replicate's
+        items = {k: v for k, v in items.items() if k not in (*GRID_REPLICATE, "seed", "model.seed")}
     groups = {k.rsplit(".", 1)[0] for k in items if k.endswith(".name") and k.count(".") == 1}
     shown = {g: items[f"{g}.name"] for g in groups}
     shown.update({k: v for k, v in items.items() if k.split(".", 1)[0] not in groups})
@@ -66,11 +70,12 @@ def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> 
     A parent is found by its folder (``run_dirs``: run_id -> folder), else,
     for a tree moved since, by its run name when no other run has it. ``status``
     is the manifest's (a branch killed or failed is no ``completed``)."""
-    columns = ["run_id", "parent", "at_round", "condition", "status"]
+    columns = ["run_id", "parent", "at_round", "condition", "status", "seed"]
     if "lineage.parent" not in runs.columns:
         return pd.DataFrame(columns=columns)
     forks = runs[runs["lineage.parent"].notna()]
     status = dict(zip(runs.run_id, runs.status, strict=True)) if "status" in runs.columns else {}
+    seed = dict(zip(runs.run_id, runs.seed, strict=True)) if "seed" in runs.columns else {}
     found = _loaded_parents(runs, forks, run_dirs or {})
     rows = [
         {
@@ -79,6 +84,7 @@ def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> 
             "at_round": int(f["lineage.at_round"]),
             "condition": condition_text(f["lineage.changed"]),
             "status": status.get(f.run_id),
+            "seed": seed.get(f.run_id),
         }
         for _, f in forks.iterrows()
     ]
@@ -91,6 +97,7 @@ def branches(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> 
                     "at_round": int(at_round),
                     "condition": PARENT,
                     "status": status.get(found[folder]),
+                    "seed": seed.get(found[folder]),
                 }
             )
     return pd.DataFrame(rows, columns=columns)
@@ -115,19 +122,32 @@ def _order(condition: str) -> tuple[bool, str]:
 
 
 def find_pairs(runs: pd.DataFrame, run_dirs: Mapping[str, Path] | None = None) -> pd.DataFrame:
-    """Every pair: contrast, at_round, parent, run_a, run_b, a, b. A
-    condition forked twice from one parent at one k: its branches are each
-    paired, so that parent counts once per branch."""
+    """Every pair: contrast, at_round, parent, run_a, run_b, a, b. A condition
+    forked several times from one parent at one k: each of its branches is paired
+    once, so that parent counts once per branch (``matched``)."""
     rows = []
     for (parent, k), sibs in branches(runs, run_dirs).groupby(["parent", "at_round"]):
-        runs_of = {c: list(sibs.run_id[sibs.condition == c]) for c in sorted(set(sibs.condition), key=_order)}
-        for a, b in itertools.combinations(runs_of, 2):
+        conditions = sorted(set(sibs.condition), key=_order)
+        runs_of = {c: sibs[sibs.condition == c] for c in conditions}
+        for a, b in itertools.combinations(conditions, 2):
             rows += [
                 {"contrast": f"k={k}: {b} - {a}", "at_round": int(k), "parent": parent}
                 | {"run_a": run_a, "run_b": run_b, "a": a, "b": b}
-                for run_a, run_b in itertools.product(runs_of[a], runs_of[b])
+                for run_a, run_b in matched(runs_of[a], runs_of[b])
             ]
     return pd.DataFrame(rows, columns=[*PAIR, "a", "b"])
+
+
+def matched(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[str, str]]:
+    """The pairs of two conditions' branches of one parent: one branch against each of
+    the other's, or replicates (a fork grid's ``replicates=N``) each with the other
+    condition's at the same seed; else every combination (a branch in several pairs)."""
+    if len(a) == 1 or len(b) == 1 or not (a.seed.is_unique and b.seed.is_unique):
+        return list(itertools.product(a.run_id, b.run_id))
+    if set(a.seed) != set(b.seed):
+        return list(itertools.product(a.run_id, b.run_id))
+    by_seed = dict(zip(b.seed, b.run_id, strict=True))
+    return [(run_a, by_seed[seed]) for run_a, seed in zip(a.run_id, a.seed, strict=True)]
 
 
 def round_values(turn_signals: pd.DataFrame, scores: pd.DataFrame) -> pd.DataFrame:

@@ -4,6 +4,7 @@ power, and the ``pairs`` and ``power --paired`` commands."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import shutil
@@ -176,6 +177,28 @@ def test_siblings_share_a_parent_folder_and_a_fork_round():
     assert find_pairs(runs.iloc[[0, 2]]).run_a.tolist() == ["s1/seed-1"]  # moved: found by its unique name
     changed = '{"critic.name": "strict", "critic.max_iterations": 4, "seed": 7}'
     assert condition_text(changed) == "critic=strict, seed=7" and condition_text(None) == PARENT
+
+
+def test_a_fork_grids_replicates_are_one_condition_paired_at_their_seed():
+    """``harness.fork -m <p> --at-round 2 critic=strict,lenient replicates=2``: each replicate
+    but the first was a condition of its own ('critic=strict, replicate=1, replicates=2,
+    seed=870350057', 24 contrasts of 1-3 pairs for 3 parents), and two conditions'
+    replicates were paired every way (4 pairs a parent, each branch in two)."""
+
+    def rep(name: str, critic: str, r: int, seed: int) -> dict:
+        changed = {"critic.name": critic, "replicates": 2} | ({"replicate": r, "seed": seed} if r else {})
+        return branch(name, "/r/p", 2, json.dumps(changed)) | {"seed": seed}
+
+    runs = pd.DataFrame(
+        [branch("p") | {"seed": 1}]
+        + [rep(f"{c[0]}{r}", c, r, seed) for c in ("strict", "lenient") for r, seed in ((0, 1), (1, 77))]
+    )
+    pairs = find_pairs(runs, {"p": Path("/r/p")})
+    assert pairs.groupby("contrast")[["run_a", "run_b"]].apply(lambda g: g.values.tolist()).to_dict() == {
+        f"k=2: critic=lenient - {PARENT}": [["p", "l0"], ["p", "l1"]],
+        f"k=2: critic=strict - {PARENT}": [["p", "s0"], ["p", "s1"]],
+        "k=2: critic=strict - critic=lenient": [["l0", "s0"], ["l1", "s1"]],
+    }
 
 
 def test_divergence_is_zero_at_the_fork_round_and_the_change_shows_after(loaded):
