@@ -66,4 +66,6 @@ def load_runs(path: str | Path, *, cache: bool = True, cache_dir: Path | None = 
         folder / "tables" if folder else None, TABLES, stamps, lambda rel: load_run_tables(dirs[rel], rel)
     )
     frames["runs"] = label_cells(frames["runs"], dirs)  # by what varies among the runs loaded together
+    if "lineage.at_round" in frames["runs"]:  # int64, object (with runs that are no fork) or, cached, float64
+        frames["runs"]["lineage.at_round"] = frames["runs"]["lineage.at_round"].astype("Int64")
     return Tables(root=root, cache_hits=hits, run_dirs=dirs, cache_dir=folder, stamps=stamps, **frames)

@@ -201,6 +201,24 @@ def test_a_fork_grids_replicates_are_one_condition_paired_at_their_seed():
     }
 
 
+def test_the_fork_round_column_is_one_dtype_however_the_runs_load(tmp_path):
+    """``lineage.at_round`` was int64 for forks alone, object beside runs that are no
+    fork, and float64 read back from the cache: now nullable Int64 each time."""
+    from analysis.load import load_runs
+
+    write_family(tmp_path / "tree", 0)
+    forks_only = tmp_path / "forks"
+    forks_only.mkdir()
+    shutil.copytree(tmp_path / "tree" / "p0-x0", forks_only / "p0-x0")
+    loads = [load_runs(forks_only, cache=False), load_runs(tmp_path / "tree", cache=False)]
+    loads += [load_runs(tmp_path / "tree"), load_runs(tmp_path / "tree")]  # built, then from the cache
+    assert loads[-1].cache_hits == 3
+    for tables in loads:
+        column = tables.runs.set_index("run_name")["lineage.at_round"]
+        assert column.dtype == "Int64" and column["p0-x0"] == AT
+    assert pd.isna(loads[-1].runs.set_index("run_name")["lineage.at_round"]["p0"])
+
+
 def test_divergence_is_zero_at_the_fork_round_and_the_change_shows_after(loaded):
     _, pairs, values = loaded
     div = divergence_of(values, pairs)
