@@ -29,6 +29,7 @@ from analysis.paired import (
 )
 from analysis.pairs import (
     PARENT,
+    caveats,
     condition_text,
     find_pairs,
     format_pairs,
@@ -295,6 +296,18 @@ def test_pairs_names_the_pairs_it_reads_short_or_leaves_out(tmp_path, capsys):
     assert "note: at the fork round" not in format_pairs(noise, pd.DataFrame(), noise, "drift_index")
     noise["+0"] = 0.02
     assert "differ by up to 0.02:" in format_pairs(noise, pd.DataFrame(), noise, "drift_index")
+
+
+def test_a_branch_killed_with_kill_9_is_not_said_to_be_running():
+    """A parent or fork killed with kill -9 keeps the manifest it started with: pairs'
+    note said 'p (running)' of a run nothing ran; it now says it as harness.export does."""
+    sibs = pd.DataFrame({"run_id": ["p", "f"], "status": ["running", "interrupted"]})
+    pairs = pd.DataFrame(
+        [{"contrast": "k=1: x=1 - (parent)", "at_round": 1, "parent": "p", "run_a": "p", "run_b": "f"}]
+    )
+    div = pairs.assign(since_fork=1)
+    (note,) = caveats(sibs, pairs, div)
+    assert "did not complete: p (running, or was killed), f (interrupted); their pairs" in note
 
 
 def test_runs_without_forks_say_so(tmp_path, capsys):
