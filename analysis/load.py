@@ -17,7 +17,7 @@ from analysis.labels import label_cells
 from analysis.records_io import find_runs, fingerprint, layout_of
 from analysis.tables import TABLES, load_run_tables
 
-CACHE_VERSION = 3  # 3: lineage columns; bump when a table's columns or meaning change
+CACHE_VERSION = 4  # 4: a killed run's counts from its snapshot; 3: lineage columns; bump when a table's columns or meaning change
 
 
 @dataclass

@@ -53,6 +53,7 @@ from harness.store.records import (
     Usage,
     VerdictRecord,
 )
+from harness.store.snapshot import counts_now
 
 TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
 # Config keys that differ between replicates of one sweep cell, or do not
@@ -118,7 +119,7 @@ def runs_row(run: RunFolder, rel: str) -> dict[str, Any]:
         "n_seats": len(layout.seats),
         "has_critic": "critique" in layout.record_kinds,
     }
-    row.update(flatten(manifest.counts.model_dump(), "counts"))
+    row.update(flatten(counts_now(run.path, manifest).model_dump(), "counts"))  # a killed run's too
     row.update(flatten(manifest.model_specs, "spec"))
     row.update(flatten(run.config, "cfg"))
     row["cell"], row["cell_label"] = cell_of(row)

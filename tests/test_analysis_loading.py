@@ -7,6 +7,8 @@ import os
 import pytest
 
 from analysis import RunReadWarning, load_runs, process_signals
+from harness.store.records import RunCounts
+from harness.store.rundir import write_manifest
 
 
 def test_tables_match_the_run(run):
@@ -21,6 +23,19 @@ def test_tables_match_the_run(run):
     assert t.runs["cfg.model.reject_first"].iloc[0] == 1
     process = process_signals(t)
     assert (process.critique_iterations == 2).all() and (process.rejection_rate == 0.5).all()
+
+
+def test_a_killed_runs_counts_are_its_last_snapshots(run):
+    """A run killed with kill -9 keeps the manifest it started with: the runs table said
+    0 rounds, 0 published and 0 tokens beside the turns it had; its counts now come from
+    its newest round snapshot, as the sweep's status takes them."""
+    result = run("rounds=2")
+    killed = result.manifest.model_copy(update={"status": "running", "counts": RunCounts()})
+    write_manifest(result.run_dir, killed)
+    row = load_runs(result.run_dir, cache=False).runs.iloc[0]
+    assert row.status == "running" and row["counts.rounds_completed"] == 2
+    assert row["counts.published"] == result.manifest.counts.published == 4
+    assert row["counts.input_tokens"] == result.manifest.counts.input_tokens > 0
 
 
 def test_tree_of_runs_and_sweep_cells(run, runs_root):

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.store.jsonl import line_before
 from harness.store.memory import RunMemory, line_hash
-from harness.store.records import LogPosition, RunCounts, Snapshot
+from harness.store.records import LogPosition, RunCounts, RunManifest, Snapshot
 from harness.store.rundir import write_atomic
 
 SNAPSHOT_DIR = "snapshots"
@@ -35,6 +35,20 @@ def list_snapshots(run_dir: Path) -> list[Path]:
 
 def read_snapshot(path: Path) -> Snapshot:
     return Snapshot.model_validate_json(path.read_text())
+
+
+def counts_now(run_dir: Path, manifest: RunManifest) -> RunCounts:
+    """The run's counts as of now: a manifest still marked running holds its start's
+    (a kill -9 leaves it so: 0 rounds, $0), so they come from its newest round
+    snapshot; one half written by the kill, or behind the manifest, leaves the manifest's."""
+    try:
+        snapshots = list_snapshots(run_dir) if manifest.status == "running" else []
+        counts = read_snapshot(snapshots[-1]).counts if snapshots else None
+    except (OSError, ValueError):
+        return manifest.counts
+    if counts is None or counts.rounds_completed < manifest.counts.rounds_completed:
+        return manifest.counts
+    return counts
 
 
 def check_position(run_dir: Path, name: str, pos: LogPosition) -> str | None:

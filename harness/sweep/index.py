@@ -98,24 +98,17 @@ def read_index(sweep_dir: Path) -> SweepIndex:
 
 
 def _manifest(run_dir: Path) -> RunManifest | None:
-    """The run's manifest, its counts as of now: one still marked running holds its
-    start's, so they come from its newest round snapshot (after a kill -9, status
-    said 0 rounds and $0 of a sweep that had paid for rounds)."""
+    """The run's manifest, its counts as of now (``counts_now``: after a kill -9,
+    status said 0 rounds and $0 of a sweep that had paid for rounds)."""
     from harness.store.rundir import read_manifest  # only for cells still running, or at the end
-    from harness.store.snapshot import list_snapshots, read_snapshot
+    from harness.store.snapshot import counts_now
 
     try:
         manifest = read_manifest(run_dir)
     except (FileNotFoundError, ValueError):
         return None
-    try:
-        snapshots = list_snapshots(run_dir) if manifest.status == "running" else []
-        counts = read_snapshot(snapshots[-1]).counts if snapshots else None
-    except (OSError, ValueError):  # a snapshot half written by the kill: the start's counts
-        return manifest
-    if counts is None or counts.rounds_completed < manifest.counts.rounds_completed:
-        return manifest
-    return manifest.model_copy(update={"counts": counts})
+    counts = counts_now(run_dir, manifest)
+    return manifest if counts is manifest.counts else manifest.model_copy(update={"counts": counts})
 
 
 def _dead_here(record: CellRecord) -> bool:
