@@ -225,6 +225,7 @@ def holm(p_values: Any) -> np.ndarray:
 def per_round(frame: pd.DataFrame, cell_a: str, cell_b: str, value: str = "drift_index") -> pd.DataFrame:
     """Per round: mean of b minus mean of a over runs (a run's value: its mean over
     teams), with a Welch interval. ``frame`` is scores with a ``cell`` column."""
+    frame = frame[frame.cell.isin([cell_a, cell_b])]  # another cell's longer runs: rows of no run here
     by_run = frame.groupby(["round", "cell", "run_id"])[value].mean().dropna().reset_index()
     rows = []
     for round_, group in by_run.groupby("round"):

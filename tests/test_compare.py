@@ -105,6 +105,18 @@ MONOLOGUE = {
 }
 
 
+def test_per_round_has_only_the_rounds_of_the_two_cells():
+    """A third cell's longer run (a run killed at round 8 beside 4-round cells) gave the
+    comparison of two 4-round cells rows for rounds 5-8 with n_a = n_b = 0, all NaN."""
+    rows = [(run, "pros", r, 1.0) for run in ("a1", "a2", "b1", "b2") for r in (1, 2)]
+    rows += [("c1", "pros", r, 1.0) for r in range(1, 9)]
+    scores = pd.DataFrame(rows, columns=["run_id", "team", "round", "drift_index"])
+    runs = pd.DataFrame(
+        {"run_id": ["a1", "a2", "b1", "b2", "c1"], "cell": [*"AABBC"], "cell_label": [*"aabbc"]}
+    )
+    assert compare_cells(scores, runs, "A", "B")["per_round"]["round"].tolist() == [1, 2]
+
+
 def test_pairing_finds_the_control_and_ignores_unrelated_cells(tmp_path):
     _runs(tmp_path, "full", BASE)
     _runs(tmp_path, "mono", MONOLOGUE, teams=("pros",))
