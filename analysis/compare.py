@@ -271,7 +271,27 @@ def compare_cells(
         "perm_p": perm_p,
         "perm_method": method,
         "per_round": per_round(frame, cell_a, cell_b),
+        "incomplete": incomplete(runs, {"A": cell_a, "B": cell_b}),
     }
+
+
+def incomplete(runs: pd.DataFrame, cells: dict[str, str]) -> list[str]:
+    """``<arm>: <run> (<status>)`` for each run of the cells that did not complete: its
+    final drift index is its last round's, an earlier or a partial one."""
+    if "status" not in runs.columns:
+        return []
+    short = runs[runs.status != "completed"]
+    return [
+        f"{arm}: {r.run_id} ({status_text(r.status)})"
+        for arm, cell in cells.items()
+        for r in short[short.cell == cell].itertuples()
+    ]
+
+
+def status_text(status: str | None) -> str:
+    """A manifest's status as said of a run: one that says running is what a kill -9
+    leaves too (its manifest as the run started), as ``harness.export`` words it."""
+    return "running, or was killed" if status == "running" else str(status)
 
 
 def compare_controls(scores: pd.DataFrame, runs: pd.DataFrame, **options: Any) -> list[dict[str, Any]]:
@@ -302,7 +322,16 @@ def format_comparison(result: dict[str, Any], label_a: str = "A", label_b: str =
         "drift index per round, B - A (95% Welch CI):",
     ]
     table = r["per_round"].to_string(index=False, float_format=lambda x: f"{x:.3f}")
-    return "\n".join([*lines, table])
+    short = r.get("incomplete") or []
+    note = (
+        [
+            f"note: {len(short)} run(s) did not complete: {', '.join(short)}; the final drift index "
+            "of each is its last round's, an earlier or a partial one (python -m harness.resume <run>)"
+        ]
+        if short
+        else []
+    )
+    return "\n".join([*lines, table, *note])
 
 
 def format_controls(results: list[dict[str, Any]]) -> str:

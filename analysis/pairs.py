@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.compare import RESAMPLES, holm
+from analysis.compare import RESAMPLES, holm, status_text
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.load import analysis_dir
 from analysis.paired import first_reachable_pairs, paired_summary, required_pairs, smallest_paired_p
@@ -256,7 +256,9 @@ def caveats(sibs: pd.DataFrame, pairs: pd.DataFrame, div: pd.DataFrame, shown: i
         r for r in dict.fromkeys(pairs[["run_a", "run_b"]].to_numpy().ravel()) if status[r] != "completed"
     ]
     if short:
-        listed = ", ".join(f"{r} ({_status(status[r])})" for r in short[:shown]) + _more(len(short), shown)
+        listed = ", ".join(f"{r} ({status_text(status[r])})" for r in short[:shown]) + _more(
+            len(short), shown
+        )
         notes.append(
             f"note: {len(short)} branch(es) in these pairs did not complete: {listed}; their pairs compare "
             "only the rounds both branches reached (python -m harness.resume <run>, then pairs again)"
@@ -270,12 +272,6 @@ def caveats(sibs: pd.DataFrame, pairs: pd.DataFrame, div: pd.DataFrame, shown: i
             f"out of the tests: {listed}{_more(len(empty), shown)}"
         )
     return notes
-
-
-def _status(status: str | None) -> str:
-    """A manifest's status as said of a branch: one that says running is what a kill -9
-    leaves too (its manifest as the run started), as ``harness.export`` words it."""
-    return "running, or was killed" if status == "running" else str(status)
 
 
 def _more(n: int, shown: int) -> str:

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from synthetic import write_run
 
-from analysis import compare_cells, control_pairs, find_control, load_runs
+from analysis import compare_cells, control_pairs, find_control, format_comparison, load_runs
 from analysis.__main__ import main
 from analysis.compare import bootstrap_d, cohens_d, permutation_p
 
@@ -115,6 +115,30 @@ def test_per_round_has_only_the_rounds_of_the_two_cells():
         {"run_id": ["a1", "a2", "b1", "b2", "c1"], "cell": [*"AABBC"], "cell_label": [*"aabbc"]}
     )
     assert compare_cells(scores, runs, "A", "B")["per_round"]["round"].tolist() == [1, 2]
+
+
+def test_a_comparison_names_the_runs_that_did_not_complete():
+    """A failed run (or one killed with kill -9: 'running') counted as a replicate, its
+    final drift index that of an earlier or a partial round, and the comparison said nothing."""
+    rows = [(run, "pros", r, 1.0) for run in ("a1", "a2", "b1", "b2") for r in (1, 2, 3)]
+    scores = pd.DataFrame(rows, columns=["run_id", "team", "round", "drift_index"])
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a1", "a2", "b1", "b2"],
+            "cell": [*"AABB"],
+            "cell_label": [*"aabb"],
+            "status": ["completed", "failed", "running", "completed"],
+        }
+    )
+    result = compare_cells(scores, runs, "A", "B")
+    assert result["incomplete"] == ["A: a2 (failed)", "B: b1 (running, or was killed)"]
+    assert (
+        format_comparison(result)
+        .splitlines()[-1]
+        .startswith(
+            "note: 2 run(s) did not complete: A: a2 (failed), B: b1 (running, or was killed); the final drift"
+        )
+    )
 
 
 def test_pairing_finds_the_control_and_ignores_unrelated_cells(tmp_path):
