@@ -17,7 +17,8 @@ from analysis.labels import label_cells
 from analysis.records_io import find_runs, fingerprint, layout_of
 from analysis.tables import TABLES, load_run_tables
 
-CACHE_VERSION = 4  # 4: a killed run's counts from its snapshot; 3: lineage columns; bump when a table's columns or meaning change
+# Bump when a table's columns or meaning change. 4: a killed run's counts; 3: lineage columns
+CACHE_VERSION = 4
 
 
 @dataclass

@@ -142,9 +142,7 @@ def matched(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[str, str]]:
     """The pairs of two conditions' branches of one parent: one branch against each of
     the other's, or replicates (a fork grid's ``replicates=N``) each with the other
     condition's at the same seed; else every combination (a branch in several pairs)."""
-    if len(a) == 1 or len(b) == 1 or not (a.seed.is_unique and b.seed.is_unique):
-        return list(itertools.product(a.run_id, b.run_id))
-    if set(a.seed) != set(b.seed):
+    if min(len(a), len(b)) == 1 or not (a.seed.is_unique and b.seed.is_unique and set(a.seed) == set(b.seed)):
         return list(itertools.product(a.run_id, b.run_id))
     by_seed = dict(zip(b.seed, b.run_id, strict=True))
     return [(run_a, by_seed[seed]) for run_a, seed in zip(a.run_id, a.seed, strict=True)]

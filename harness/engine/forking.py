@@ -124,13 +124,9 @@ def checked(cfg: DictConfig, overrides: list[str]) -> Checked:
 
 def checked_snapshot(fork: Checked) -> Snapshot:
     """The parent's snapshot at k, through the checks made under its lock (``parent_held``)."""
-    snap = parent_snapshot(fork.parent, fork.k)
-    if (
-        planned := fork.run.fmt.planned_rounds(fork.run.cfg)
-    ) < fork.k:  # it would end "completed" with k rounds
-        raise ConfigError(
-            f"rounds={planned}: a fork at round {fork.k} has {fork.k} rounds already; give rounds>={fork.k}"
-        )
+    snap, k = parent_snapshot(fork.parent, fork.k), fork.k
+    if (planned := fork.run.fmt.planned_rounds(fork.run.cfg)) < k:  # it would end "completed" with k rounds
+        raise ConfigError(f"rounds={planned}: a fork at round {k} has {k} rounds already; give rounds>={k}")
     check_open(fork.parent, snap, fork.changed)
     check_verified(fork.parent)
     return snap
