@@ -349,6 +349,16 @@ def test_a_resume_that_changes_where_a_fork_forks_is_one_line_and_touches_nothin
     assert files(made) == before
 
 
+def test_a_fork_at_round_1_says_round_1_copied(parents, tmp_path, capsys):
+    """Its summary said 'rounds 1-1 copied' (harness.export says 'round 1 is its parent's')."""
+    from harness.cli.report import report
+
+    report(fork(parents["drift"], 1, root=tmp_path))
+    assert (
+        f"fork of {parents['drift']} at round 1: round 1 copied, not paid again (" in capsys.readouterr().err
+    )
+
+
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_forks_with_no_override_continue_exactly_as_their_parent_on_every_format(
     parents, tmp_path, monkeypatch, name

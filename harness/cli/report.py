@@ -31,8 +31,9 @@ def report(result: RunResult) -> int:
         )
     if manifest.lineage is not None:  # its figures are its own: the prefix's are the parent's
         lineage = manifest.lineage
+        copied = "round 1" if lineage.at_round == 1 else f"rounds 1-{lineage.at_round}"  # as export says it
         say(
-            f"fork of {lineage.parent} at round {lineage.at_round}: rounds 1-{lineage.at_round} copied, "
+            f"fork of {lineage.parent} at round {lineage.at_round}: {copied} copied, "
             f"not paid again ({lineage.prefix_counts.model_calls} calls of the parent's); the figures are the fork's own",
             sys.stderr,
         )
