@@ -81,19 +81,24 @@ def thinking_prompt(
     return agent.messages(MOTION, 2, SimpleNamespace(persona=persona), None)  # type: ignore[arg-type]
 
 
-def think(cfg: Any, model: Replies, echo_words: int, rival: str | None = None, **persona: str):  # type: ignore[no-untyped-def]
+def ask(model: Replies, messages: list[dict[str, str]], schema: Any, echo_words: int, instructions=()):  # type: ignore[no-untyped-def]
     return generate_structured(
         model.complete,
-        thinking_prompt(cfg, rival, **persona),
-        ThinkingOutput,
+        messages,
+        schema,
         temperature=0.5,
         max_tokens=256,
         seed=7,
         max_repairs=1,
         tags={"round": 1},
         echo_words=echo_words,
-        instructions=config_texts(cfg, echo_words),
+        instructions=instructions,
     )
+
+
+def think(cfg: Any, model: Replies, echo_words: int, rival: str | None = None, **persona: str):  # type: ignore[no-untyped-def]
+    messages = thinking_prompt(cfg, rival, **persona)
+    return ask(model, messages, ThinkingOutput, echo_words, config_texts(cfg, echo_words))
 
 
 def test_a_paraphrased_label_is_rejected_and_the_reask_quotes_the_copied_run(settings):
@@ -304,3 +309,27 @@ def test_cells_starting_together_parse_the_prompt_code_once(monkeypatch):
         t.join()
     assert len(parsed) == len(echo.prompt_code())
     echo._templates.cache_clear()  # the next test parses the real thing again
+
+
+def test_a_line_copied_across_its_round_number_is_rejected(settings):
+    # judge_refine's Pro wrote its prompt's line with the round filled in (SmolLM2):
+    # each side of the round's field is under 8 words, the line across it is not
+    from harness.agents.advocate import AdvocateAgent, ArgumentOutput
+
+    line = "The judge's evaluation of round 1 follows as its own message."
+    argued = f"{line} Commuting costs each worker an hour a day, time lost to work and family."
+    cfg = settings("format=judge_refine")
+    agent = AdvocateAgent(SimpleNamespace(cfg=cfg), None, "argument", "pro")  # type: ignore[arg-type]
+    for heard, refused in (([("Judge", "Sound, but name who pays.")], True), ([], False)):
+        model = Replies(json.dumps({"argument": argued}), json.dumps({"argument": REASONED}))
+        result = ask(model, agent.messages(MOTION, MOTION, 2, heard, None), ArgumentOutput, echo_words=8)
+        assert result.ok and result.attempts == (2 if refused else 1)
+        # shown the line: copying it is an echo; not shown it (round 1's prompt), the same words pass
+        assert result.errors == (
+            [
+                f"argument: copies 12 words of the instructions ({line[:-1]!r}) instead of writing what "
+                "the field asks for in its own words"
+            ]
+            if refused
+            else []
+        )

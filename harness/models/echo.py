@@ -17,6 +17,9 @@ a string literal of its prompt code (``PROMPT_CODE``, read once from source,
 docstrings left out; an f-string's written parts and a template's text
 between its fields are pieces of their own) or a text of the run's config
 outside ``topic`` (the critic's strictness, briefings, probe instructions).
+Two parts either side of a field filled by one word are a piece too: SmolLM2
+wrote "The judge's evaluation of round 1 follows as its own message", its
+prompt's line with the round filled in, each side shorter than ``n`` words.
 Whole: a label and the quoted text after it ("Persona: " and a persona) may
 happen to read like another agent's line, and are not that line. A quoted
 piece matches only if it copies an instruction itself. No prompt builder has
@@ -28,6 +31,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import itertools
 import json
 import re
 import threading
@@ -43,6 +47,7 @@ _WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
 # every format, the probes' catalog and the citation checker's reasons.
 PROMPT_CODE = ("agents", "formats", "probes/catalog.py", "search/citations.py")
 _HOLE = re.compile(r"\{[^{}]*\}")  # a str.format field: the text on each side is written, the field is not
+FIELD = "#"  # a field filled by one word, in a run across it: no word (``_WORD``) is this
 # Config text that is material, not instructions: the motion, its framework, its domain.
 QUOTED_SECTIONS = ("topic",)
 _JSON_WORDS = frozenset({"true", "false", "null"})
@@ -72,12 +77,15 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def literals(source: str) -> Iterator[str]:
     """The string literals of ``source`` (an f-string's written parts each on
-    its own), docstrings left out."""
+    its own, and the f-string whole with ``{}`` for its fields, as a template),
+    docstrings left out."""
     tree = ast.parse(source)
     skip = _docstrings(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             yield node.value
+        elif isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
+            yield "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
 
 
 def prompt_code() -> list[Path]:
@@ -108,23 +116,43 @@ def _templates() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Written:
     """Pieces of text the harness writes whole (a literal or config text, split at
-    its format fields) of ``n`` words or more, by each of their ``n``-word runs."""
+    its format fields) of ``n`` words or more, by each of their ``n``-word runs;
+    and two parts either side of a field, the field one ``FIELD`` word."""
 
     by_gram: dict[str, tuple[str, ...]]  # every n-word run of every piece -> the pieces holding it
     grams: frozenset[str]  # every n-word run of every piece
+    fields: frozenset[tuple[str, str]] = frozenset()  # the words either side of a field in such a run
+
+
+def across(left: list[str], right: list[str], n: int) -> list[str]:
+    """The ``n``-word runs of ``left``, a one-word field and ``right`` that hold
+    a word of each (a run ending at the field copies no more than a part does)."""
+    return [
+        " ".join([*left[len(left) - k :], FIELD, *right[: n - 1 - k]])
+        for k in range(max(1, n - 1 - len(right)), min(len(left), n - 2) + 1)
+    ]
 
 
 @functools.lru_cache(maxsize=256)
 def written(texts: tuple[str, ...], n: int) -> Written:
     by_gram: dict[str, list[str]] = {}
+    fields: set[tuple[str, str]] = set()
     for text in texts:
-        for part in _HOLE.split(text):
-            tokens = words(part)
+        parts = [words(part) for part in _HOLE.split(text)]
+        for tokens in parts:
             if len(tokens) >= n:
                 piece = " ".join(tokens)
                 for gram in ngrams(tokens, n):
                     by_gram.setdefault(gram, []).append(piece)
-    return Written({k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()}, frozenset(by_gram))
+        for left, right in itertools.pairwise(parts):
+            if runs := across(left, right, n):
+                piece = " ".join([*left, FIELD, *right])
+                fields.add((left[-1], right[0]))
+                for gram in runs:
+                    by_gram.setdefault(gram, []).append(piece)
+    return Written(
+        {k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()}, frozenset(by_gram), frozenset(fields)
+    )
 
 
 _CODE_WRITTEN_LOCK = threading.Lock()
@@ -197,6 +225,18 @@ class EchoCheck:
     spelled: frozenset[str] = frozenset()  # field names no prose writes ("is_approved")
     example: frozenset[str] = frozenset()  # the runs of the schema's worked example (a base model's prompt)
     shown: Shown | None = None  # the prompt's instruction runs, found as asked (a model call's check)
+    fields: tuple[frozenset[tuple[str, str]], ...] = ()  # ``Written.fields`` of the code and the config
+
+    def filled(self, ws: list[str]) -> list[int]:
+        """Where ``ws`` has a word between two that sit either side of a field:
+        most replies have none, found by one set test per word pair."""
+        if all(f.isdisjoint(zip(ws, ws[2:], strict=False)) for f in self.fields):
+            return []
+        return [
+            i + 1
+            for i, pair in enumerate(zip(ws, ws[2:], strict=False))
+            if any(pair in f for f in self.fields)
+        ]
 
     def instructed(self, gram: str) -> bool:
         return gram in self.instructions or (self.shown is not None and self.shown.instructs(gram))
@@ -208,6 +248,11 @@ class EchoCheck:
         ws, n = [w for w, _, _ in spans], self.n
         grams = [" ".join(ws[i : i + n]) for i in range(len(ws) - n + 1)]
         hits = [g in self.schema or g in self.example or self.instructed(g) for g in grams]
+        for i in self.filled(ws):  # a run with word i in a field's place
+            for s in range(max(0, i - n + 2), min(i - 1, len(ws) - n) + 1):
+                wild = " ".join([*ws[s:i], FIELD, *ws[i + 1 : s + n]])
+                if not hits[s] and self.instructed(wild):
+                    grams[s], hits[s] = wild, True
         if not any(hits):
             return None
         first = hits.index(True)
@@ -273,7 +318,13 @@ class Shown:
             if self._line is None:
                 joined = "\n".join(self.texts)
                 self._line = f" {' '.join(words(joined))} "
-            seen = self._whole[piece] = f" {piece} " in self._line
+            if FIELD in piece:  # the field filled by any one word; each side, found plainly, first
+                seen = all(f" {side} " in self._line for side in piece.split(f" {FIELD} ")) and (
+                    re.search(f" {piece.replace(FIELD, '[a-z0-9]+')} ", self._line) is not None
+                )
+            else:
+                seen = f" {piece} " in self._line
+            self._whole[piece] = seen
         return seen
 
     def _pieces(self) -> tuple[Written, Written]:
@@ -281,6 +332,9 @@ class Shown:
         if self._written is None:
             self._written = code_written(self.n), written(self.extra, self.n)
         return self._written
+
+    def fields(self) -> tuple[frozenset[tuple[str, str]], ...]:
+        return tuple(w.fields for w in self._pieces())
 
     def instructs(self, gram: str) -> bool:
         """Whether ``gram`` is a run of a piece these messages show whole."""
@@ -353,5 +407,5 @@ def echo_check(
     grams, names, choices, spelled, example = _schema_facts(schemas, n)
     prompt = shown(messages, extra, n)
     if lazy:
-        return EchoCheck(n, frozenset(), grams, names, choices, spelled, example, prompt)
-    return EchoCheck(n, prompt.runs, grams, names, choices, spelled, example)
+        return EchoCheck(n, frozenset(), grams, names, choices, spelled, example, prompt, prompt.fields())
+    return EchoCheck(n, prompt.runs, grams, names, choices, spelled, example, fields=prompt.fields())
