@@ -63,6 +63,8 @@ class FakeLlama:
 def fake_llama(monkeypatch):
     module = types.ModuleType("llama_cpp")
     module.Llama = FakeLlama  # type: ignore[attr-defined]
+    module.llama_log_callback = lambda f: f  # type: ignore[attr-defined]
+    module.llama_log_set = lambda f, _: None  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "llama_cpp", module)
     monkeypatch.setattr(local, "_LOADED", {})  # this process's real cache stays untouched
     FakeLlama.loads = []
@@ -145,6 +147,43 @@ def _schemas() -> list[tuple[dict[str, Any], int]]:
         (m.model_json_schema(), n)
         for m, n in ((PersonaOutput, 200), (ThinkingOutput, 200), (CritiqueOutput, 64))
     ]
+
+
+class LoggingLlama:
+    """Logs as llama.cpp does while a bad file loads: through the callback the
+    process set, or, with none set, everything to stderr (llama.cpp's default)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        log = LoggingLlama.callback or (lambda level, text, _: print(text.decode(), end="", file=sys.stderr))
+        log(3, b"llama_kv_cache_iswa: using full-size SWA cache (ref: ...)\n", None)  # a warning
+        log(4, b"gguf_init_from_reader: failed to read key-value pairs\n", None)  # an error, in two parts
+        log(5, b"  at offset 4096\n", None)
+        raise ValueError(f"Failed to load model from file: {kwargs['model_path']}")
+
+    callback: Any = None
+
+
+def test_llama_cpp_warnings_are_quiet_and_a_load_failure_says_why(monkeypatch, capsys):
+    # llama-cpp-python 0.3.36 maps llama.cpp's older log levels: under verbose=False
+    # Gemma's SWA warning printed mid-run, and the reason a file failed to load was dropped
+    module = types.ModuleType("llama_cpp")
+    module.Llama = LoggingLlama  # type: ignore[attr-defined]
+    module.llama_log_callback = lambda f: f  # type: ignore[attr-defined]
+    module.llama_log_set = lambda f, _: setattr(LoggingLlama, "callback", f)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "llama_cpp", module)
+    monkeypatch.setattr(local, "_LOADED", {})
+    monkeypatch.setattr(
+        local, "_LOG", {"last": 0, "errors": []}, raising=False
+    )  # the process may have set one
+    monkeypatch.setattr(LoggingLlama, "callback", None)
+    with pytest.raises(ValueError) as failed:
+        local.load_llama(Path("bad.gguf"), 2048, 1, 0)
+    assert str(failed.value) == (
+        "Failed to load model from file: bad.gguf (llama.cpp: gguf_init_from_reader: failed to read key-value pairs)"
+    )
+    assert (
+        capsys.readouterr().err == "gguf_init_from_reader: failed to read key-value pairs\n  at offset 4096\n"
+    )
 
 
 def test_workers_split_the_cores(monkeypatch):

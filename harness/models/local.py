@@ -24,9 +24,11 @@ kept from copying the example's texts (``NoCopy``).
 from __future__ import annotations
 
 import atexit
+import ctypes
 import hashlib
 import importlib.metadata
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -168,6 +170,34 @@ def hooked(base: type) -> type:
     return HookedLlama
 
 
+# llama.cpp's log levels (ggml.h, as llama-cpp-python 0.3.36 builds it). That
+# package's own callback maps the older numbering, so under verbose=False it
+# printed warnings (Gemma's "llama_kv_cache_iswa: using full-size SWA cache"
+# mid-run) and hid errors (why a model file failed to load).
+GGML_ERROR, GGML_CONT = 4, 5
+# the level a CONT line continues, the errors of the load under way, the installed callback
+_LOG: dict[str, Any] = {"last": 0, "errors": []}
+
+
+def log_line(level: int, text: bytes, _user_data: Any = None) -> None:
+    """llama.cpp's log callback: its errors (and their continued lines) on stderr,
+    nothing else. Kept too: llama-cpp-python silences stderr while it loads a
+    file, so a failed load's reason reaches the researcher in its exception."""
+    if level != GGML_CONT:
+        _LOG["last"] = level
+    if _LOG["last"] == GGML_ERROR:
+        line = text.decode(errors="replace")
+        _LOG["errors"].append(line.strip())
+        print(line, end="", file=sys.stderr, flush=True)
+
+
+def errors_only(lib: Any) -> None:
+    """Route llama.cpp's log through ``log_line``, once a process."""
+    if "callback" not in _LOG:
+        _LOG["callback"] = lib.llama_log_callback(log_line)  # kept: llama.cpp holds only its pointer
+        lib.llama_log_set(_LOG["callback"], ctypes.c_void_p(0))
+
+
 def load_llama(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Any:
     """Load (once per process) and return a ``llama_cpp.Llama``."""
     key = (str(path), n_ctx, n_threads, n_gpu_layers)
@@ -176,18 +206,27 @@ def load_llama(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Any
             if not _LOADED:
                 atexit.register(_close_all)
             try:
+                import llama_cpp
                 from llama_cpp import Llama
             except ImportError:
                 raise ModelConfigError(
                     "local models need llama-cpp-python (pip install llama-cpp-python)"
                 ) from None
-            _LOADED[key] = hooked(Llama)(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_threads=n_threads,
-                n_gpu_layers=n_gpu_layers,
-                verbose=False,
-            )
+            errors_only(llama_cpp)
+            _LOG["errors"] = []
+            try:
+                _LOADED[key] = hooked(Llama)(
+                    model_path=str(path),
+                    n_ctx=n_ctx,
+                    n_threads=n_threads,
+                    n_gpu_layers=n_gpu_layers,
+                    verbose=False,
+                )
+            except ValueError as exc:  # "Failed to load model from file": llama.cpp's log says why
+                why = next(
+                    (e for e in _LOG["errors"] if e), None
+                )  # the first: the cause, the rest follow from it
+                raise ValueError(f"{exc} (llama.cpp: {why})" if why else str(exc)) from None
         return _LOADED[key]
 
 
