@@ -137,6 +137,16 @@ def test_a_published_field_left_mid_sentence_ends_at_its_last_sentence():
     assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
 
 
+def test_a_sentence_ending_on_a_contraction_is_unfinished():
+    # SmolLM2's moderated Pro published this whole speech, and Con four such clauses
+    speech = "This is a very well-known topic, with a lot of people opposing it, and it's."
+    assert last_sentence(f"Cars pollute. {speech}") == "Cars pollute."
+    assert last_sentence("It costs us. And they\u2019re.") == "It costs us."
+    assert last_sentence("The idea is John's.") == "The idea is John's."  # a possessive ends one
+    retried = ask_model(Replies(json.dumps({"argument": speech}), json.dumps({"argument": "Act now."})), Post)
+    assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
+
+
 def test_the_cap_is_the_schema_the_reply_was_decoded_under():
     fitted = request_schema(Turn, 66)  # a small budget: text's maxLength is cut to its share
     cap = fitted["properties"]["text"]["maxLength"]

@@ -57,8 +57,11 @@ _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*(?=\s|$)")
 
 # Words no sentence ends on: a period after one is a cap's or a grammar's, not
 # the writer's ("...as it is supported by the ."), and the sentence is unfinished.
+# A pronoun's contraction is one ("...with a lot of people opposing it, and it's.",
+# SmolLM2's published moderated speech); a possessive ("John's.") is not.
 _DANGLING = re.compile(
-    r"(?i)\b(?:a|an|the|of|to|by|for|from|with|into|onto|than|whose|and|or|but|nor|as|its|their|our|your|my)$"
+    r"(?i)\b(?:a|an|the|of|to|by|for|from|with|into|onto|than|whose|and|or|but|nor|as|its|their|our|your|my"
+    r"|(?:it|that|there|here|what|let|he|she)['\u2019]s|i['\u2019]m|(?:you|we|they)['\u2019]re)$"
 )
 
 
