@@ -378,6 +378,11 @@ def think(model: Replies, max_repairs: int):  # type: ignore[no-untyped-def]
             "the argument to publish, two",
         ),
         ("the argument to publish", "the argument to publish"),  # the schema's own description
+        # spaced apart (SmolLM2's fact-checker justified a verdict with "one or two  sentences")
+        (
+            "The argument  to publish, two to four sentences with a\nconcrete reason.",
+            "the argument to publish, two",
+        ),
     ],
 )
 def test_a_field_filled_with_its_label_is_repaired(echo, label):

@@ -154,7 +154,7 @@ def reply_labels(schema_cls: type[BaseModel], messages: list[Message]) -> tuple[
     fields the schema has (a quoted debate line naming no field is not one)."""
     names, descriptions = field_labels(schema_cls)
     prompt = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
-    lines = {label.strip().lower() for name, label in _FIELD_LINE.findall(prompt) if name in names}
+    lines = {" ".join(label.lower().split()) for name, label in _FIELD_LINE.findall(prompt) if name in names}
     return descriptions + tuple(sorted(line for line in lines if len(line) >= _LABEL_CHARS))
 
 
@@ -176,7 +176,7 @@ def echoed_label(value: BaseModel, labels: tuple[str, ...]) -> str | None:
     says nothing, so it is repaired like any invalid one. A long text that
     merely contains a label ("what remains unresolved is ...") passes."""
     for path, text in _texts(value.model_dump(), ""):
-        lowered = text.strip().lower()
+        lowered = " ".join(text.lower().split())  # SmolLM2 wrote "one or two  sentences", two spaces
         label = next((lb for lb in labels if lb in lowered and 2 * len(lb) >= len(lowered)), None)
         if label is not None:
             return f"{path}: repeats the field's label {label[:60]!r} instead of writing what it asks for"
