@@ -147,6 +147,26 @@ def test_a_sentence_ending_on_a_contraction_is_unfinished():
     assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
 
 
+def test_a_judges_evaluation_left_mid_sentence_is_asked_again():
+    # Gemma 3 270M's judge_refine judge: the evaluation is Pro's next message and the
+    # transcript's Judge line, the synthesis the next motion
+    from harness.agents.evaluator import EvaluationOutput
+
+    motion = "Remote work serves workers, if offices stay open for those who need them."
+    unfinished = "Con grounded its case in the Netherlands, and raised the issue of working from home"
+    evaluated = "Pro named a cost. Con answered it."
+    model = Replies(
+        json.dumps({"evaluation": unfinished, "synthesis": motion}),
+        json.dumps({"evaluation": f"{evaluated} Con then raised the", "synthesis": f"{motion} It is"}),
+    )
+    result = ask_model(model, EvaluationOutput)
+    assert result.attempts == 2 and "evaluation: stops mid-sentence" in result.errors[0]
+    assert result.value is not None and (result.value.evaluation, result.value.synthesis) == (
+        evaluated,
+        motion,
+    )
+
+
 def test_the_cap_is_the_schema_the_reply_was_decoded_under():
     fitted = request_schema(Turn, 66)  # a small budget: text's maxLength is cut to its share
     cap = fitted["properties"]["text"]["maxLength"]

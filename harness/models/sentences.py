@@ -48,6 +48,11 @@ PUBLISHED = frozenset(
         "convergences",
         "tensions",
         "recommendation",  # panel's synthesis
+        # judge_refine's judge: the evaluation is Pro's next message and the transcript's
+        # Judge line (Gemma 3 270M closed one mid-clause, "...raised the issue of working
+        # from home"), the synthesis the next motion
+        "evaluation",
+        "synthesis",
     }
 )
 
