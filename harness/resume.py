@@ -83,10 +83,12 @@ def check_no_fork(run_dir: Path, overrides: list[str]) -> None:
     if not given:
         return
     parent = (read_config(run_dir).get("fork") or {}).get("parent") if run_dir.is_dir() else None
-    raise ConfigError(
-        f"{given[0]}: a resume continues {run_dir} as it was made; a fork at another round "
-        f"is a new run: python -m harness.fork {parent or '<parent>'} --at-round K"
+    fork = (  # a run that is no fork is the parent of one
+        f"a fork at another round is a new run: python -m harness.fork {parent}"
+        if parent
+        else f"a fork of it is a new run: python -m harness.fork {run_dir}"
     )
+    raise ConfigError(f"{given[0]}: a resume continues {run_dir} as it was made; {fork} --at-round K")
 
 
 def run_files(run_dir: Path) -> list[str]:

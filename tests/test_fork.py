@@ -347,6 +347,12 @@ def test_a_resume_that_changes_where_a_fork_forks_is_one_line_and_touches_nothin
             f"is a new run: python -m harness.fork {parents['drift']} --at-round K\n"
         )
     assert files(made) == before
+    parent = parents["drift"]  # a run that is no fork: the fork to make is of it
+    assert resume_main([str(parent), "fork.at_round=1"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: fork.at_round=1: a resume continues {parent} as it was made; a fork of it "
+        f"is a new run: python -m harness.fork {parent} --at-round K\n"
+    )
 
 
 def test_a_fork_at_round_1_says_round_1_copied(parents, tmp_path, capsys):
