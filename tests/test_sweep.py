@@ -281,6 +281,16 @@ def test_bad_override_fails_its_cell_only_and_values_never_nest(tmp_path):
     assert "4 cells: 2 completed, 2 failed" in out.stdout
 
 
+def test_a_value_no_cell_can_hold_fails_its_cell_in_one_line(tmp_path):
+    """``-m rounds=1,abc`` ran the first cell, then ended the sweep in a pydantic
+    traceback (the cell's row could not hold 'abc'), the second cell left running."""
+    out = sweep(tmp_path, "rounds=1,abc")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr[-800:]
+    cells = {c.name: c for c in read_index(sweep_dir_of(tmp_path)).cells}
+    assert {n: c.status for n, c in cells.items()} == {"rounds-1": "completed", "rounds-abc": "failed"}
+    assert (cells["rounds-abc"].error or "").startswith("rounds: Value 'abc'")
+
+
 def test_joblib_sweep_runs_cells_in_workers_with_replicates(tmp_path):
     out = sweep(
         tmp_path,

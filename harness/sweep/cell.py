@@ -26,7 +26,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, redi
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -255,8 +255,13 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     if manifest is None and run_dir.exists():
         _set_aside(run_dir)
     cell_cfg = cell_config(cfg, sweep_dir, cell.name, owned=job.owned)
-    kept = fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed"))
-    record = CellRecord(status="running", action="run" if manifest is None else "resume", **kept)
+    kept = whole_numbers(fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed")))
+    record = CellRecord(
+        status="running",
+        action="run" if manifest is None else "resume",
+        rounds=kept["rounds"],
+        seed=kept["seed"],
+    )
     write_cell_record(sweep_dir, cell.name, record)
     token, given = _CELL.set(cell.name), _CELL_OVERRIDES.set(job.overrides)
     try:
@@ -268,7 +273,8 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         _CELL_OVERRIDES.reset(given)
     log = run_dir / CELL_LOG if run_dir.is_dir() else log
     record.status = _EXIT_STATUS.get(code, "failed")  # type: ignore[assignment]
-    kept = fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed"))  # as made, or refused
+    # as made, or refused
+    kept = whole_numbers(fork_keeps(cell_cfg, run_dir, job.overrides, ("rounds", "seed")))
     record.rounds, record.seed = kept["rounds"], kept["seed"]
     record.exit_code, record.ended_at = code, utcnow()
     manifest = _manifest(run_dir)
@@ -280,6 +286,13 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
         if not job.owned:  # the in-process launcher says it once a sweep (a ctl cancel stops one cell)
             print(resume_line(sweep_dir), file=sys.stderr)
         raise SystemExit(INTERRUPTED)
+
+
+def whole_numbers(values: dict[str, Any]) -> dict[str, int | None]:
+    """``rounds`` and ``seed`` as the cell's row holds them: a value that is no whole
+    number (``-m rounds=1,abc``) is None there, and the cell fails in its one line
+    (the config's check names the key); as it was, the row's own check ended the sweep."""
+    return {k: v if isinstance(v, int) and not isinstance(v, bool) else None for k, v in values.items()}
 
 
 def resume_line(sweep_dir: Path) -> str:
