@@ -223,9 +223,12 @@ def test_a_transcript_view_of_an_unfinished_run_says_so_on_stderr(
     )
     # what a kill -9 leaves: the manifest as the run wrote it at its start, 'the run is running'
     manifest = json.loads((cut / "manifest.json").read_text())
-    (cut / "manifest.json").write_text(json.dumps({**manifest, "status": "running"}))
+    started = {**manifest["counts"], "rounds_completed": 0}
+    (cut / "manifest.json").write_text(json.dumps({**manifest, "status": "running", "counts": started}))
     assert export_main([str(cut), "--as", "str"]) == 0
     assert "incomplete: the run is running, or was killed; the transcript" in capsys.readouterr().err
+    # its rounds are its newest snapshot's: it said 'running after 0 rounds' of 2 rounds shown
+    assert "- **Status:** running after 2 rounds\n" in export_run(cut, "md")
     finished = run("rounds=1").run_dir
     assert export_main([str(finished), "--as", "list"]) == 0
     assert capsys.readouterr().err == ""

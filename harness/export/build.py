@@ -48,6 +48,7 @@ from harness.store.records import (
     SynthesisRecord,
     VerdictRecord,
 )
+from harness.store.snapshot import counts_now
 
 SHARED = "shared_memory.jsonl"
 EVENTS = "events.jsonl"
@@ -77,12 +78,18 @@ def close_reason(run: RunFolder, synthesis: Synthesis | None) -> str:
         return synthesis.close_reason
     if manifest.stop_reason:
         return manifest.stop_reason
-    done = manifest.counts.rounds_completed
+    done = rounds_done(run)
     if manifest.status == "completed":
         return f"completed {done} round{'s' if done != 1 else ''}"
     if manifest.error is not None:
         return f"{manifest.status}: {manifest.error.type}: {manifest.error.message}"
     return f"{manifest.status} after round {done}"
+
+
+def rounds_done(run: RunFolder) -> int:
+    """Rounds the run completed: a run killed with kill -9 keeps the manifest it started
+    with (0 rounds), so its newest round snapshot's (``counts_now``)."""
+    return counts_now(run.path, run.manifest).rounds_completed
 
 
 def incomplete_line(run: RunFolder, holder: str = "this report") -> str | None:
@@ -122,7 +129,7 @@ def build_header(run: RunFolder, synthesis: Synthesis | None) -> Header:
         date=manifest.started_at.isoformat(),
         status=manifest.status,
         close_reason=close_reason(run, synthesis),
-        rounds_completed=manifest.counts.rounds_completed,
+        rounds_completed=rounds_done(run),
         seats=seats,
         roles={role: spec for role, spec in specs.items() if role not in seat_roles},
         incomplete=incomplete_line(run),
@@ -218,7 +225,7 @@ ROUND_HOOKS: dict[str, Callable[[Any, RoundEntry], None]] = {
 
 def build_rounds(run: RunFolder) -> list[RoundEntry]:
     """Every round that has something to show, and every completed one."""
-    done = run.manifest.counts.rounds_completed
+    done = rounds_done(run)
     rounds = {n: RoundEntry(n) for n in range(1, done + 1)}
 
     def at(n: int) -> RoundEntry:
