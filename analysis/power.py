@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.compare import MAX_EXACT, RESAMPLES, cohens_d, control_pairs, resolve_cell
+from analysis.compare import MAX_EXACT, RESAMPLES, cohens_d, control_pairs, incomplete, resolve_cell
 from analysis.embed import DEFAULT_EMBEDDER
 from analysis.scoring import final_drift
 
@@ -363,4 +363,9 @@ def main(argv: list[str]) -> int:
     )
     table = plan_table(runs, scores, pairs, args)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    if short := incomplete(runs, {cell[:6]: cell for pair in pairs for cell in pair}):
+        print(  # each is in its arm's SD and d as a replicate, with what it reached
+            f"note: {len(short)} pilot run(s) did not complete: {', '.join(short)}; each counts as "
+            "a replicate with the values of its last round (python -m harness.resume <run>)"
+        )
     return 0

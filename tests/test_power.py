@@ -3,6 +3,7 @@ and the one-sided test (analysis.compare), and the study's power lines."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -140,6 +141,12 @@ def test_the_power_command_plans_each_control_contrast_of_a_pilot(tmp_path, caps
     assert row[-2:] == ["never", "NaN"]
     assert main([*args, "--metric", "nope", "--d", "1"]) == 2
     assert "--metric nope: not a metric" in capsys.readouterr().err
+    # a failed pilot run counted as a replicate, unsaid; it is named now
+    manifest = tmp_path / "mono-1" / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "status": "failed"}))
+    assert main([*args, "--d", "1"]) == 0
+    note = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("note:"))
+    assert note.startswith("note: 1 pilot run(s) did not complete: ") and "(failed); each counts as" in note
 
 
 @pytest.mark.parametrize(
