@@ -49,7 +49,7 @@ from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
 from harness.store.rundir import DiskFullError
-from harness.sweep.callback import end_stopped_launch
+from harness.sweep.callback import discard_unstarted, end_stopped_launch
 from harness.sweep.cell import in_cell, is_sweep_job, run_cell, task_overrides
 from harness.sweep.grid import check_one_run
 from harness.sweep.launcher import launcher_overrides
@@ -177,6 +177,7 @@ def command() -> None:
             hydra_main()
     except SystemExit as exc:
         if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
+            discard_unstarted()
             fail(one_line(held.release()), BAD_INPUT)
         if exc.code == INTERRUPTED:  # a sweep stopped: its index, as Hydra's end would have
             end_stopped_launch()

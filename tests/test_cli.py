@@ -105,6 +105,15 @@ def test_a_key_with_no_place_is_one_line_naming_what_is_there(argv, key, says):
     assert line.startswith(says) and "+" not in line, line
 
 
+def test_a_sweep_refused_before_any_cell_ran_leaves_no_folder(cli, tmp_path):
+    """A key with no place under -m was one line, and left a sweep folder (its index of
+    cells that never ran, driver.lock) that a second command then found there."""
+    runs_root = tmp_path / "runs"
+    proc = cli("-m", "experiment=debug", "rounds2=1,2", f"runs_root={runs_root}")
+    assert (proc.returncode, proc.stderr) == (2, "error: rounds2: no such key in the config\n")
+    assert list(runs_root.glob("sweep-*")) == []
+
+
 def test_missing_api_key_names_the_variable(cli, tmp_path):
     proc = cli("model=openai", f"runs_root={tmp_path / 'runs'}")
     assert proc.returncode == 2

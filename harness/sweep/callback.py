@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import sys
 import threading
 from contextlib import ExitStack
@@ -207,6 +208,7 @@ class SweepIndexCallback(Callback):
                 config.hydra.overrides.task = expanded
             return
         _let_go()  # what a multirun of this process that ended by an exception still holds
+        _PROGRESS["made"] = not sweep_dir.exists()  # this command's folder (discard_unstarted)
         index = start_index(sweep_dir, config, params + expanded)
         _PROGRESS["lock"] = _locked(sweep_dir, str(config.hydra.launcher.get("_target_", "")))
         write_index(sweep_dir, index, parquet=False)
@@ -261,6 +263,26 @@ def end_stopped_launch() -> None:
         pass
     finally:
         _let_go()
+
+
+def discard_unstarted() -> None:
+    """A launch that ended before any cell ran (``-m rounds2=1,2``: a key with no place
+    fails the first cell's composition, in one line) leaves no sweep folder it made:
+    it held only the index of cells that never ran, and a second command found it
+    there. A folder made before (a resume's), or holding a folder of its own, stays."""
+    if "lock" not in _PROGRESS:  # no launch of this process
+        return
+    if (stop := _PROGRESS.get("stop")) is not None:
+        stop.set()
+        _PROGRESS["thread"].join()
+    _let_go()
+    sweep_dir = _PROGRESS.get("sweep_dir")
+    if (
+        _PROGRESS.pop("made", False)
+        and sweep_dir is not None
+        and not any(p.is_dir() for p in sweep_dir.iterdir())
+    ):
+        shutil.rmtree(sweep_dir)
 
 
 def _locked(sweep_dir: Path, launcher: str) -> ExitStack:
