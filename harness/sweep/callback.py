@@ -232,8 +232,7 @@ class SweepIndexCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not _PROGRESS:  # a worker's (see on_multirun_start)
             return
-        _PROGRESS["stop"].set()
-        _PROGRESS["thread"].join()
+        _stop_progress()
         sweep_dir: Path = _PROGRESS["sweep_dir"]
         try:
             index = refresh_index(sweep_dir, _PROGRESS["index"], final=True)
@@ -254,8 +253,7 @@ def end_stopped_launch() -> None:
     cell's own files all the same, as at any end (they said the stopped cells running)."""
     if "lock" not in _PROGRESS:  # no launch of this process, or it ended and let go
         return
-    _PROGRESS["stop"].set()
-    _PROGRESS["thread"].join()
+    _stop_progress()
     sweep_dir: Path = _PROGRESS["sweep_dir"]
     try:
         write_index(sweep_dir, refresh_index(sweep_dir, _PROGRESS["index"], final=True))
@@ -272,9 +270,7 @@ def discard_unstarted() -> None:
     there. A folder made before (a resume's), or holding a folder of its own, stays."""
     if "lock" not in _PROGRESS:  # no launch of this process
         return
-    if (stop := _PROGRESS.get("stop")) is not None:
-        stop.set()
-        _PROGRESS["thread"].join()
+    _stop_progress()
     _let_go()
     sweep_dir = _PROGRESS.get("sweep_dir")
     if (
@@ -295,6 +291,13 @@ def _locked(sweep_dir: Path, launcher: str) -> ExitStack:
     except RuntimeError as exc:
         _fail(f"{exc}; wait for it, or stop it (Ctrl-C) and resume")
     return held
+
+
+def _stop_progress() -> None:
+    """Stop the progress thread and wait for its last write, if it was started."""
+    if (stop := _PROGRESS.get("stop")) is not None:
+        stop.set()
+        _PROGRESS["thread"].join()
 
 
 def _let_go() -> None:
