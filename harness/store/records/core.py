@@ -8,9 +8,9 @@ stored as data (``ErrorInfo``), never as free text alone.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
@@ -46,16 +46,12 @@ class Usage(BaseModel):
     output_tokens: int = 0
     latency_s: float = 0.0
     calls: int = 0
-    cost_usd: float | None = 0.0
-    billed_usd: float | None = None
-    reasoning_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-
-    @model_serializer(mode="wrap")
-    def _lean(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        return {k: v for k, v in data.items() if k not in _USAGE_DETAIL or v != _USAGE_DETAIL[k]}
+    # the detail fields: left out of a record while they hold their defaults
+    cost_usd: float | None = Field(default=0.0, exclude_if=lambda v: v == 0.0)
+    billed_usd: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    reasoning_tokens: int = Field(default=0, exclude_if=lambda v: v == 0)
+    cache_read_tokens: int = Field(default=0, exclude_if=lambda v: v == 0)
+    cache_write_tokens: int = Field(default=0, exclude_if=lambda v: v == 0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -69,16 +65,6 @@ class Usage(BaseModel):
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
-
-
-# Usage's detail fields and the defaults they are left out at.
-_USAGE_DETAIL: dict[str, Any] = {
-    "cost_usd": 0.0,
-    "billed_usd": None,
-    "reasoning_tokens": 0,
-    "cache_read_tokens": 0,
-    "cache_write_tokens": 0,
-}
 
 
 def add_cost(a: float | None, b: float | None) -> float | None:
