@@ -167,7 +167,8 @@ class JsonlLog(Generic[R]):
         if (stored := self.get(record.id)) is not None:
             return stored
         record = record.model_copy(update={"seq": len(self), "prev_hash": self._last_hash})
-        line = (record.model_dump_json() + "\n").encode()
+        data = record.__pydantic_serializer__.to_json(record)  # model_dump_json's bytes, not decoded
+        line = data + b"\n"
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
@@ -182,7 +183,7 @@ class JsonlLog(Generic[R]):
                 os.close(fd)
         except OSError as exc:  # named, so the one-line error can say which file
             raise OSError(exc.errno, exc.strerror, str(self.path)) from exc
-        self._remember(record, line_hash(line), len(line))
+        self._remember(record, hashlib.sha256(data).hexdigest(), len(line))  # = line_hash(line)
         for hook in self.on_append:
             hook(record)
         return record
