@@ -143,13 +143,14 @@ class OnDisk:
         self.rounds, self.offsets, self.counts = array("q"), array("q"), array("q")
         self.top: int | None = line_round(last_line(path, head)) if head else None
 
-    def add(self, round_: int, offset: int, count: int, nbytes: int) -> None:
-        """Record ``count`` (``nbytes`` at ``offset``, just after ``end``) leaves memory."""
+    def add(self, round_: int, offset: int, count: int, end: int, end_count: int) -> None:
+        """Records ``count`` up to ``end_count``, all of ``round_``, leave memory: the
+        bytes from ``offset`` (where the last call's ``end`` was) to ``end``."""
         if not self.rounds or self.rounds[-1] != round_:
             self.rounds.append(round_)
             self.offsets.append(offset)
             self.counts.append(count)
-        self.end, self.end_count = offset + nbytes, count + 1
+        self.end, self.end_count = end, end_count
         self.top = round_ if self.top is None else max(self.top, round_)
 
     def may_hold(self, round_: int | None) -> bool:

@@ -85,12 +85,13 @@ class JsonlLog(Generic[R]):
         self.path = path
         self.fsync = fsync
         self.keep_rounds = keep_rounds
-        self._base = start or LogPosition()  # where the first in-memory record starts
+        start = start or LogPosition()
+        self._first = start.count  # the global position of the first in-memory record
         self._records: list[R] = []
         self._offsets: list[int] = []  # byte offset where each in-memory record starts
         self._index: dict[str, int] = {}  # id -> global position, in-memory records only
-        self._last_hash = self._base.last_hash
-        self._size = self._base.offset
+        self._last_hash = start.last_hash
+        self._size = start.offset
         self._top: int | None = None  # the newest round seen, for eviction
         self._unsynced = False  # lines written since the last fsync (only without ``fsync``)
         self.quarantined: list[str] = []
@@ -98,14 +99,14 @@ class JsonlLog(Generic[R]):
         self.on_append: list[Callable[[R], None]] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists():
-            self._disk = OnDisk(path, self._base.offset, self._base.count)
-            self._load()
+            self._disk = OnDisk(path, start.offset, start.count)
+            self._load(start.offset)
         else:
             self._disk = OnDisk(path, 0, 0)
             path.touch()  # every log exists from the start, even if it stays empty
 
-    def _load(self) -> None:
-        lines = scan(self.path, self._base.offset)
+    def _load(self, offset: int) -> None:
+        lines = scan(self.path, offset)
         bad: bytes | None = None
         for line in lines:
             if bad is not None:  # an unreadable line with complete lines after it
@@ -143,24 +144,27 @@ class JsonlLog(Generic[R]):
     def _first_of(self, round_: int) -> int:
         """Index of the first in-memory record of ``round_`` or later, scanning
         back from the end (``len`` if the last record is older)."""
-        i = len(self._records)
-        while i > 0 and self._records[i - 1].round >= round_:
+        records, i = self._records, len(self._records)
+        while i and records[i - 1].round >= round_:
             i -= 1
         return i
 
     def _evict(self, n: int) -> None:
-        """The first ``n`` in-memory records leave memory; the file keeps them."""
+        """The first ``n`` in-memory records leave memory; the file keeps them,
+        indexed by ``OnDisk`` one run of same-round records at a time."""
         if n <= 0:
             return
-        count = self._base.count
-        for j, record in enumerate(self._records[:n]):
-            offset = self._offsets[j]
-            self._disk.add(record.round, offset, count + j, self._offsets[j + 1] - offset)
-            if self._index.get(record.id) == count + j:
-                del self._index[record.id]
-        first = self._records[n]
-        self._base = LogPosition(offset=self._offsets[n], count=count + n, last_hash=first.prev_hash)
-        del self._records[:n], self._offsets[:n]
+        records, offsets, index, first = self._records, self._offsets, self._index, self._first
+        run = 0  # where the run of same-round records being evicted begins
+        for j in range(n):
+            record = records[j]
+            if index.get(record.id) == first + j:
+                del index[record.id]
+            if j + 1 == n or records[j + 1].round != record.round:
+                self._disk.add(record.round, offsets[run], first + run, offsets[j + 1], first + j + 1)
+                run = j + 1
+        self._first = first + n
+        del records[:n], offsets[:n]
 
     def append(self, record: R) -> R:
         """Append ``record`` once; an id already present returns the stored copy."""
@@ -215,12 +219,12 @@ class JsonlLog(Generic[R]):
         if i == len(self._records):
             return self.position()
         return LogPosition(
-            offset=self._offsets[i], count=self._base.count + i, last_hash=self._records[i].prev_hash
+            offset=self._offsets[i], count=self._first + i, last_hash=self._records[i].prev_hash
         )
 
     def hash_at(self, count: int) -> str | None:
         """Hash of the line before position ``count`` (as its successor records it)."""
-        i = count - self._base.count
+        i = count - self._first
         if i == len(self._records):
             return self._last_hash
         if 0 <= i < len(self._records):
@@ -231,7 +235,7 @@ class JsonlLog(Generic[R]):
         """The record with this id: from memory, or (an older round's) from the file."""
         i = self._index.get(record_id)
         if i is not None:
-            return self._records[i - self._base.count]
+            return self._records[i - self._first]
         if self._disk.may_hold(id_round(record_id)):
             return cast("R | None", self._disk.find(record_id))
         return None
@@ -259,12 +263,12 @@ class JsonlLog(Generic[R]):
 
     def after(self, count: int) -> list[R]:
         """Records from global position ``count`` on."""
-        if count < self._base.count:
+        if count < self._first:
             return [*cast("list[R]", self._disk.from_count(count)), *self._records]
-        return self._records[count - self._base.count :]
+        return self._records[count - self._first :]
 
     def __len__(self) -> int:
-        return self._base.count + len(self._records)
+        return self._first + len(self._records)
 
     def __iter__(self) -> Iterator[R]:
         """The records in memory (all of them, unless ``keep_rounds`` or ``start`` is set)."""
