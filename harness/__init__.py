@@ -7,6 +7,9 @@ folders (``harness.store.records``) does not pay for LangGraph's import.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
@@ -42,6 +45,34 @@ if TYPE_CHECKING:
     from harness.schema import Config, ConfigError
     from harness.store.memory import JsonlLog, RunMemory, SeatMemory
     from harness.store.records import SCHEMA_VERSION, RunManifest, parse_record
+
+
+def _command() -> str | None:
+    """The project command this process runs (``python -m harness.run``, ``drift-sweep``,
+    ``python -m analysis``), or None: a library user's process, a test's."""
+    argv = list(getattr(sys, "orig_argv", []))
+    for i, arg in enumerate(argv):
+        module = argv[i + 1] if arg == "-m" and i + 1 < len(argv) else arg[2:] if arg[:2] == "-m" else ""
+        if module:
+            return f"python -m {module}" if module.partition(".")[0] in ("harness", "analysis") else None
+    script = os.path.basename(sys.argv[0]) if sys.argv else ""
+    return script if script.startswith("drift-") else None
+
+
+def _interrupted(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """Ctrl-C that no command's handler caught (its first second or two import LangGraph
+    and Hydra composes, before any is set) ends in one line, not a page of import
+    frames; Python still exits as killed by SIGINT (status 130 in a shell)."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("error: interrupted (Ctrl-C)", file=sys.stderr)
+        return
+    _PREVIOUS_HOOK(kind, exc, tb)
+
+
+_COMMAND = _command()
+_PREVIOUS_HOOK = sys.excepthook
+if _COMMAND is not None:
+    sys.excepthook = _interrupted
 
 
 def __getattr__(name: str) -> Any:
