@@ -42,8 +42,8 @@ def resume_error(exc: BaseException, run_dir: Path) -> list[str]:
     """The lines a resume's ``RESUME_ERRORS`` end in."""
     if isinstance(exc, KeyboardInterrupt):
         return [f"interrupted; resume with: python -m harness.resume {run_dir}"]
-    if isinstance(exc, ModelCallError):
-        return [f"error: {exc}", f"resume later with: python -m harness.resume {run_dir}"]
+    if isinstance(exc, ModelCallError):  # one line, as harness.run's (a sweep's cell keeps it as its note)
+        return [f"error: {exc}; resume it with: python -m harness.resume {run_dir}"]
     return [f"error: {exc}"]
 
 

@@ -199,6 +199,15 @@ def _invoke(
         return FAILED
 
 
+def sweep_note(error: str | None, sweep_dir: Path, run_dir: Path) -> str | None:
+    """A cell's error as its note: a run's own resume command (``python -m harness.resume
+    <run>``) there becomes the sweep's, which resumes the cell and keeps the sweep's
+    index; the run's alone left the cell ``failed`` in the table once it had completed."""
+    if error is None:
+        return None
+    return error.replace(f"python -m harness.resume {run_dir}", f"python -m harness.sweep resume {sweep_dir}")
+
+
 def _last_error(log: Path, offset: int) -> str | None:
     with open(log, encoding="utf-8", errors="replace") as fh:
         fh.seek(offset)
@@ -278,7 +287,7 @@ def run_cell(cfg: DictConfig, single_run: Callable[[DictConfig], None], job: Swe
     record.rounds, record.seed = kept["rounds"], kept["seed"]
     record.exit_code, record.ended_at = code, utcnow()
     manifest = _manifest(run_dir)
-    record.error = _last_error(log, offset) if code else None
+    record.error = sweep_note(_last_error(log, offset), sweep_dir, run_dir) if code else None
     if record.status == "interrupted" and record.error is None and manifest is not None:
         record.error = manifest.stop_reason  # why it stopped (a budget, a ctl cancel), for the table's note
     write_cell_record(sweep_dir, cell.name, record.with_counts(manifest))

@@ -1,0 +1,28 @@
+"""What a sweep's table says about a cell (``harness.sweep.cell``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.run import main as single_run
+from harness.sweep.cell import SweepJob, run_cell
+from harness.sweep.grid import plan_cells
+from harness.sweep.index import SweepIndex, write_index
+
+
+def test_a_failed_cell_s_note_names_the_sweep_s_resume(tmp_path: Path, make_cfg) -> None:
+    """A cell whose model failed for good said 'resume it with: python -m harness.resume
+    <run>': that resumed the run but left the sweep's table saying it failed."""
+    cells = plan_cells(["rounds=1"])
+    write_index(
+        tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=cells)
+    )
+    cfg = make_cfg("experiment=debug", "rounds=1", "model.error_rate=1.0", "retry.max_attempts=1")
+    job = SweepJob(tmp_path, 0, cells[0].overrides)
+    for action in ("run", "resume"):  # a fresh cell's failure, and its resume's
+        run_cell(cfg, single_run, job)
+        record = json.loads((tmp_path / "cells" / f"{cells[0].name}.json").read_text())
+        assert (record["status"], record["action"]) == ("failed", action)
+        assert record["error"].endswith(f"; resume it with: python -m harness.sweep resume {tmp_path}")
+        assert "harness.resume" not in record["error"]
