@@ -577,6 +577,23 @@ def test_a_model_key_no_cell_has_is_refused_unsent_and_skipped_where_a_cell_lack
     assert (openai_cfg.model.max_concurrency, openai_cfg.model.concurrency) == (3, 3)
 
 
+def test_a_pause_of_an_endpoint_no_cell_calls_is_refused_unsent(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``pause openai`` on a scripted sweep said 'paused calls to openai' and held nothing."""
+    sweep_dir = tmp_path / "s"
+    sweep_folder(sweep_dir, [["experiment=debug", "llm.temperature=0.2"]])
+    with driver_lock(sweep_dir, "InProcessLauncher"):
+        assert sweep_main(["ctl", str(sweep_dir), "pause", "openai"]) == 2
+        assert capsys.readouterr().err.startswith(
+            "error: pause openai: no cell of this sweep calls it (its models: scripted:default); "
+        )
+        assert (sweep_dir / "control.jsonl").read_text() == ""  # nothing was sent
+        for endpoint in ("scripted", "scripted:default"):  # its provider, its model: sent (no driver answers)
+            assert send(sweep_dir, ["pause", endpoint], answer_s=0.05) is None
+    assert (sweep_dir / "control.jsonl").read_text().count('"pause"') == 2
+
+
 def test_a_dollar_limit_on_a_model_with_no_price_is_refused_unsent_naming_the_cells(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,7 +16,7 @@
   "driver not running" needs no heartbeat and no pid guess.
 
 A command is checked here before anything is written (a bad value, a
-model key no cell's config has, or a dollar limit on a cell whose model has
+model key no cell's config has, a pause of an endpoint no cell calls, or a dollar limit on a cell whose model has
 no price, where ``budget.sweep_tokens`` is the cap to set, is one line, the
 sweep untouched), appended,
 and then ``ctl`` waits for its effect. The driver's side is ``harness.sweep.steer``.
@@ -273,8 +273,7 @@ def check_priced(sweep_dir: Path) -> None:
         if cfg is None:
             return
         left += 1
-        sections = {k: cfg.get(k) for k in ("model", "roles", "llm", "format", "prices")}
-        key = OmegaConf.to_yaml(OmegaConf.create(sections))
+        key = _models_key(cfg)
         if key not in by_models:
             by_models[key] = _unpriced(cfg)
         if (specs := by_models[key]) is None:
@@ -283,6 +282,45 @@ def check_priced(sweep_dir: Path) -> None:
             unpriced.setdefault(spec, []).append(name)
     if unpriced:
         raise ControlError(_unpriced_line(unpriced, left))
+
+
+def check_endpoint(sweep_dir: Path, endpoint: str) -> None:
+    """A ``ControlError`` if no cell of the sweep calls ``endpoint`` (a provider, or one
+    model spec): such a pause held nothing, and said 'paused calls to openai' all the same."""
+    specs: set[str] = set()
+    seen: dict[str, list[str] | None] = {}  # a cell's model sections -> its specs
+    for _, cfg in cell_configs(sweep_dir):
+        if cfg is None:
+            return
+        key = _models_key(cfg)
+        if key not in seen:
+            seen[key] = _specs(cfg)
+        if (found := seen[key]) is None:
+            return
+        if any(endpoint in (spec, spec.split(":", 1)[0]) for spec in found):
+            return
+        specs.update(found)
+    raise ControlError(
+        f"pause {endpoint}: no cell of this sweep calls it (its models: {', '.join(sorted(specs))}); "
+        "name a provider (openai) or a model spec (openai:gpt-4o-mini) of the sweep, or pause every call; nothing sent"
+    )
+
+
+def _models_key(cfg: DictConfig) -> str:
+    """What decides a cell's models and their prices: cells alike in it share one resolve."""
+    return OmegaConf.to_yaml(
+        OmegaConf.create({k: cfg.get(k) for k in ("model", "roles", "llm", "format", "prices")})
+    )
+
+
+def _specs(cfg: DictConfig) -> list[str] | None:
+    """The model specs of ``cfg``'s roles (None: it does not resolve here)."""
+    from harness.config import resolve
+
+    try:
+        return sorted({m.spec for m, _, _ in resolve(cfg).models.values()})
+    except Exception:  # the cell says why when it starts; refuse nothing on a guess
+        return None
 
 
 def completed(sweep_dir: Path, name: str) -> bool:
@@ -330,6 +368,8 @@ def send(sweep_dir: Path, words: list[str], answer_s: float = ANSWER_S) -> Contr
         check_model_key(sweep_dir, arg)
     if verb == "set" and arg == "budget.sweep_usd":
         check_priced(sweep_dir)
+    if verb == "pause" and arg:
+        check_endpoint(sweep_dir, arg)
     if verb in ("cancel", "requeue") and arg not in {c.name for c in read_index(sweep_dir).cells}:
         raise ControlError(f"{verb}: {arg!r} is not a cell of {sweep_dir} (python -m harness.sweep status)")
     log = ControlLog(sweep_dir, from_end=True)
