@@ -405,6 +405,34 @@ def test_a_resume_is_dated_when_it_starts(tmp_path, monkeypatch):
     assert abs(datetime.now(UTC) - when) < timedelta(minutes=1)
 
 
+def test_a_folder_holding_a_sweep_says_resume_only_for_that_sweep(tmp_path, capsys, monkeypatch):
+    """A second -m command into a sweep's folder was told 'continue it with: python -m
+    harness.sweep resume <dir>' whatever its grid; for another grid that resume is refused."""
+    from harness.sweep.index import RESUME_ENV
+
+    monkeypatch.delenv(RESUME_ENV, raising=False)
+    started = ["rounds=1", "llm.temperature=0.2,1.0"]
+    index = SweepIndex(
+        name="s", launcher="x", task_overrides=started, hydra_overrides=[], cells=plan_cells(started)
+    )
+    write_index(tmp_path, index, parquet=False)
+    for typed, said in (
+        (
+            ["rounds=1", "llm.temperature=0.2,1.0", "budget.usd=5"],
+            f"already holds this sweep; continue it with: python -m harness.sweep resume {tmp_path} budget.usd=5",
+        ),
+        (
+            ["rounds=2", "llm.temperature=0.2,0.5"],
+            "already holds a sweep of other cells (rounds=1 llm.temperature=0.2,1.0); "
+            "a new grid wants a new hydra.sweep.dir",
+        ),
+    ):
+        config = OmegaConf.create({"hydra": {"overrides": {"task": typed}}})
+        with pytest.raises(SystemExit):
+            start_index(tmp_path, config, typed)
+        assert said in capsys.readouterr().err
+
+
 def test_a_resume_changes_budgets_only_and_names_any_other_key():
     started = ["model=scripted", "llm.temperature=0.2,0.8", "rounds=2"]
     index = SweepIndex(name="s", launcher="basic", task_overrides=started, hydra_overrides=[], cells=[])

@@ -35,7 +35,7 @@ from harness.cli.errors import BAD_INPUT, FAILED, HeldStderr
 from harness.schema import ConfigError
 from harness.sweep.cell_status import EVENTS_JSONL, CellLog, utcnow
 from harness.sweep.control import driver_lock
-from harness.sweep.grid import plan_cells
+from harness.sweep.grid import Cell, plan_cells
 from harness.sweep.index import (
     COMPACTIONS,
     INDEX_COST,
@@ -112,33 +112,56 @@ def start_index(sweep_dir: Path, config: DictConfig, arguments: list[str]) -> Sw
     cells = plan_cells(arguments)
     if not cells:  # a sweep over nothing (range(0,0)) once made an empty sweep and exited 0
         _fail(f"{' '.join(arguments)}: this grid has no cells (a sweep over no values)")
+    task = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
     if os.environ.get(RESUME_ENV):
         if not (sweep_dir / INDEX_JSON).is_file():
             _fail(f"{RESUME_ENV} is set but {sweep_dir} holds no {INDEX_JSON} to resume")
         index = read_index(sweep_dir)
-        if [(c.name, fixed(c.overrides)) for c in index.cells] != [
-            (c.name, fixed(c.overrides)) for c in cells
-        ]:
+        if not same_cells(index, cells):
             _fail(f"{sweep_dir}: these overrides plan different cells than its {INDEX_JSON}")
         # a raised budget is the same sweep: its cells carry the overrides they now run with
         for kept, planned in zip(index.cells, cells, strict=True):
             kept.overrides = planned.overrides
-        index.task_overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)]  # type: ignore[union-attr]
+        index.task_overrides = task
         index.history.append(f"resume {utcnow().isoformat()}")  # not the last launch's last write
         return index
     if (sweep_dir / INDEX_JSON).exists():
-        _fail(
-            f"{sweep_dir} already holds a sweep; continue it with: python -m harness.sweep resume {sweep_dir}"
-        )
+        _fail(held_already(sweep_dir, cells, task))
     sweep_dir.mkdir(parents=True, exist_ok=True)
     hydra_overrides = OmegaConf.to_container(config.hydra.overrides.hydra)
     return SweepIndex(
         name=sweep_dir.name,
         launcher=str(config.hydra.launcher.get("_target_", "")),
-        task_overrides=[str(o) for o in OmegaConf.to_container(config.hydra.overrides.task)],  # type: ignore[union-attr]
+        task_overrides=task,
         hydra_overrides=[str(o) for o in hydra_overrides],  # type: ignore[union-attr]
         history=["start"],
         cells=cells,
+    )
+
+
+def same_cells(index: SweepIndex, cells: list[Cell]) -> bool:
+    """Whether ``cells`` are the sweep's own (a budget aside, which a resume may raise)."""
+    return [(c.name, fixed(c.overrides)) for c in index.cells] == [
+        (c.name, fixed(c.overrides)) for c in cells
+    ]
+
+
+def held_already(sweep_dir: Path, cells: list[Cell], task: list[str]) -> str:
+    """Why a new launch may not use a folder that holds a sweep, and what to do: the same
+    grid continues with ``resume`` (with the budgets typed); another grid, which that
+    resume would refuse, wants a folder of its own."""
+    try:
+        index: SweepIndex | None = read_index(sweep_dir)
+    except ValueError:  # an index no resume can read either
+        index = None
+    if index is not None and same_cells(index, cells):
+        budgets = [o for o in task if o.startswith(RESUME_MUTABLE) and o not in index.task_overrides]
+        resume = " ".join(["python -m harness.sweep resume", str(sweep_dir), *budgets])
+        return f"{sweep_dir} already holds this sweep; continue it with: {resume}"
+    held = f" of other cells ({' '.join(index.task_overrides)})" if index is not None else ""
+    return (
+        f"{sweep_dir} already holds a sweep{held}; a new grid wants a new hydra.sweep.dir "
+        f"(python -m harness.sweep resume {sweep_dir} continues the one there)"
     )
 
 
