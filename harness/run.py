@@ -51,7 +51,7 @@ from harness.schema_sections import check_topic_index
 from harness.store.rundir import DiskFullError
 from harness.sweep.callback import discard_unstarted, end_stopped_launch
 from harness.sweep.cell import in_cell, is_sweep_job, run_cell, task_overrides
-from harness.sweep.grid import check_one_run
+from harness.sweep.grid import check_one_run, check_topic_file
 from harness.sweep.launcher import launcher_overrides
 from harness.sweep.ready import fork_ready
 
@@ -134,8 +134,9 @@ def main(cfg: DictConfig) -> None:
 
 def check_one_command(cfg: DictConfig) -> None:
     """What one command may not ask at once, said in one line before anything starts
-    (else a part of it is dropped unsaid): ``resume=`` with a fork, and outside a
-    sweep's cell, ``replicates=N`` or a ``sweep=`` grid without ``-m`` (one run would be made)."""
+    (else a part of it is dropped unsaid): ``resume=`` with a fork, outside a sweep's
+    cell ``replicates=N`` or a ``sweep=`` grid without ``-m`` (one run would be made),
+    and ``topic.index`` with no ``topic.file``."""
     if cfg.get("resume") and (cfg.get("fork") or {}).get("parent") is not None:
         fail(
             f"fork.parent: resume={cfg.resume} continues that run, and a fork makes a new one; "
@@ -148,6 +149,7 @@ def check_one_command(cfg: DictConfig) -> None:
             grid = hydra.sweeper.get("params") if hydra is not None else None
             preset = hydra.runtime.choices.get("sweep") if hydra is not None else None
             check_one_run(cfg.get("replicates") or 1, grid, preset)
+        check_topic_file(task_overrides(), (cfg.get("topic") or {}).get("file"))
     except ConfigError as exc:
         fail(str(exc), BAD_INPUT)
 

@@ -1,10 +1,13 @@
-"""What a sweep's table says about a cell (``harness.sweep.cell``)."""
+"""What a sweep's table says about a cell (``harness.sweep.cell``), and what refuses one first."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
+from harness.plan.cells import PlanError, compose_cells
 from harness.run import main as single_run
 from harness.sweep.cell import SweepJob, run_cell
 from harness.sweep.grid import plan_cells
@@ -26,3 +29,24 @@ def test_a_failed_cell_s_note_names_the_sweep_s_resume(tmp_path: Path, make_cfg)
         assert (record["status"], record["action"]) == ("failed", action)
         assert record["error"].endswith(f"; resume it with: python -m harness.sweep resume {tmp_path}")
         assert "harness.resume" not in record["error"]
+
+
+def test_topic_index_without_topic_file_is_one_line_naming_it(tmp_path: Path, make_cfg) -> None:
+    """``topic.index=1`` with no ``topic.file`` ran the debate on topic.text, the index unsaid."""
+    cells = plan_cells(["topic.index=1"])
+    write_index(
+        tmp_path, SweepIndex(name="s", launcher="x", task_overrides=[], hydra_overrides=[], cells=cells)
+    )
+    run_cell(
+        make_cfg("experiment=debug", "topic.index=1"), single_run, SweepJob(tmp_path, 0, cells[0].overrides)
+    )
+    record = json.loads((tmp_path / "cells" / f"{cells[0].name}.json").read_text())
+    said = "topic.index=1: picks a motion of topic.file, and no topic.file is set"
+    assert record["status"] == "failed" and record["error"].startswith(said)
+    assert not (tmp_path / cells[0].name).exists()  # refused before its run folder
+    with pytest.raises(PlanError, match=f"^{said}"):
+        compose_cells(["experiment=debug", "topic.index=1"])
+    topics = tmp_path / "topics.txt"
+    topics.write_text("One.\nTwo.\n")
+    (cell,) = compose_cells(["experiment=debug", "topic.index=1", f"topic.file={topics}"]).cells
+    assert cell.settings.topic.text == "Two."

@@ -38,7 +38,7 @@ from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
 from harness.sweep.cell import cell_config
 from harness.sweep.configs import CellConfigs
-from harness.sweep.grid import check_one_run, plan_cells
+from harness.sweep.grid import check_one_run, check_topic_file, plan_cells
 from harness.sweep.launcher import launcher_overrides
 
 
@@ -101,6 +101,7 @@ def _single(args: list[str]) -> Cells:
         hydra_cfg.sweeper.get("params"),
         hydra_cfg.runtime.choices.get("sweep"),
     )
+    _check_topic_file(args, cfg, None)
     cfg, k, parent = _forked(cfg, args, None)
     settings = _validated(cfg, None)
     name = f"{parent.name}-fork{k}" if parent else run_dir_name(settings)  # as fork_run names it
@@ -119,6 +120,7 @@ def _sweep(args: list[str]) -> Cells:
     cells = []
     for cell in planned:
         cfg = cell_config(configs.compose(cell.overrides), Path("."), cell.name)
+        _check_topic_file(cell.overrides, cfg, cell.name)
         cfg, k, parent = _forked(cfg, cell.overrides, cell.name)
         cells.append(PlannedCell(cell.name, cfg, _validated(cfg, cell.name), k, parent))
     launcher = master.hydra.launcher
@@ -142,6 +144,14 @@ def _forked(cfg: DictConfig, overrides: list[str], cell: str | None) -> tuple[Di
         raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
     raw = {**fork.raw, "fork": {"parent": None, "at_round": None}}
     return OmegaConf.create(unredacted(raw)), fork.k, fork.parent
+
+
+def _check_topic_file(overrides: list[str], cfg: DictConfig, cell: str | None) -> None:
+    """``topic.index`` with no ``topic.file``, as ``harness.run`` refuses it."""
+    try:
+        check_topic_file(overrides, (cfg.get("topic") or {}).get("file"))
+    except ConfigError as exc:
+        raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
 
 
 def _validated(cfg: DictConfig, cell: str | None) -> Config:

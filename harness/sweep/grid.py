@@ -120,3 +120,16 @@ def check_one_run(replicates: int, grid: Mapping[str, Any] | None = None, preset
             f"{name}: a sweep's grid over {', '.join(map(str, grid))}; without -m one run is made "
             "and the grid is ignored; add -m"
         )
+
+
+def check_topic_file(overrides: list[str], topic_file: object) -> None:
+    """``topic.index=N`` typed where no ``topic.file`` is composed: the index picks a motion
+    of that file, and with none the run debated ``topic.text``, the index unsaid."""
+    from harness.schema import ConfigError
+
+    typed = [o for o in overrides if override_key(o) == "topic.index"]
+    if typed and topic_file in (None, ""):
+        raise ConfigError(
+            f"{typed[-1]}: picks a motion of topic.file, and no topic.file is set "
+            "(the run would debate topic.text); add topic.file=<path>"
+        )
