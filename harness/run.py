@@ -95,7 +95,23 @@ def start(cfg: DictConfig) -> RunResult:
         plain = {str(k): v for k, v in container.items()}
         resolved = resolve(plain)
     say_length(resolved, plain)
+    check_interviews_reached(resolved)
     return run_debate(resolved, plain)
+
+
+def check_interviews_reached(resolved: Resolved) -> None:
+    """``interviews.rounds`` past the run's last round: that interview is never asked,
+    and the run completed without it, unsaid (a resume that extends the run may ask
+    for it: ``interviews.rounds`` is one of its keys)."""
+    cfg, fmt = resolved.cfg, resolved.fmt
+    last = fmt.planned_rounds(cfg)
+    if late := [r for r in cfg.interviews.rounds if r > last]:
+        key, value = fmt.length_key[0], OmegaConf.select(OmegaConf.structured(cfg), fmt.length_key[0])
+        length = f"{key}={value}" if key == "rounds" else f"{key}={value}: {last} rounds"
+        raise ConfigError(
+            f"interviews.rounds: {late} past this run's last round ({length}), so never asked; "
+            f"name rounds from 1 to {last}, or plan more rounds"
+        )
 
 
 def say_length(resolved: Resolved, plain: dict[str, Any]) -> None:

@@ -50,3 +50,17 @@ def test_topic_index_without_topic_file_is_one_line_naming_it(tmp_path: Path, ma
     topics.write_text("One.\nTwo.\n")
     (cell,) = compose_cells(["experiment=debug", "topic.index=1", f"topic.file={topics}"]).cells
     assert cell.settings.topic.text == "Two."
+
+
+def test_an_interview_past_the_last_round_is_one_line_naming_it(make_cfg) -> None:
+    """``interviews.rounds=[9]`` with ``rounds=2`` completed, the interview never asked, unsaid."""
+    from harness.run import start
+    from harness.schema import ConfigError
+
+    said = r"^interviews\.rounds: \[9\] past this run's last round \(rounds=2\), so never asked"
+    with pytest.raises(ConfigError, match=said):
+        start(make_cfg("experiment=debug", "rounds=2", "interviews.rounds=[1,9]"))
+    with pytest.raises(PlanError, match=said):
+        compose_cells(["experiment=debug", "rounds=2", "interviews.rounds=[1,9]"])
+    (cell,) = compose_cells(["experiment=debug", "rounds=2", "interviews.rounds=[1,2]"]).cells
+    assert cell.settings.interviews.rounds == [1, 2]

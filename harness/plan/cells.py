@@ -24,7 +24,6 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from harness import run as _run  # noqa: F401  (registers the ${topics:...} resolver sweep=topics uses)
 from harness.cli.errors import check_group_choices, hydra_report, one_line, quote_text_values
 from harness.config import resolve
 from harness.engine.execute import check_prices
@@ -33,6 +32,7 @@ from harness.engine.resuming import unredacted
 from harness.formats import validate
 from harness.models.base import ModelConfigError
 from harness.paths import conf_dir
+from harness.run import check_interviews_reached  # registers ${topics:...} (sweep=topics)
 from harness.schema import Config, ConfigError
 from harness.store.rundir import run_dir_name
 from harness.sweep.callback import concurrent_workers, replicate_override
@@ -159,7 +159,9 @@ def _validated(cfg: DictConfig, cell: str | None) -> Config:
     dollar budget charges, as ``harness.run`` checks them; else one line naming the cell."""
     try:
         settings = validate(cfg)
-        check_prices(resolve(cfg))
+        resolved = resolve(cfg)
+        check_prices(resolved)
+        check_interviews_reached(resolved)
     except (ConfigError, ModelConfigError) as exc:
         raise PlanError(f"cell {cell}: {exc}" if cell else str(exc)) from None
     return settings
