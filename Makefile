@@ -59,10 +59,13 @@ STUDY := $(PY) -m analysis study --conditions debate,control_monologue,control_n
 	--temperatures 0.3,1.0 --replicates 3 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2 \
 	--set structured.echo_words=0  # made before the echo check of issue 30
 
-study: setup ## The exploratory grid of 2026-12-01 (SmolLM2, Gemma 3 270M; about 2 h on 2 cores) into docs/findings-exploratory.md
+# dated, as docs/findings-exploratory-2026-12-01.md is: a study made later keeps an earlier one's report
+STUDY_REPORT ?= docs/findings-exploratory-$(shell date -u +%Y-%m-%d).md
+
+study: setup ## The exploratory grid of 2026-12-01 (SmolLM2, Gemma 3 270M; about 2 h on 2 cores) into docs/findings-exploratory-<today>.md
 	$(STUDY) --models smollm2 --rounds 5 --set model.grammar_mode=full --set model.prefix_cache=false --runs-only
 	$(STUDY) --models gemma3_270m --rounds 3 --runs-only
-	$(STUDY) --models smollm2,gemma3_270m --report-only --report docs/findings-exploratory.md
+	$(STUDY) --models smollm2,gemma3_270m --report-only --report $(STUDY_REPORT)
 
 PILOT := $(PY) -m analysis study --root research_runs/pilot --models smollm2 --conditions debate,control_no_critic \
 	--temperatures 1.0 --replicates 3 --rounds 5 --max-tokens 96 --workers 2 --seed 0 --set critic.max_iterations=2 --set structured.echo_words=0

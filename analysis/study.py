@@ -15,7 +15,7 @@ interrupted study picks up where it stopped. Then the whole root is analysed
     python -m analysis study --rounds 4 --models smollm2   # a smaller study
     python -m analysis study --report-only         # re-analyse and rewrite the report
     python -m analysis study --runs-only ...       # only the runs (a preregistered confirmation's)
-    make study                                     # the two plans behind docs/findings.md
+    make study                                     # the exploratory grid: docs/findings-exploratory-<date>.md
 
 Measured (docs/findings.md), 96 tokens, critic.max_iterations=2, 2 workers
 on 2 cores at load 2-6: SmolLM2, 5 rounds, full grammar: 84 min for the
