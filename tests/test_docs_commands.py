@@ -84,7 +84,6 @@ MARKED_HERE: dict[tuple[str, str], tuple[str, bool]] = {
     ("docs/probes.md", PROBES): (SMOLLM2, True),
     ("docs/probes.md", f"{PROBES} 'probes.use=[short_answer,ask_back,no_first_person]'"): (SMOLLM2, True),
     ("docs/probes.md", f"{PROBES} probes.catalog.short_answer.params.n=40"): (SMOLLM2, True),
-    ("docs/probes.md", "python -m harness.run probes=myset probes.enabled=true"): ("an example set", False),
     ("docs/probes.md", "python -m analysis research_runs/"): ("needs the SmolLM2 runs above", False),
 }
 
