@@ -6,7 +6,7 @@ the runs analysed together, with short names: ``T=0.3 persona_drift_rate=0.05``.
   runs, replicate and spending keys aside. A group choice stands for the keys
   its group sets that split the runs exactly as it does: ``model.spec`` for
   ``model.n_ctx`` when only the model changed it (``control`` for a control
-  preset's ``experiment_name`` and ``critic.approve_all``). A section some
+  preset's ``critic.approve_all``). A section some
   runs lack altogether is one key, ``probes=on``/``probes=off``
   (``with_sections``); a key equal in every run that has it goes with the
   group choice or section that decides where it is (``format=grounded`` for
@@ -40,8 +40,7 @@ GROUPS = {
     "cfg.format.name": ("cfg.format.", "cfg.roles.", "cfg.search.", "cfg.topic.", "cfg.rounds"),
     "cfg.model.spec": ("cfg.model.",),
     "cfg.critic.name": ("cfg.critic.",),
-    "cfg.control": ("cfg.experiment_name", "cfg.format.", "cfg.critic."),  # conf/experiment/control_*.yaml
-    "cfg.experiment_name": ("cfg.",),  # a preset may set any key
+    "cfg.control": ("cfg.format.", "cfg.critic."),  # conf/experiment/control_*.yaml
 }
 # Shown first, in this order, and never stood for: what a reader looks for first.
 FIRST = ("cfg.format.name", "cfg.model.spec", "cfg.llm.temperature", "cfg.critic.name", "cfg.control")

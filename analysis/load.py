@@ -17,8 +17,9 @@ from analysis.labels import label_cells
 from analysis.records_io import find_runs, fingerprint, layout_of
 from analysis.tables import TABLES, load_run_tables
 
-# Bump when a table's columns or meaning change. 4: a killed run's counts; 3: lineage columns
-CACHE_VERSION = 4
+# Bump when a table's columns or meaning change. 5: experiment_name splits no cell; 4: a killed
+# run's counts; 3: lineage columns
+CACHE_VERSION = 5
 
 
 @dataclass

@@ -58,7 +58,9 @@ from harness.store.snapshot import counts_now
 TABLES = ("runs", "turns", "drafts", "personas", "events", "public")
 # Config keys that differ between replicates of one sweep cell, or do not
 # change the debate at all; everything else defines the cell. A sweep names
-# each replicate's folder (run_name), so the name must not split the cell.
+# each replicate's folder (run_name), so the name must not split the cell, nor
+# may the sweep folder's name (experiment_name): a place key, as the fingerprint
+# has it; a control preset's runs are told apart by cfg.control.
 REPLICATE_KEYS = (
     "cfg.seed",
     "cfg.model.seed",
@@ -66,6 +68,7 @@ REPLICATE_KEYS = (
     "cfg.runs_root",
     "cfg.progress",
     "cfg.run_name",
+    "cfg.experiment_name",
     "cfg.resume",
     "cfg.fork.parent",  # forks of several parents under one condition: replicates of one cell
 )
