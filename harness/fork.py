@@ -30,6 +30,7 @@ from harness.engine.forking import fork_parent, fork_run
 from harness.models.registry import build_model
 from harness.paths import conf_dir
 from harness.run import cli as run_cli
+from harness.run import parent_keys_forced
 from harness.schema import ConfigError
 from harness.store.reader import check_run_files, find_runs
 from harness.store.rundir import RunFolderError
@@ -44,7 +45,9 @@ def hydra_value(path: Path) -> str:
 
 def fork(parent: Path, at_round: int, overrides: list[str], *, build=build_model) -> RunResult:  # type: ignore[no-untyped-def]
     """One fork of ``parent`` after round ``at_round``, made and run in process."""
-    given = [f"fork.parent={hydra_value(parent)}", f"fork.at_round={at_round}", *overrides]
+    given = parent_keys_forced(
+        [f"fork.parent={hydra_value(parent)}", f"fork.at_round={at_round}", *overrides]
+    )
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=given)
     return fork_run(cfg, given, build=build)

@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -48,6 +49,7 @@ from harness.resume import report
 from harness.runtime.context import ModelCallError
 from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
+from harness.store.reader import read_config
 from harness.store.rundir import DiskFullError
 from harness.sweep.callback import discard_unstarted, end_stopped_launch
 from harness.sweep.cell import in_cell, is_sweep_job, run_cell, task_overrides
@@ -214,7 +216,36 @@ def checked_argv(argv: list[str]) -> list[str]:
     check_group_choices(argv)
     check_topic_indices(argv)
     check_no_force(argv)
-    return argv
+    return parent_keys_forced(argv)
+
+
+def parent_keys_forced(argv: list[str]) -> list[str]:
+    """A fork's overrides of keys its parent's config holds, forced (``++``): Hydra composes
+    the command line over the default groups, which lack a key of the parent's format or
+    model (a panel's ``roles.judge``), and refused ``roles.judge.temperature=0.2`` asking for
+    ``+``; the fork copies each key onto the parent's config either way (``fork_config``)."""
+    given = [a.partition("=")[2] for a in argv if a.partition("=")[0].lstrip("+") == "fork.parent"]
+    if not given:
+        return argv
+    try:
+        configs = [read_config(Path(p.strip("'\""))) for p in given[-1].split(",")]
+    except (OSError, ConfigError):  # the fork says why, in its own line
+        return argv
+    out = []
+    for arg in argv:
+        key, eq, _ = arg.partition("=")
+        plain = eq and "." in key and not arg.startswith(("+", "~", "-", "hydra"))
+        held = plain and any(_holds(config, key.split(".")) for config in configs)
+        out.append(f"++{arg}" if held else arg)
+    return out
+
+
+def _holds(config: Any, path: list[str]) -> bool:
+    for part in path:
+        if not isinstance(config, dict) or part not in config:
+            return False
+        config = config[part]
+    return True
 
 
 def check_no_force(argv: list[str]) -> None:

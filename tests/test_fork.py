@@ -100,6 +100,23 @@ def test_overrides_apply_to_the_parents_config_not_the_defaults(tmp_path):
     assert logs(again.run_dir) == logs(forked.run_dir)
 
 
+def test_a_key_of_the_parents_format_is_forked_as_typed(tmp_path):
+    """A panel parent's roles.judge.temperature=0.2 was refused ('Key judge is not in struct',
+    use +roles.judge...): Hydra composed it over the default format, which has no judge."""
+    from harness.fork import fork as front_door
+
+    parent = start(tmp_path, "panel", "format=panel", "rounds=2")
+    forked = front_door(parent, 1, [f"runs_root={tmp_path}", "progress=false", "roles.judge.temperature=0.2"])
+    assert (
+        yaml.safe_load((forked.run_dir / "config.yaml").read_text())["roles"]["judge"]["temperature"] == 0.2
+    )
+    assert forked.manifest.lineage and forked.manifest.lineage.changed == {"roles.judge.temperature": 0.2}
+    from harness.run import parent_keys_forced  # harness.run's command line, harness.fork's too
+
+    typed = [f"fork.parent={parent}", "fork.at_round=1", "roles.judge.temperature=0.2", "roles.nobody.x=1"]
+    assert parent_keys_forced(typed)[2:] == ["++roles.judge.temperature=0.2", "roles.nobody.x=1"]
+
+
 BAD = {
     "a round past the last snapshot": ((5,), "fork.at_round: 5 is past"),
     "the format": ((1, "format=panel"), "format=panel: a fork keeps its parent's format"),
