@@ -208,7 +208,7 @@ def command() -> None:
 
 def checked_argv(argv: list[str]) -> list[str]:
     """The command line as Hydra is to read it, or a one-line error before anything starts."""
-    argv = quote_text_values(argv)
+    argv = quote_text_values(flags_first(argv))
     try:
         argv = launcher_overrides(argv)  # sweep.concurrency=N: cells as threads
     except ConfigError as exc:
@@ -246,6 +246,28 @@ def _holds(config: Any, path: list[str]) -> bool:
             return False
         config = config[part]
     return True
+
+
+# Hydra's flags that take their value as the next word (``--config-dir DIR``)
+VALUED_FLAGS = frozenset(
+    ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path", "-c", "--cfg", "-p", "--package")
+)
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (``-m``, ``--config-dir DIR``) before the overrides, each in its order:
+    Hydra's parser takes the overrides as one run of words, so ``experiment=debug -m
+    rounds=1,2`` was refused with the first line of its usage alone, naming nothing."""
+    flags: list[str] = []
+    overrides: list[str] = []
+    valued = False  # the word before was a flag whose value this word is
+    for word in argv:
+        if valued or (word.startswith("-") and word != "--force"):  # --force: refused below
+            flags.append(word)
+            valued = not valued and word in VALUED_FLAGS
+        else:
+            overrides.append(word)
+    return flags + overrides
 
 
 def check_no_force(argv: list[str]) -> None:

@@ -64,3 +64,19 @@ def test_an_interview_past_the_last_round_is_one_line_naming_it(make_cfg) -> Non
         compose_cells(["experiment=debug", "rounds=2", "interviews.rounds=[1,9]"])
     (cell,) = compose_cells(["experiment=debug", "rounds=2", "interviews.rounds=[1,2]"]).cells
     assert cell.settings.interviews.rounds == [1, 2]
+
+
+def test_hydra_s_flags_after_an_override_reach_hydra_first() -> None:
+    """``experiment=debug -m rounds=1,2`` was refused with the first line of Hydra's usage,
+    naming nothing: its parser takes the overrides as one run of words."""
+    from harness.run import checked_argv
+
+    typed = ["experiment=debug", "-m", "rounds=1,2", "--config-dir", "/x/my conf", "critic=strict"]
+    assert checked_argv(typed) == [
+        "-m",
+        "--config-dir",
+        "/x/my conf",
+        "experiment=debug",
+        "rounds=1,2",
+        "critic=strict",
+    ]
