@@ -21,7 +21,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -52,46 +52,61 @@ class StructuredResult(Generic[M]):
         return self.value is not None
 
 
+# What decides whether a reply's JSON is closed: a string (whole, or left open at the
+# end: no closing quote in the group) or a bracket outside one.
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*("?)|[{}\[\]]', re.DOTALL)
+
+
 def _close_truncated(text: str) -> str:
-    """Close an object cut off by max_tokens: open string, then open brackets."""
+    """Close an object cut off by max_tokens: open string, then open brackets.
+    Scanned token by token (``_JSON_TOKEN``), not character by character: it runs
+    on every reply, and most of a reply is the text inside its strings."""
     stack: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
+    in_string = False
+    for m in _JSON_TOKEN.finditer(text):
+        token = m.group()
+        if token[0] == '"':
+            in_string = not m.group(1)
+        elif token in "{[":
+            stack.append("}" if token == "{" else "]")
+        elif stack:
             stack.pop()
     closed = text + ('"' if in_string else "")
     return closed + "".join(reversed(stack))
 
 
+def _unfenced(text: str) -> str:
+    """``text`` stripped, without its Markdown code fences. The fence pattern is only
+    tried where a fence is: on a reply without one it is slow (it tries each run of
+    whitespace) and does nothing."""
+    body = text.strip()
+    return _FENCE.sub("", body) if "```" in body else body
+
+
 def extract_json(text: str) -> Any:
     """Best-effort JSON from a model reply: fences, prose around it, trailing
     commas, and truncation are repaired; raises ``ValueError`` if none works."""
-    body = _FENCE.sub("", text.strip())
+    body = _unfenced(text)
     start = body.find("{")
     if start < 0:
         raise ValueError("no JSON object in reply")
-    candidates = [body[start : body.rfind("}") + 1], body[start:]]
-    for candidate in candidates:
-        for fixed in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            for attempt in (fixed, _close_truncated(fixed)):
-                try:
-                    # strict=False: llama-cpp-python's JSON grammar lets raw
-                    # newlines and tabs into strings, which strict JSON forbids.
-                    return json.loads(attempt, strict=False)
-                except json.JSONDecodeError:
-                    continue
+    for attempt in _repairs(body[start:]):
+        try:
+            # strict=False: llama-cpp-python's JSON grammar lets raw
+            # newlines and tabs into strings, which strict JSON forbids.
+            return json.loads(attempt, strict=False)
+        except json.JSONDecodeError:
+            continue
     raise ValueError("reply is not valid JSON, even after repair")
+
+
+def _repairs(body: str) -> Iterator[str]:
+    """The texts ``extract_json`` tries, in order, each made only once the one
+    before failed: nearly every reply parses as it is."""
+    for candidate in (body[: body.rfind("}") + 1], body):
+        for fixed in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+            yield fixed
+            yield _close_truncated(fixed)
 
 
 def parse_reply(text: str, schema_cls: type[M]) -> M:
@@ -175,7 +190,11 @@ def echoed_label(value: BaseModel, labels: tuple[str, ...]) -> str | None:
     of Gemma 3 270M's published turns); such a reply matches the schema but
     says nothing, so it is repaired like any invalid one. A long text that
     merely contains a label ("what remains unresolved is ...") passes."""
-    for path, text in _texts(value.model_dump(), ""):
+    return _label_in(_texts(value.model_dump(), ""), labels)
+
+
+def _label_in(texts: list[tuple[str, str]], labels: tuple[str, ...]) -> str | None:
+    for path, text in texts:
         lowered = " ".join(text.lower().split())  # SmolLM2 wrote "one or two  sentences", two spaces
         label = next((lb for lb in labels if lb in lowered and 2 * len(lb) >= len(lowered)), None)
         if label is not None:
@@ -189,7 +208,11 @@ def echoed_run(value: BaseModel, check: EchoCheck) -> str | None:
     only field names or writes another field's name (``EchoCheck.why``). A light
     paraphrase of a label ("This is your argument to publish, two to four ...")
     keeps such a run, where ``echoed_label`` needs the label to be most of the field."""
-    for path, text in _texts(value.model_dump(), ""):
+    return _run_in(_texts(value.model_dump(), ""), check)
+
+
+def _run_in(texts: list[tuple[str, str]], check: EchoCheck) -> str | None:
+    for path, text in texts:
         if why := check.why(path, text):
             return why
     return None
@@ -200,6 +223,13 @@ def request_schema(schema_cls: type[BaseModel], max_tokens: int) -> dict[str, An
     backend can change another call's, from one cached rendering (pydantic's
     schema generation took a fifth of the scripted engine's time per call)."""
     return json.loads(_request_schema_text(schema_cls, max_tokens))  # type: ignore[no-any-return]
+
+
+@functools.lru_cache(maxsize=256)
+def _decoded_schema(schema_cls: type[BaseModel], max_tokens: int) -> dict[str, Any]:
+    """``request_schema``, parsed once and shared: only read (by ``end_at_sentences``),
+    never handed to a backend."""
+    return request_schema(schema_cls, max_tokens)
 
 
 @functools.lru_cache(maxsize=256)
@@ -272,7 +302,7 @@ def min_tokens(schema: dict[str, Any]) -> int:
 
 def _truncated(raw: str) -> bool:
     """Whether the reply's JSON was left open (``max_tokens`` ran out mid-object)."""
-    body = _FENCE.sub("", raw.strip())
+    body = _unfenced(raw)
     start = body.find("{")
     tail = body[start:] if start >= 0 else ""
     return _close_truncated(tail) != tail
@@ -283,8 +313,28 @@ def end_at_sentences(value: M, schema: dict[str, Any], raw: str) -> tuple[M, lis
     complete sentence, and the cuts (``harness.models.sentences``); ``schema`` is the
     one the reply was decoded under. Raises ``ValueError`` when a cut leaves no sentence."""
     data = value.model_dump()
-    cuts = sentence_cuts(data, schema, _texts(data, ""), raw, _truncated(raw))
+    return _ended(value, data, _texts(data, ""), schema, raw)
+
+
+def _ended(
+    value: M, data: dict[str, Any], texts: list[tuple[str, str]], schema: dict[str, Any], raw: str
+) -> tuple[M, list[Cut]]:
+    """``end_at_sentences`` of ``value`` dumped as ``data`` (ended in place), its strings ``texts``."""
+    cuts = sentence_cuts(data, schema, texts, raw, _truncated(raw))
     return (_validate(data, type(value)), cuts) if any(c.dropped_chars for c in cuts) else (value, cuts)
+
+
+def _checked(
+    value: M, raw: str, labels: tuple[str, ...], echo: EchoCheck | None, schema: dict[str, Any]
+) -> tuple[M, list[Cut]]:
+    """A parsed reply's checks after its schema's, on one dump of it: ``ValueError``
+    if it echoes a label or its instructions (an echo first: its repair names what
+    was echoed, not the unfinished sentence), else ``end_at_sentences``."""
+    data = value.model_dump()
+    texts = _texts(data, "")
+    if why := _label_in(texts, labels) or (echo and _run_in(texts, echo)):
+        raise ValueError(why)
+    return _ended(value, data, texts, schema, raw)
 
 
 def usage_of(completion: Completion) -> Usage:
@@ -333,6 +383,7 @@ def generate_structured(
     )
     convo = list(messages)
     raw = ""
+    decoded = _decoded_schema(schema_cls, max_tokens)
     for attempt in range(max_repairs + 1):
         request = ModelRequest(
             messages=convo,
@@ -347,11 +398,7 @@ def generate_structured(
         usage = usage + usage_of(completion)
         raw = completion.text
         try:
-            value = parse_reply(raw, schema_cls)
-            # an echo first: its repair names what was echoed, not the unfinished sentence
-            if why := echoed_label(value, labels) or (echo and echoed_run(value, echo)):
-                raise ValueError(why)
-            value, cuts = end_at_sentences(value, request_schema(schema_cls, max_tokens), raw)
+            value, cuts = _checked(parse_reply(raw, schema_cls), raw, labels, echo, decoded)
             return StructuredResult(value, usage, attempt + 1, raw, errors, cuts)
         except ValueError as exc:
             errors.append(str(exc))
