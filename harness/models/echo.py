@@ -244,8 +244,7 @@ class EchoCheck:
     def copied(self, text: str) -> tuple[int, str, str] | None:
         """The first run of ``text`` copied from the instructions or the schema:
         (its length in words, the text as written, where it comes from)."""
-        spans = [(m.group().lower(), m.start(), m.end()) for m in _WORD.finditer(text)]
-        ws, n = [w for w, _, _ in spans], self.n
+        ws, n = words(text), self.n
         grams = [" ".join(ws[i : i + n]) for i in range(len(ws) - n + 1)]
         hits = [g in self.schema or g in self.example or self.instructed(g) for g in grams]
         for i in self.filled(ws):  # a run with word i in a field's place
@@ -266,7 +265,9 @@ class EchoCheck:
             if grams[first] in self.example
             else "the reply schema"
         )
-        return last - first + self.n, text[spans[first][1] : spans[last + self.n - 1][2]], source
+        # where its words are, found only now: most replies copy no run
+        spans = list(_WORD.finditer(text))
+        return last - first + self.n, text[spans[first].start() : spans[last + self.n - 1].end()], source
 
     def why(self, path: str, text: str) -> str | None:
         """Why the field at ``path`` holding ``text`` is an echo, or None."""
@@ -278,7 +279,7 @@ class EchoCheck:
         own = next((part for part in reversed(path.split(".")) if not part.isdigit()), "")
         lowered = text.lower()
         for name in sorted(self.spelled - {own}):
-            if re.search(rf"(?<!\w){name}(?!\w)", lowered):
+            if name in lowered and re.search(rf"(?<!\w){name}(?!\w)", lowered):  # the test first: cheap
                 return f"{path}: writes the field name {name!r} instead of what the field asks for"
         if (found := self.copied(text)) is None:
             return None
