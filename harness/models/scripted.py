@@ -116,17 +116,19 @@ class ScriptedModel:
             self._calls.popitem(last=False)
         # Faults draw from their own stream (varying per retry); content depends
         # on the request alone, so injected errors never change what is argued.
-        faults = seeded_rng(self.seed, request.seed, key, self._calls[key], "faults")
+        # Seeded only for a model that injects any (a seeding is ~12 us a call).
+        faulty = bool(self.error_rate or self.malformed_rate)
+        faults = seeded_rng(self.seed, request.seed, key, self._calls[key], "faults") if faulty else None
         rng = seeded_rng(self.seed, request.seed, key)
         if shows_switched_persona(request.messages):
             tags = {**tags, "shown_switched": True}  # read by ReplyField.sentence
         drift = drift_share(self.persona_drift_rate, int(tags.get("round", 0)))
         style = Style(request.temperature, drift, seeded_rng(self.seed, request.seed, key, "style"))
-        if self.error_rate and faults.random() < self.error_rate:
+        if faults is not None and self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:
             text = sentence(rng, tags.get("side"), 24, "shown_switched" in tags, style=style)
-        elif self.malformed_rate and faults.random() < self.malformed_rate:
+        elif faults is not None and self.malformed_rate and faults.random() < self.malformed_rate:
             text = '{"' + sentence(rng, None, 6) + '": tru'  # cut-off, unquoted
         else:
             prompt = request.messages[-1]["content"] if request.messages else ""
