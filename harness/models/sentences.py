@@ -70,17 +70,22 @@ _DANGLING = re.compile(
 )
 
 
+# A dangling word is at most 7 characters ("there's"): whether the text before a
+# sentence end ends on one is read from its last few, not searched from its start.
+_DANGLING_TAIL = 16
+
+
 def last_sentence(text: str) -> str:
     """``text`` up to the end of its last complete sentence ("" if it has none)."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text) if _finishes(text[: m.start()])]
+    ends = [m.end() for m in _SENTENCE_END.finditer(text) if _finishes(text, m.start())]
     return text[: ends[-1]] if ends else ""
 
 
-def _finishes(before: str) -> bool:
-    """Whether a sentence end right after ``before`` ends a finished sentence."""
-    if before[-1:].isalpha():
-        return not _DANGLING.search(before)
-    return bool(before.strip()) and not before[-1].isspace()
+def _finishes(text: str, end: int) -> bool:
+    """Whether a sentence end at ``end`` of ``text`` ends a finished sentence."""
+    if text[end - 1 : end].isalpha():
+        return not _DANGLING.search(text, max(0, end - _DANGLING_TAIL), end)
+    return end > 0 and not text[end - 1].isspace()
 
 
 def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
