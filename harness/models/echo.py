@@ -241,12 +241,22 @@ class EchoCheck:
     def instructed(self, gram: str) -> bool:
         return gram in self.instructions or (self.shown is not None and self.shown.instructs(gram))
 
-    def copied(self, text: str) -> tuple[int, str, str] | None:
-        """The first run of ``text`` copied from the instructions or the schema:
-        (its length in words, the text as written, where it comes from)."""
-        ws, n = words(text), self.n
+    def _known(self, grams: set[str]) -> set[str]:
+        """Those of ``grams`` that are runs of the schema, its worked example or the
+        instructions (``instructed``), found a set at a time: most runs are none."""
+        known = (grams & self.schema) | (grams & self.example) | (grams & self.instructions)
+        if self.shown is not None:
+            known |= self.shown.instructing(grams - known)
+        return known
+
+    def copied(self, text: str, ws: list[str] | None = None) -> tuple[int, str, str] | None:
+        """The first run of ``text`` (its ``words``, if found already) copied from the
+        instructions or the schema: (its length in words, the text as written, where
+        it comes from)."""
+        ws, n = words(text) if ws is None else ws, self.n
         grams = [" ".join(ws[i : i + n]) for i in range(len(ws) - n + 1)]
-        hits = [g in self.schema or g in self.example or self.instructed(g) for g in grams]
+        known = self._known(set(grams))
+        hits = [g in known for g in grams]
         for i in self.filled(ws):  # a run with word i in a field's place
             for s in range(max(0, i - n + 2), min(i - 1, len(ws) - n) + 1):
                 wild = " ".join([*ws[s:i], FIELD, *ws[i + 1 : s + n]])
@@ -272,7 +282,7 @@ class EchoCheck:
     def why(self, path: str, text: str) -> str | None:
         """Why the field at ``path`` holding ``text`` is an echo, or None."""
         tokens = words(text)
-        if tokens and text.strip().lower() not in self.choices and set(tokens) <= self.names | _JSON_WORDS:
+        if tokens and text.strip().lower() not in self.choices and set(tokens) - _JSON_WORDS <= self.names:
             return f"{path}: holds only field names ({text.strip()[:QUOTE_CHARS]!r}) instead of what the field asks for"
         # another field's name ("is_approved: false" in a revised argument) writes
         # the reply's structure into its text; a field's own name is left to it
@@ -281,7 +291,7 @@ class EchoCheck:
         for name in sorted(self.spelled - {own}):
             if name in lowered and re.search(rf"(?<!\w){name}(?!\w)", lowered):  # the test first: cheap
                 return f"{path}: writes the field name {name!r} instead of what the field asks for"
-        if (found := self.copied(text)) is None:
+        if (found := self.copied(text, tokens)) is None:
             return None
         count, run, source = found
         quote = run if len(run) <= QUOTE_CHARS else run[: QUOTE_CHARS - 1] + "…"
@@ -343,6 +353,11 @@ class Shown:
         if gram not in code.grams and gram not in extra.grams:  # most of a reply's runs: two set lookups
             return False
         return any(self.shows(piece) for pieces in (code, extra) for piece in pieces.by_gram.get(gram, ()))
+
+    def instructing(self, grams: set[str]) -> set[str]:
+        """Those of ``grams`` that ``instructs``: its set lookups a set at a time."""
+        code, extra = self._pieces()
+        return {g for g in (grams & code.grams) | (grams & extra.grams) if self.instructs(g)}
 
     @property
     def runs(self) -> frozenset[str]:
