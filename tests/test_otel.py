@@ -70,7 +70,8 @@ def test_a_traced_run_nests_run_node_agent_and_chat_spans_in_the_genai_conventio
 
     nodes = [s for s in spans if parent[s.context.span_id] is root]
     # once per seat in the one round, and no other node: each is a graph step a turn pays for
-    turns = 2 * ["persona", "thinking", "critique", "advance"]
+    # (an approval moves on to the next turn in the critique node)
+    turns = 2 * ["persona", "thinking", "critique"]
     assert sorted(s.name for s in nodes) == sorted(["__start__", *turns])
     agents = [s for s in spans if s.name.startswith("invoke_agent ")]
     assert sorted(s.name for s in agents) == sorted(

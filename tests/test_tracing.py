@@ -129,7 +129,7 @@ def test_a_traced_debate_reaches_the_collector_without_any_key_in_it(collector, 
     assert graph["run_type"] == "chain" and {"drift-harness", "drift"} <= set(graph.get("tags") or [])
     nodes = [r for r in runs if r.get("parent_run_id") == graph["id"]]
     named = [r["name"] for r in nodes]
-    for node in ("persona", "thinking", "critique", "advance"):
+    for node in ("persona", "thinking", "critique"):
         assert named.count(node) == 2, (node, named)  # once per team in the one round
     assert all(r["trace_id"] == graph["trace_id"] for r in nodes)
 

@@ -1,8 +1,9 @@
 """The drift format: Pros then Cons each round, every turn going
 persona -> thinking -> critique, until the critic approves or the loop-lock
-cap applies; the critique node publishes an approved argument (at a
-loop-lock, ``publish_last`` publishes the last draft). With
-``format.persona=false`` (the no-persona control) no persona agent runs:
+cap applies; the critique node publishes an approved argument and moves
+on to the next turn (with probes on, the probe node asks first and the
+advance node moves on; at a loop-lock, ``publish_last`` publishes the last
+draft). With ``format.persona=false`` (the no-persona control) no persona agent runs:
 each turn starts at thinking, whose prompt carries no persona. A seat with a
 planted persona (``personas.<seat>``) takes it as given from its
 ``from_round`` on, with no persona call.
@@ -163,9 +164,13 @@ class DriftNodes:
         draft = view.thinking.get(state["draft_id"]) if state["draft_id"] else None
         agent = self.critique_agent[state["team"]]
         record = agent(state["topic"], state["round"], state["iteration"], draft)
-        if record.is_approved:  # published here: a node of its own cost a graph step, ~0.1 ms a call
-            self.publish(state["round"], state["team"], draft, record)
-        return {"critique_id": record.id, "iteration": state["iteration"] + 1}
+        judged = {"critique_id": record.id, "iteration": state["iteration"] + 1}
+        if not record.is_approved:
+            return judged
+        # An approval ends the turn here: published, then advanced unless the team's
+        # probes ask first. A node of its own cost a graph step each (~0.1 ms a call).
+        self.publish(state["round"], state["team"], draft, record)
+        return judged if state["team"] in self.probe_agent else self.advance(state)
 
     def loop_lock(self, state: DriftState) -> dict:
         policy = self.cfg.critic.on_loop_lock
@@ -238,10 +243,12 @@ class DriftNodes:
     def route_start(self, state: DriftState) -> Literal["topic", "persona"]:
         return "topic" if not state["topic"] else "persona"
 
-    def route_after_critique(self, state: DriftState) -> Literal["probe", "advance", "persona", "loop_lock"]:
+    def route_after_critique(self, state: DriftState) -> Literal["probe", "persona", "loop_lock", "end"]:
+        if state["iteration"] == 0:  # approved, and the critique node advanced to the next turn
+            return self.should_continue(state)
         record = self.views[state["team"]].critique.get(state["critique_id"] or "")
-        if record is not None and record.is_approved:  # published
-            return self.should_probe(state)
+        if record is not None and record.is_approved:  # published: the team's probes ask next
+            return "probe"
         return "loop_lock" if state["iteration"] >= self.cfg.critic.max_iterations else "persona"
 
     def route_after_lock(self, state: DriftState) -> Literal["probe", "advance", "end"]:
@@ -271,7 +278,7 @@ def build_graph(ctx: RunContext):  # type: ignore[no-untyped-def]
     graph.add_conditional_edges(
         "critique",
         n.route_after_critique,
-        {"probe": "probe", "advance": "advance", "persona": turn, "loop_lock": "loop_lock"},
+        {"probe": "probe", "persona": turn, "loop_lock": "loop_lock", "end": END},
     )
     graph.add_conditional_edges(
         "loop_lock", n.route_after_lock, {"probe": "probe", "advance": "advance", "end": END}
