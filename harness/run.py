@@ -60,6 +60,7 @@ from harness.paths import conf_dir
 from harness.resume import main as resume_main
 from harness.resume import report
 from harness.runtime.context import ModelCallError
+from harness.runtime.interrupt import SecondSignal
 from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
 from harness.store.reader import read_config
@@ -91,8 +92,10 @@ RUN_ERRORS = (ConfigError, ModelConfigError, ModelCallError, DiskFullError, Keyb
 
 def run_error(exc: BaseException) -> str:
     """The one line a run's ``RUN_ERRORS`` end in."""
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, SecondSignal):
         return "interrupted twice; the run folder is resumable with python -m harness.resume"
+    if isinstance(exc, KeyboardInterrupt):  # one Ctrl-C, before the run's stop handler was set
+        return "interrupted (Ctrl-C)"
     if isinstance(exc, ModelCallError) and exc.run_dir:
         # recorded failed, and resumable once the cause is fixed: still one line
         return f"{exc}; resume it with: python -m harness.resume {exc.run_dir}"

@@ -10,6 +10,8 @@ import pytest
 
 from harness.cli.progress import summary_line
 from harness.formats.checks import verify
+from harness.models.registry import build_model
+from harness.runtime.interrupt import clear_stop, request_stop
 from harness.schema import ConfigError
 from harness.store.memory import JsonlLog
 from harness.store.records import PromptRecord
@@ -285,3 +287,32 @@ def test_cloned_role_cards_are_re_asked_then_replaced_by_distinct_lenses(run, re
     events = [e for e in records(result.run_dir / "events.jsonl") if e.event == "schema_failure"]
     assert [e.role for e in events] == ["role_generator"]
     assert verify(result.run_dir) == ([], [])
+
+
+class StopsAt:
+    """A model that asks the run to stop (as its SIGINT handler does) at its first
+    call of ``role`` in ``round_``, then answers it as ``inner`` would."""
+
+    def __init__(self, inner, round_: int, role: str) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.spec, self.round, self.role = inner, inner.spec, round_, role
+
+    def complete(self, request):  # type: ignore[no-untyped-def]
+        if request.tags.get("round") == self.round and request.tags.get("role") == self.role:
+            request_stop("SIGINT")
+        return self.inner.complete(request)
+
+    def model_files(self) -> dict[str, str]:
+        return {}
+
+
+def test_ctrl_c_in_the_last_round_stops_the_panel_after_its_node(run, records):
+    # the panel's analysts, summary and judge nodes change no graph state, so a stream of
+    # the state's values yielded nothing after them: the stop went unseen until the round
+    # ended, and in the last round the run completed with its synthesis
+    build = lambda cfg: StopsAt(build_model(cfg), 2, "analyst")  # noqa: E731
+    try:
+        result = run("format=panel", "rounds=2", "model.synthesize_rate=0.0", build=build)
+    finally:
+        clear_stop()
+    assert result.manifest.status == "interrupted" and result.manifest.counts.rounds_completed == 1
+    assert records(result.run_dir / "public" / "synthesis.jsonl") == []

@@ -16,6 +16,7 @@ from harness.config import resolve
 from harness.engine import resume_run, run_debate
 from harness.engine.execute import recording
 from harness.runtime.context import ModelCallError
+from harness.runtime.interrupt import SecondSignal
 from harness.schema import Config
 from harness.store.records import ErrorInfo, RunCounts
 from harness.store.rundir import read_manifest
@@ -73,7 +74,13 @@ def test_no_engine_module_names_get_format() -> None:
 @pytest.mark.parametrize(
     ("raised", "status", "entry", "error_type"),
     [
-        (KeyboardInterrupt(), "interrupted", ("interrupt", "second signal"), "KeyboardInterrupt"),
+        (SecondSignal(), "interrupted", ("interrupt", "second signal"), "KeyboardInterrupt"),
+        (
+            KeyboardInterrupt(),  # one Ctrl-C that came before the run's stop handler was set
+            "interrupted",
+            ("interrupt", "Ctrl-C before the stop handler was set"),
+            "KeyboardInterrupt",
+        ),
         (RuntimeError("boom"), "failed", ("fail", "RuntimeError: boom"), "RuntimeError"),
         (
             ModelCallError("gave up", ErrorInfo(kind="fatal", type="Timeout", message="gave up")),

@@ -30,7 +30,7 @@ from harness.models.retry import error_info
 from harness.runtime.budget import Budget, Budgets, sweep_budget
 from harness.runtime.calls import RoleModel
 from harness.runtime.context import ModelCallError, RunContext
-from harness.runtime.interrupt import RunStopped, StopOnSignal
+from harness.runtime.interrupt import RunStopped, SecondSignal, StopOnSignal
 from harness.runtime.otel import traced_run
 from harness.schema import Config, ConfigError, ModelConfig
 from harness.store.fingerprint import digest, write_fingerprint
@@ -228,9 +228,15 @@ def stream(
 ) -> bool:
     """One stream of the graph from ``state``; True when it broke off at a
     snapshot boundary to be streamed again, False when it ended or was stopped.
-    A round's checkpoint interviews are asked after its last step, before its snapshot."""
+    A round's checkpoint interviews are asked after its last step, before its snapshot.
+    A stop is seen after every node: one that changed no state (a panel's analysts write
+    only records) yields no values, only its update, so both are streamed."""
     start = snapshots.last_round
-    for values in graph.stream(dict(state), config, stream_mode="values"):
+    for mode, values in graph.stream(dict(state), config, stream_mode=["updates", "values"]):
+        if mode == "updates":  # values follow a node that changed the state: the stop is seen there
+            if stop.requested and not any(values.values()):
+                return False
+            continue
         state.update(values)  # in place, so a caller sees the latest state even on error
         if (completed := state["round"] - 1) > snapshots.last_round:
             interviews.after(completed, state)
@@ -414,9 +420,12 @@ def recording(
             mark(manifest, "failed", "fail", str(exc), exc.info)
             exc.run_dir = run_dir  # the command says how to resume it
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             error = ErrorInfo(kind="fatal", type="KeyboardInterrupt", message="interrupted")
-            mark(manifest, "interrupted", "interrupt", "second signal", error)
+            detail = (
+                "second signal" if isinstance(exc, SecondSignal) else "Ctrl-C before the stop handler was set"
+            )
+            mark(manifest, "interrupted", "interrupt", detail, error)
             raise
         except Exception as exc:  # a bug or an unexpected backend error: stored as data
             mark(manifest, "failed", "fail", f"{type(exc).__name__}: {exc}", error_info(exc))

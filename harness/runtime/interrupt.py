@@ -62,6 +62,11 @@ def stop_reason() -> str | None:
     return (_ONE_RUN.get(key) if key is not None else None) or (_EVERY_RUN[0] if _EVERY_RUN else None)
 
 
+class SecondSignal(KeyboardInterrupt):
+    """The second stop signal of a run: the call in flight is abandoned (a
+    KeyboardInterrupt from anywhere else is a Ctrl-C before a run's handler was set)."""
+
+
 class StopOnSignal:
     def __init__(self) -> None:
         self._requested: str | None = None
@@ -74,7 +79,7 @@ class StopOnSignal:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self._requested is not None:
-            raise KeyboardInterrupt  # second signal: abandon the call in flight
+            raise SecondSignal  # abandon the call in flight
         self._requested = signal.Signals(signum).name
 
     def __enter__(self) -> StopOnSignal:
