@@ -24,13 +24,12 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from harness.cli.errors import BAD_INPUT, fail
+from harness.cli.errors import BAD_INPUT, fail, parent_keys_forced
 from harness.engine import RunResult
 from harness.engine.forking import fork_parent, fork_run
 from harness.models.registry import build_model
 from harness.paths import conf_dir
 from harness.run import cli as run_cli
-from harness.run import parent_keys_forced
 from harness.schema import ConfigError
 from harness.store.reader import check_run_files, find_runs
 from harness.store.rundir import RunFolderError

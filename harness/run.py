@@ -31,7 +31,6 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import hydra
@@ -46,7 +45,9 @@ from harness.cli.errors import (
     check_group_choices,
     exit_code,
     fail,
+    flags_first,
     one_line,
+    parent_keys_forced,
     quote_text_values,
     release_stderr,
 )
@@ -63,7 +64,6 @@ from harness.runtime.context import ModelCallError
 from harness.runtime.interrupt import SecondSignal
 from harness.schema import ConfigError, read_topics
 from harness.schema_sections import check_topic_index
-from harness.store.reader import read_config
 from harness.store.rundir import DiskFullError
 from harness.sweep.callback import discard_unstarted, end_stopped_launch
 from harness.sweep.cell import in_cell, is_sweep_job, run_cell, task_overrides
@@ -237,57 +237,6 @@ def checked_argv(argv: list[str]) -> list[str]:
     check_topic_indices(argv)
     check_no_force(argv)
     return parent_keys_forced(argv)
-
-
-def parent_keys_forced(argv: list[str]) -> list[str]:
-    """A fork's overrides of keys its parent's config holds, forced (``++``): Hydra composes
-    the command line over the default groups, which lack a key of the parent's format or
-    model (a panel's ``roles.judge``), and refused ``roles.judge.temperature=0.2`` asking for
-    ``+``; the fork copies each key onto the parent's config either way (``fork_config``)."""
-    given = [a.partition("=")[2] for a in argv if a.partition("=")[0].lstrip("+") == "fork.parent"]
-    if not given:
-        return argv
-    try:
-        configs = [read_config(Path(p.strip("'\""))) for p in given[-1].split(",")]
-    except (OSError, ConfigError):  # the fork says why, in its own line
-        return argv
-    out = []
-    for arg in argv:
-        key, eq, _ = arg.partition("=")
-        plain = eq and "." in key and not arg.startswith(("+", "~", "-", "hydra"))
-        held = plain and any(_holds(config, key.split(".")) for config in configs)
-        out.append(f"++{arg}" if held else arg)
-    return out
-
-
-def _holds(config: Any, path: list[str]) -> bool:
-    for part in path:
-        if not isinstance(config, dict) or part not in config:
-            return False
-        config = config[part]
-    return True
-
-
-# Hydra's flags that take their value as the next word (``--config-dir DIR``)
-VALUED_FLAGS = frozenset(
-    ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path", "-c", "--cfg", "-p", "--package")
-)
-
-
-def flags_first(argv: list[str]) -> list[str]:
-    """Hydra's flags (``-m``, ``--config-dir DIR``) before the overrides, each in its order:
-    Hydra's parser takes the overrides as one run of words, so ``experiment=debug -m
-    rounds=1,2`` was refused with the first line of its usage alone, naming nothing."""
-    flags: list[str] = []
-    overrides: list[str] = []
-    valued = False  # the word before was a flag whose value this word is
-    for word in argv:
-        if valued or (word.startswith("-") and word != "--force"):  # --force: refused below
-            flags.append(word)
-            valued = not valued and word in VALUED_FLAGS
-        else:
-            overrides.append(word)
-    return flags + overrides
 
 
 def check_no_force(argv: list[str]) -> None:

@@ -16,6 +16,7 @@ from conftest import CONF_DIR, compose_cfg
 from fixtures.make_formats_golden import CASES, stable
 from omegaconf import OmegaConf
 
+from harness.cli.errors import parent_keys_forced
 from harness.config import resolve
 from harness.engine import RunResult, run_debate
 from harness.engine.forking import fork_run
@@ -111,8 +112,7 @@ def test_a_key_of_the_parents_format_is_forked_as_typed(tmp_path):
         yaml.safe_load((forked.run_dir / "config.yaml").read_text())["roles"]["judge"]["temperature"] == 0.2
     )
     assert forked.manifest.lineage and forked.manifest.lineage.changed == {"roles.judge.temperature": 0.2}
-    from harness.run import parent_keys_forced  # harness.run's command line, harness.fork's too
-
+    # harness.run's command line and harness.fork's both go through it
     typed = [f"fork.parent={parent}", "fork.at_round=1", "roles.judge.temperature=0.2", "roles.nobody.x=1"]
     assert parent_keys_forced(typed)[2:] == ["++roles.judge.temperature=0.2", "roles.nobody.x=1"]
 

@@ -8,7 +8,7 @@ import io
 import re
 import sys
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 from harness.cli.console import say
 from harness.paths import conf_dir
@@ -120,6 +120,28 @@ class HeldStderr(io.StringIO):
         return self.getvalue()
 
 
+# Hydra's flags that take their value as the next word (``--config-dir DIR``)
+VALUED_FLAGS = frozenset(
+    ("-cd", "--config-dir", "-cn", "--config-name", "-cp", "--config-path", "-c", "--cfg", "-p", "--package")
+)
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """Hydra's flags (``-m``, ``--config-dir DIR``) before the overrides, each in its order:
+    Hydra's parser takes the overrides as one run of words, so ``experiment=debug -m
+    rounds=1,2`` was refused with the first line of its usage alone, naming nothing."""
+    flags: list[str] = []
+    overrides: list[str] = []
+    valued = False  # the word before was a flag whose value this word is
+    for word in argv:
+        if valued or (word.startswith("-") and word != "--force"):  # --force: refused below
+            flags.append(word)
+            valued = not valued and word in VALUED_FLAGS
+        else:
+            overrides.append(word)
+    return flags + overrides
+
+
 def release_stderr() -> None:
     if isinstance(sys.stderr, HeldStderr):
         sys.stderr.real.write(sys.stderr.release())
@@ -183,7 +205,7 @@ def parent_format(argv: list[str]) -> str | None:
     keeps its parent's format, while Hydra composes its command line on the default's."""
     from harness.store.reader import read_config  # late: only a bad fork command line needs it
 
-    parents = [arg.partition("=")[2] for arg in argv if arg.partition("=")[0].lstrip("+") == "fork.parent"]
+    parents = _parents(argv)
     if not parents or not parents[-1]:
         return None
     try:
@@ -191,6 +213,42 @@ def parent_format(argv: list[str]) -> str | None:
     except (OSError, ValueError):  # an unreadable parent: the fork says so itself
         return None
     return str(name) if name else None
+
+
+def parent_keys_forced(argv: list[str]) -> list[str]:
+    """A fork's overrides of keys its parent's config holds, forced (``++``): Hydra composes
+    the command line over the default groups, which lack a key of the parent's format or
+    model (a panel's ``roles.judge``), and refused ``roles.judge.temperature=0.2`` asking for
+    ``+``; the fork copies each key onto the parent's config either way (``fork_config``)."""
+    from harness.store.reader import read_config  # late: only a fork's command line needs it
+
+    parents = _parents(argv)
+    if not parents or not parents[-1]:
+        return argv
+    try:
+        configs = [read_config(Path(p.strip("'\""))) for p in parents[-1].split(",")]
+    except (OSError, ValueError):  # the fork says why, in its own line
+        return argv
+    out = []
+    for arg in argv:
+        key, eq, _ = arg.partition("=")
+        plain = eq and "." in key and not arg.startswith(("+", "~", "-", "hydra"))
+        held = plain and any(_holds(config, key.split(".")) for config in configs)
+        out.append(f"++{arg}" if held else arg)
+    return out
+
+
+def _holds(config: Any, path: list[str]) -> bool:
+    for part in path:
+        if not isinstance(config, dict) or part not in config:
+            return False
+        config = config[part]
+    return True
+
+
+def _parents(argv: list[str]) -> list[str]:
+    """The values of ``fork.parent=`` on the command line (the last is the one Hydra takes)."""
+    return [arg.partition("=")[2] for arg in argv if arg.partition("=")[0].lstrip("+") == "fork.parent"]
 
 
 def one_line(report: str, argv: list[str] | None = None) -> str:
