@@ -266,44 +266,51 @@ def check_priced(sweep_dir: Path) -> None:
     """A ``ControlError`` if a cell yet to finish runs a model with no price: its calls
     cost unknown, so a dollar limit would never hold it, and each such cell started under
     it would be refused at its start (a run's dollar budget fails closed on one)."""
+    cells = _per_cell(sweep_dir, _unpriced, skip=lambda name: completed(sweep_dir, name))
+    if cells is None:
+        return
     unpriced: dict[str, list[str]] = {}  # spec -> the cells running it
-    by_models: dict[str, list[str] | None] = {}  # a cell's model sections -> its unpriced specs
-    left = 0
-    for name, cfg in cell_configs(sweep_dir, skip=lambda name: completed(sweep_dir, name)):
-        if cfg is None:
-            return
-        left += 1
-        key = _models_key(cfg)
-        if key not in by_models:
-            by_models[key] = _unpriced(cfg)
-        if (specs := by_models[key]) is None:
-            return
+    for name, specs in cells:
         for spec in specs:
             unpriced.setdefault(spec, []).append(name)
     if unpriced:
-        raise ControlError(_unpriced_line(unpriced, left))
+        raise ControlError(_unpriced_line(unpriced, len(cells)))
 
 
 def check_endpoint(sweep_dir: Path, endpoint: str) -> None:
     """A ``ControlError`` if no cell of the sweep calls ``endpoint`` (a provider, or one
     model spec): such a pause held nothing, and said 'paused calls to openai' all the same."""
-    specs: set[str] = set()
-    seen: dict[str, list[str] | None] = {}  # a cell's model sections -> its specs
-    for _, cfg in cell_configs(sweep_dir):
-        if cfg is None:
-            return
-        key = _models_key(cfg)
-        if key not in seen:
-            seen[key] = _specs(cfg)
-        if (found := seen[key]) is None:
-            return
-        if any(endpoint in (spec, spec.split(":", 1)[0]) for spec in found):
-            return
-        specs.update(found)
+    if (cells := _per_cell(sweep_dir, _specs)) is None:
+        return
+    specs = {spec for _, found in cells for spec in found}
+    if any(endpoint in (spec, spec.split(":", 1)[0]) for spec in specs):
+        return
     raise ControlError(
         f"pause {endpoint}: no cell of this sweep calls it (its models: {', '.join(sorted(specs))}); "
         "name a provider (openai) or a model spec (openai:gpt-4o-mini) of the sweep, or pause every call; nothing sent"
     )
+
+
+def _per_cell(
+    sweep_dir: Path,
+    derive: Callable[[DictConfig], list[str] | None],
+    skip: Callable[[str], bool] = lambda name: False,
+) -> list[tuple[str, list[str]]] | None:
+    """Each cell's name and ``derive`` of its config (``_specs``, ``_unpriced``), resolved
+    once for cells alike in their models; None where a cell has no config or does not
+    resolve here: a check refuses nothing on a guess."""
+    seen: dict[str, list[str] | None] = {}  # a cell's model sections -> what derive made of them
+    cells = []
+    for name, cfg in cell_configs(sweep_dir, skip=skip):
+        if cfg is None:
+            return None
+        key = _models_key(cfg)
+        if key not in seen:
+            seen[key] = derive(cfg)
+        if (found := seen[key]) is None:
+            return None
+        cells.append((name, found))
+    return cells
 
 
 def _models_key(cfg: DictConfig) -> str:
