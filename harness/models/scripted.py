@@ -30,7 +30,7 @@ switched register (two or more of its words: a planted ``personas.<seat>``
 can be, the model's own persona texts never are) switches its replies too,
 so a switch planted in the prompt reaches the text as on any model. All of this draws from a stream of its own (seeded
 like the content), so the content stream's draws are the same at every
-temperature and rate, and at 0.7 with no drift nothing is drawn from it.
+temperature and rate, and at or below 0.7 with no drift nothing is drawn from it.
 """
 
 from __future__ import annotations
@@ -63,6 +63,8 @@ __all__ = ["REFERENCE_TEMPERATURE", "ScriptedModel", "drift_share"]
 # do not reseed it.
 _POSITION_TAGS = ("attempt", "iteration", "role", "round", "team")
 _REMEMBERED_REQUESTS = 4096
+# A request's place as text (json.dumps(..., sort_keys=True, default=str)), with one encoder
+_KEY = json.JSONEncoder(sort_keys=True, default=str)
 
 
 class ScriptedModel:
@@ -110,7 +112,7 @@ class ScriptedModel:
             time.sleep(self.latency_s)
         tags = request.tags
         place = {k: tags[k] for k in _POSITION_TAGS if k in tags}
-        key = json.dumps([place, request.seed], sort_keys=True, default=str)
+        key = _KEY.encode([place, request.seed])
         self._calls[key] = self._calls.pop(key, 0) + 1
         if len(self._calls) > _REMEMBERED_REQUESTS:
             self._calls.popitem(last=False)
@@ -123,7 +125,7 @@ class ScriptedModel:
         if shows_switched_persona(request.messages):
             tags = {**tags, "shown_switched": True}  # read by ReplyField.sentence
         drift = drift_share(self.persona_drift_rate, int(tags.get("round", 0)))
-        style = Style(request.temperature, drift, seeded_rng(self.seed, request.seed, key, "style"))
+        style = Style(request.temperature, drift, self.seed, request.seed, key, "style")
         if faults is not None and self.error_rate and faults.random() < self.error_rate:
             raise ProviderError("scripted: injected transient provider error", status_code=503)
         if request.schema is None:

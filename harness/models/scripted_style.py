@@ -73,12 +73,18 @@ _SHOWN_PERSONA = re.compile(r"Persona: (.+)")
 SWITCHED_PERSONA_WORDS = 2
 
 
+# The switched register's words, but those an instruction uses too (probes).
+_SWITCHED_BANK = frozenset({*SWITCHED, *WIDE["switched"]} - {"never", "always"})
+
+
 def shows_switched_persona(messages: list[dict[str, str]]) -> bool:
     """Whether a message shows a persona written in the switched register."""
-    bank = {*SWITCHED, *WIDE["switched"]} - {"never", "always"}  # words an instruction uses too (probes)
     for message in messages:
         for persona in _SHOWN_PERSONA.findall(message["content"]):
-            if sum(w in bank for w in re.findall(r"[a-z]+", persona.lower())) >= SWITCHED_PERSONA_WORDS:
+            if (
+                sum(w in _SWITCHED_BANK for w in re.findall(r"[a-z]+", persona.lower()))
+                >= SWITCHED_PERSONA_WORDS
+            ):
                 return True
     return False
 
@@ -102,15 +108,28 @@ class Style:
     """How one reply departs from the reference register: its temperature and
     drift share, drawing only from its own stream (see module docstring)."""
 
-    def __init__(self, temperature: float, drift: float, rng: random.Random) -> None:
+    def __init__(self, temperature: float, drift: float, *seed: object) -> None:
         self.heat = temperature - REFERENCE_TEMPERATURE
         self.temperature = temperature
         self.drift = drift
-        self.rng = rng
+        self._seed = seed  # the stream's (``seeded_rng``), seeded at its first draw
+        self._rng: random.Random | None = None
+
+    @property
+    def rng(self) -> random.Random:
+        if self._rng is None:
+            self._rng = seeded_rng(*self._seed)
+        return self._rng
 
     @property
     def plain(self) -> bool:
         return self.heat == 0 and self.drift == 0
+
+    @property
+    def drawn(self) -> bool:
+        """Whether a draw of this stream can change a word: not at or below the
+        reference temperature without drift, where a word is only narrowed."""
+        return self.heat > 0 or self.drift > 0
 
     def width(self, bank: list[str]) -> int:
         """How many of a bank's words are in use: fewer below the reference."""
@@ -123,6 +142,8 @@ class Style:
 
     def words(self, out: list[str], register: str | None, bank: list[str]) -> list[str]:
         """``out`` (register words at positions not divisible by 3) restyled."""
+        if not self.drawn:  # the four draws a word below would change nothing: none made
+            return [word if i % 3 == 0 else self.word(word, bank) for i, word in enumerate(out)]
         rng, n = self.rng, len(out)
         if self.heat > 0:  # the length wanders; new words come from this stream
             factor = math.exp(rng.gauss(0.0, _LENGTH_SD * self.heat))
