@@ -36,6 +36,9 @@ M = TypeVar("M", bound=BaseModel)
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.MULTILINE)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
+# json.loads(text, strict=False), without building a decoder a reply: llama-cpp-python's
+# JSON grammar lets raw newlines and tabs into strings, which strict JSON forbids.
+_LENIENT = json.JSONDecoder(strict=False)
 
 
 @dataclass
@@ -92,9 +95,7 @@ def extract_json(text: str) -> Any:
         raise ValueError("no JSON object in reply")
     for attempt in _repairs(body[start:]):
         try:
-            # strict=False: llama-cpp-python's JSON grammar lets raw
-            # newlines and tabs into strings, which strict JSON forbids.
-            return json.loads(attempt, strict=False)
+            return _LENIENT.decode(attempt)
         except json.JSONDecodeError:
             continue
     raise ValueError("reply is not valid JSON, even after repair")
@@ -373,7 +374,7 @@ def generate_structured(
     reply copying that many words of its instructions (the prompt's text from the harness's
     prompt code or from ``instructions``, the run's config texts) or of its schema.
     """
-    usage = Usage()
+    usage: Usage | None = None
     errors: list[str] = []
     labels = reply_labels(schema_cls, messages)
     echo = (
@@ -395,7 +396,8 @@ def generate_structured(
             tags={**tags, "attempt": attempt},
         )
         completion = call(request)
-        usage = usage + usage_of(completion)
+        used = usage_of(completion)
+        usage = used if usage is None else usage + used  # a first reply's own: no sum to build
         raw = completion.text
         try:
             value, cuts = _checked(parse_reply(raw, schema_cls), raw, labels, echo, decoded)
@@ -403,7 +405,7 @@ def generate_structured(
         except ValueError as exc:
             errors.append(str(exc))
             convo = repair(messages, raw, exc)
-    return StructuredResult(None, usage, max_repairs + 1, raw, errors)
+    return StructuredResult(None, usage or Usage(), max_repairs + 1, raw, errors)
 
 
 def repair(messages: list[Message], raw: str, why: ValueError) -> list[Message]:

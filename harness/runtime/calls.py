@@ -34,7 +34,10 @@ class RoleModel:
         """``completion`` with its dollars from the price table (None: unknown)."""
         if self.prices is None:
             return completion
-        return dataclasses.replace(completion, cost_usd=self.prices.cost(self.spec, completion))
+        cost = self.prices.cost(self.spec, completion)
+        if cost == completion.cost_usd and type(cost) is type(completion.cost_usd):
+            return completion  # priced as it came (a free model's $0): no copy
+        return dataclasses.replace(completion, cost_usd=cost)
 
     def worst_case(self, request: ModelRequest) -> tuple[float | None, int]:
         """What a call could cost at most: (dollars, tokens), the whole reply allowance used."""
