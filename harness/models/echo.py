@@ -63,25 +63,25 @@ def ngrams(tokens: Sequence[str], n: int) -> set[str]:
     return {" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
 
 
-def _docstrings(tree: ast.AST) -> set[int]:
-    owners = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-    return {
-        id(node.body[0].value)
-        for node in ast.walk(tree)
-        if isinstance(node, owners)
-        and node.body
-        and isinstance(node.body[0], ast.Expr)
-        and isinstance(node.body[0].value, ast.Constant)
-    }
+_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _docstring(node: ast.AST) -> ast.AST | None:
+    """The docstring's node of ``node`` (a module, class or function), if it has one."""
+    if isinstance(node, _OWNERS) and node.body and isinstance(node.body[0], ast.Expr):
+        first = node.body[0].value
+        return first if isinstance(first, ast.Constant) else None
+    return None
 
 
 def literals(source: str) -> Iterator[str]:
     """The string literals of ``source`` (an f-string's written parts each on
     its own, and the f-string whole with ``{}`` for its fields, as a template),
-    docstrings left out."""
-    tree = ast.parse(source)
-    skip = _docstrings(tree)
-    for node in ast.walk(tree):
+    docstrings left out. One walk: it visits a docstring's owner before the docstring."""
+    skip: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if (doc := _docstring(node)) is not None:
+            skip.add(id(doc))
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             yield node.value
         elif isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.FormattedValue) for v in node.values):
