@@ -29,7 +29,9 @@ This module reads only package metadata: Hydra's plugin scan imports it.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import sys
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -51,7 +53,12 @@ def format_entry_points() -> list[EntryPoint]:
 
 def conf_search_paths() -> list[tuple[str, str]]:
     """(provider name, path) of each installed format's config folder, by name."""
-    return [(f"drift-harness-plugin-{ep.name}", ep.value) for ep in entry_points(group=CONF_GROUP)]
+    return list(_conf_search_paths(tuple(sys.path)))
+
+
+@functools.cache  # a command asks three times as it starts; each look reads every distribution's metadata
+def _conf_search_paths(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple((f"drift-harness-plugin-{ep.name}", ep.value) for ep in entry_points(group=CONF_GROUP))
 
 
 def import_record_modules() -> list[str]:

@@ -43,6 +43,7 @@ from harness.cli.errors import (
     INTERRUPTED,
     HeldStderr,
     check_group_choices,
+    config_dirs,
     exit_code,
     fail,
     flags_first,
@@ -213,7 +214,7 @@ def command() -> None:
     held = HeldStderr(guarded(sys.stderr))
     sys.stderr = held
     try:
-        with mode_by_flag("-m" in sys.argv or "--multirun" in sys.argv):
+        with mode_known(sys.argv[1:]):
             hydra_main()
     except SystemExit as exc:
         if sys.stderr is held and exc.code not in (0, None):  # failed before main() ran
@@ -268,13 +269,19 @@ def check_topic_indices(argv: list[str]) -> None:
         fail(str(exc), exit_code(exc))
 
 
+# a YAML key that sets hydra.mode (hydra: {mode: ...}, # @package hydra), or adds config folders
+_SETS_MODE = re.compile(r"""\bmode['"]?\s*:|\bsearchpath\b""")
+
+
 @contextmanager
-def mode_by_flag(multirun: bool) -> Iterator[None]:
-    """Under ``-m``, Hydra's one full compose of the config just to read
-    ``hydra.mode`` (``Hydra.get_mode``, ~0.1 s) is skipped: with the flag given
-    the mode is MULTIRUN whatever the config says, and Hydra then adds
-    ``hydra.mode=MULTIRUN`` itself, as it does for a config that sets none."""
-    if not multirun:
+def mode_known(argv: list[str]) -> Iterator[None]:
+    """Hydra composes the whole config once just to read ``hydra.mode``
+    (``Hydra.get_mode``, ~0.15 s) before composing it again for the run. That
+    look is skipped when its answer is known: under ``-m`` the mode is MULTIRUN
+    whatever the config says, and Hydra then adds ``hydra.mode=MULTIRUN`` itself,
+    as it does for a config that sets none; without ``-m``, when nothing can set
+    it (``sets_no_mode``), the look would find none, and Hydra runs one run."""
+    if not ("-m" in argv or "--multirun" in argv or sets_no_mode(argv)):
         yield
         return
     from hydra._internal.hydra import Hydra
@@ -285,6 +292,18 @@ def mode_by_flag(multirun: bool) -> Iterator[None]:
         yield
     finally:
         Hydra.get_mode = get_mode  # type: ignore[method-assign]
+
+
+def sets_no_mode(argv: list[str]) -> bool:
+    """Whether nothing in this command can set ``hydra.mode``: no argument names a
+    ``mode`` (or is a flag: another config name or folder), and no YAML file of the
+    config folders Hydra searches holds a ``mode:`` key, or a search path of its own
+    (a ``pkg://`` folder, unread here, may: ``config_dirs`` is None)."""
+    if any(arg.startswith("-") or re.search(r"\bmode\b", arg) for arg in argv):
+        return False
+    dirs = config_dirs(argv)
+    files = [path for folder in dirs or [] for path in sorted(folder.rglob("*.y*ml"))]
+    return dirs is not None and not any(_SETS_MODE.search(path.read_text(errors="replace")) for path in files)
 
 
 def script() -> None:
