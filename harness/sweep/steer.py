@@ -67,13 +67,21 @@ QUIESCE_S = 5.0  # how long a pause waits for calls already sent (within ctl's A
 CANCELLED = "cancelled (python -m harness.sweep ctl)"
 
 Job = tuple[int, list[str]]  # (job number, overrides), as Hydra hands them
+AfterEnded = Callable[[int, int, bool], None]  # (cells just ended, cells run at once, any queued)
 
 
 class Steering:
     """The queue of cells and what ``ctl`` changed (see the module doc)."""
 
-    def __init__(self, sweep_dir: Path, concurrency: int, stopped: threading.Event) -> None:
+    def __init__(
+        self,
+        sweep_dir: Path,
+        concurrency: int,
+        stopped: threading.Event,
+        after_ended: AfterEnded | None = None,
+    ) -> None:
         self.dir, self.concurrency, self.stopped = sweep_dir, concurrency, stopped
+        self.after_ended = after_ended  # the launcher's collection of ended cells' garbage
         # commands sent before this driver took its lock are not ours; those since are
         self.log = ControlLog(sweep_dir, from_end=True, offset=commands_from(sweep_dir))
         self.cells = {cell.name: (cell.num, cell.overrides) for cell in read_index(sweep_dir).cells}
@@ -102,9 +110,12 @@ class Steering:
                     future.add_done_callback(self.finished.put)
                 if not self.running and (not self.queue or self.stopped.is_set() or self.budget.refused):
                     break
-                for future in self.wait_finished():
+                done = self.wait_finished()
+                for future in done:
                     self.ended(self.running.pop(future))
                     future.result()  # a cell never raises; a bug in the driver should
+                if done and self.after_ended is not None:
+                    self.after_ended(len(done), self.concurrency, bool(self.queue))
         self.closing = True
         self.poll()  # a command sent as the last cell ended still gets its answer
         gate().release()  # the gate is the process's: a later sweep in it starts open
