@@ -407,3 +407,27 @@ def test_a_dead_provider_fails_each_cell_in_one_line_and_the_sweep_resumes(tmp_p
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert [c.status for c in read_index(sweep_dir).cells] == ["completed"] * 3
     assert ledger(sweep_dir) == (billed.billed_requests, billed.total_tokens)
+
+
+def test_ended_cells_garbage_is_collected_a_wave_at_a_time_while_cells_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under fewer_collections no collection reaches an ended cell's cyclic garbage
+    (its config, graph and logs) before the sweep's end: EndedCells collects once as
+    many cells have ended as run at once (at least ``least``), while more are queued."""
+    import gc
+
+    from harness.sweep.launcher import EndedCells
+
+    collected: list[int] = []
+    monkeypatch.setattr(gc, "collect", lambda *a: collected.append(1) or 0)
+    ended = EndedCells(least=4)
+    for _ in range(3):
+        ended(1, 2, True)  # 3 of the 4 a wave needs
+    assert collected == []
+    ended(1, 2, True)
+    assert collected == [1]
+    ended(8, 8, True)  # a wave of 8 when 8 run at once
+    assert collected == [1, 1]
+    ended(9, 8, False)  # nothing queued: the exit frees it, no pause for the cells left
+    assert collected == [1, 1]
