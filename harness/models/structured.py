@@ -405,7 +405,7 @@ def generate_structured(
         except ValueError as exc:
             errors.append(str(exc))
             convo = repair(messages, raw, exc)
-    return StructuredResult(None, usage or Usage(), max_repairs + 1, raw, errors)
+    return StructuredResult(None, usage if usage is not None else Usage(), max_repairs + 1, raw, errors)
 
 
 def repair(messages: list[Message], raw: str, why: ValueError) -> list[Message]:
