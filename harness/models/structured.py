@@ -184,17 +184,13 @@ def _texts(node: Any, path: str) -> list[tuple[str, str]]:
     return []
 
 
-def echoed_label(value: BaseModel, labels: tuple[str, ...]) -> str | None:
-    """Why ``value`` is an echo, or None: a string field that is mostly one of
-    its request's field labels (the label is at least half its text). Small
-    models fill a field with its label (docs/findings.md found a label in half
-    of Gemma 3 270M's published turns); such a reply matches the schema but
-    says nothing, so it is repaired like any invalid one. A long text that
-    merely contains a label ("what remains unresolved is ...") passes."""
-    return _label_in(_texts(value.model_dump(), ""), labels)
-
-
 def _label_in(texts: list[tuple[str, str]], labels: tuple[str, ...]) -> str | None:
+    """Why a reply (its string fields ``texts``) is an echo, or None: a field that is
+    mostly one of its request's field labels (the label is at least half its text).
+    Small models fill a field with its label (docs/findings.md found a label in half
+    of Gemma 3 270M's published turns); such a reply matches the schema but says
+    nothing, so it is repaired like any invalid one. A long text that merely
+    contains a label ("what remains unresolved is ...") passes."""
     for path, text in texts:
         lowered = " ".join(text.lower().split())  # SmolLM2 wrote "one or two  sentences", two spaces
         label = next((lb for lb in labels if lb in lowered and 2 * len(lb) >= len(lowered)), None)
@@ -208,7 +204,7 @@ def echoed_run(value: BaseModel, check: EchoCheck) -> str | None:
     text field (nested ones too) that copies ``check.n`` words of them, holds
     only field names or writes another field's name (``EchoCheck.why``). A light
     paraphrase of a label ("This is your argument to publish, two to four ...")
-    keeps such a run, where ``echoed_label`` needs the label to be most of the field."""
+    keeps such a run, where ``_label_in`` needs the label to be most of the field."""
     return _run_in(_texts(value.model_dump(), ""), check)
 
 
