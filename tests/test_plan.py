@@ -194,6 +194,22 @@ def test_the_interval_narrows_with_a_consistent_pilot(pilot: Callable[..., list[
     assert not [line for line in render(consistent, None, 0, 0.0) if "the interval is wide" in line]
 
 
+def test_pilot_runs_that_differ_in_level_span_the_interval(pilot: Callable[..., list[str]]) -> None:
+    """One pilot run's critic rejects every first draft (6 calls a turn), the other's none
+    (3): a cell is a run, and a run keeps its level, so a cell's interval reaches both runs'
+    levels. Turns pooled across the runs made a cell a mix of them, its 4 turns a seat
+    drawn apart, and kept its interval inside the two levels."""
+    planned = ["model=scripted", "rounds=4"]
+    plain, _ = build_plan(parse(planned))
+    level = [*pilot("model.reject_first=0", seeds=(1,)), *pilot("model.reject_first=1", seeds=(2,))]
+    calibrated, _ = build_plan(parse([*planned, *level]))
+    calls = plain.point().calls
+    assert calibrated.point().calls == pytest.approx(1.5 * calls)
+    assert calibrated.low().calls == pytest.approx(calls) and calibrated.high().calls == pytest.approx(
+        2 * calls
+    )
+
+
 def test_one_pilot_run_has_a_spread_over_its_turns(
     pilot: Callable[..., list[str]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -206,6 +222,9 @@ def test_one_pilot_run_has_a_spread_over_its_turns(
     calibrated, _ = build_plan(parse([*planned, *four]))
     assert calibrated.low().calls < calibrated.point().calls < calibrated.high().calls
     assert width(calibrated) < width(worst)
+    assert calibrated.pilot is not None and "pilot: 1 run, so the interval is its turns' spread alone" in (
+        "\n".join(calibrated.pilot.lines())
+    )
     main([*planned, *pilot("model.malformed_rate=0.5", seeds=(2,))])
     out = capsys.readouterr().out
     assert "pilot: 4 turns in 1 run(s), " in out and "2 turn(s) a seat are too few for a spread" in out

@@ -187,7 +187,7 @@ def _interval_from(plan: Plan) -> str:
     if plan.pilot is None or not plan.pilot.spread:
         return worst + ("; the pilot has too few turns for a spread" if plan.pilot else "")
     n, runs = plan.pilot.turns, len(plan.pilot.runs)
-    return f"90% per cell, a bootstrap over the {n} turns of {runs} pilot run(s), summed over cells"
+    return f"90% per cell, a bootstrap over {runs} pilot run(s) and their {n} turns, summed over cells"
 
 
 def _row(name: str, width: int, length: str, t: Tally, dollars: Dollars, wall_s: float) -> str:

@@ -27,12 +27,14 @@ ratios of sums:
   model times it).
 
 Those scale the planned cell's dry figures of each kind. The interval is a
-predictive bootstrap over turns: each draw resamples the pilot's turns (how
-well the pilot knows the rates), draws the planned cell's turns from that
-(how much one cell's own turns vary), and scales the plan by the drawn
-turns' ratios; the interval is the draws' 5th to 95th percentile per role,
-kept inside the dry passes' own low and high (what the caps allow), summed
-over cells. Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
+predictive bootstrap over runs and turns: each draw resamples the pilot's
+runs, then each resampled run's turns (how well the pilot knows the rates;
+a run's turns share its level, so turns pooled across runs would hide how
+runs differ), draws the planned cell's turns from those (how much one
+cell's own turns vary), and scales the plan by the drawn turns' ratios;
+the interval is the draws' 5th to 95th percentile per role, kept inside
+the dry passes' own low and high (what the caps allow), summed over cells.
+Under ``FEWEST`` turns a seat the bootstrap is too coarse to trust,
 and the interval stays the dry passes'; past +-25% in calls, one line says how
 many more runs like the pilot's would narrow it there.
 
@@ -78,9 +80,13 @@ Turn = tuple[int, str]  # (round, team): the calls of one seat's turn
 DRAWS = 1000  # bootstrap draws a cell
 WIDE = 0.25  # a cell's calls interval past +-25% gets a line on how many more runs would narrow it
 # the fewest turns a seat for a bootstrap interval: on SmolLM2, 2-run pilots of 2 rounds (4 a
-# seat) held 54 of 60 held-out cells in their 90% interval, 1-run pilots (2 a seat) 16 of 30
+# seat) held 52 of 60 held-out cells in their 90% interval, 1-run pilots (2 a seat) 16 of 30
 FEWEST = 4
 SEED = 0  # the bootstrap's: a plan is the same each time it is made
+ONE_RUN = (
+    "pilot: 1 run, so the interval is its turns' spread alone; runs differ in level (a run that "
+    "falls into repairs stays in them), and it takes a second run to show by how much"
+)
 
 
 @dataclass(frozen=True)
@@ -247,6 +253,7 @@ class Turns:
     real: np.ndarray  # [turn, key, (calls, input, output, seconds)]
     dry: np.ndarray  # [turn, key, (dry calls, dry input)]
     seats: list[str]  # each turn's team
+    runs: list[int] = field(default_factory=list)  # each turn's pilot run, by its place in the pilot
     repairs: int = 0  # the pilot's calls that were repairs
     strays: set[str] = field(default_factory=set)  # (team/role) tags no planned role makes
 
@@ -302,13 +309,14 @@ def gather(
     dry_of = {u: dry_turns(cell, u, passes, words) for u in {run.units for run in runs}}
     turns = Turns([], np.zeros(0), np.zeros(0), [])
     rows: list[tuple[dict[str, list[float]], Roles]] = []
-    for run in runs:
+    for number, run in enumerate(runs):
         dry = dry_of[run.units]
         keys = {*planned, *(k for turn in dry.values() for k in turn)}
         real = real_turns(run, {k.split(" ", 1)[1]: k.split(" ", 1)[0] for k in keys}, turns)
         played = sorted(turn for turn in {*real, *dry} if run.own(turn[0]))
         rows += [(real.get(turn, {}), dry.get(turn, {})) for turn in played]
         turns.seats += [team for _, team in played]
+        turns.runs += [number] * len(played)
     turns.keys = sorted({*planned, *(k for r, d in rows for k in (*r, *d))})
     turns.real = np.array([[r.get(k, [0.0] * 4) for k in turns.keys] for r, _ in rows])
     turns.dry = np.array(
@@ -334,13 +342,31 @@ def project(sums: np.ndarray, pooled: np.ndarray, planned: np.ndarray) -> np.nda
     return np.stack([calls, planned[:, 1] * input_ratio, output, planned[:, 3] * calls_ratio, seconds], -1)
 
 
-def draws(both: np.ndarray, cell_turns: int, rng: np.random.Generator, estimated: bool) -> np.ndarray:
+def draws(
+    both: np.ndarray, runs: np.ndarray, cell_turns: int, rng: np.random.Generator, picked: np.ndarray | None
+) -> np.ndarray:
     """A predictive bootstrap of ``cell_turns`` turns of one seat, from the pilot's turns of
-    that seat ``both``: [draw, key, 6] sums. With ``estimated``, each draw first resamples
-    the pilot's turns (its ratios are estimates); else the cell's turns come from them as
-    they are (a cell's own spread alone)."""
+    that seat ``both`` (``runs``: each one's pilot run): [draw, key, 6] sums. With
+    ``picked`` ([draw, run]: the pilot's runs resampled), each draw first makes its pool
+    of turns from those runs, each run's turns resampled (the pilot's ratios are
+    estimates, and a run's turns share its level: a run that falls into repairs
+    stays in them); else the cell's turns come from the pilot's as they are (a
+    cell's own spread alone)."""
     n = len(both)
-    pool = rng.integers(n, size=(DRAWS, n)) if estimated else np.tile(np.arange(n), (DRAWS, 1))
+    if picked is None:
+        pool = np.tile(np.arange(n), (DRAWS, 1))
+    else:
+        order = np.argsort(runs, kind="stable")
+        starts = np.searchsorted(runs[order], np.arange(picked.shape[1]))
+        counts = np.bincount(runs, minlength=picked.shape[1])
+        # slot j of a pool stands where turn j's run stands, filled from that place's resampled run
+        source = picked[:, runs]  # [draw, slot] -> a pilot run
+        size = counts[source]
+        pool = np.where(
+            size > 0,
+            order[np.minimum(starts[source] + (rng.random((DRAWS, n)) * size).astype(int), n - 1)],
+            np.arange(n),  # a run with no turn of this seat: the slot keeps its own turn
+        )
     chosen = np.take_along_axis(pool, rng.integers(n, size=(DRAWS, cell_turns)), axis=1)
     return both[chosen].sum(axis=1)
 
@@ -349,15 +375,18 @@ def seat_draws(
     turns: Turns, planned: np.ndarray, rng: np.random.Generator, estimated: bool = True
 ) -> np.ndarray:
     """Each seat's turns drawn apart (a seat's calls are its own kinds'), as many as the
-    planned cell's dry calls of its kinds make at the pilot's dry calls a turn: [draw, key, 6]."""
-    both, seats = turns.both(), np.array(turns.seats)
+    planned cell's dry calls of its kinds make at the pilot's dry calls a turn: [draw, key, 6].
+    The pilot's runs are resampled once a draw, for every seat alike."""
+    both, seats, runs = turns.both(), np.array(turns.seats), np.array(turns.runs)
+    count = int(runs.max()) + 1 if len(runs) else 0
+    picked = rng.integers(count, size=(DRAWS, count)) if estimated else None
     out = np.zeros((DRAWS, *both.shape[1:]))
     for seat in sorted(set(turns.seats)):
         mine = both[seats == seat]
         per_turn = mine[..., 4].sum() / len(mine)
         kinds = mine[..., 4].sum(0) > 0
         cell_turns = max(1, round(planned[kinds, 0].sum() / per_turn)) if per_turn else 1
-        out += draws(mine, cell_turns, rng, estimated)
+        out += draws(mine, runs[seats == seat], cell_turns, rng, picked)
     return out
 
 
@@ -471,6 +500,8 @@ class Calibration:
                 f"passes' (what the caps allow); {more} more run(s) like these would give one",
             )
             return estimate.low, estimate.high
+        if len(self.runs) == 1 and ONE_RUN not in self.warnings:
+            self.warnings.append(ONE_RUN)
         low = tallies({r: np.percentile(f, 5, axis=0) for r, f in cell.drawn.items()})
         high = tallies({r: np.percentile(f, 95, axis=0) for r, f in cell.drawn.items()})
         self.note_width(cell, len(turns.real))
