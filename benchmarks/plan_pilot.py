@@ -18,6 +18,7 @@ load 12): the CPU is shared, expect noise in wall time.
 
     python benchmarks/plan_pilot.py                      # 2 pilot runs, 4 cells, 2 rounds, 96 tokens a reply
     python benchmarks/plan_pilot.py --cells 2 --rounds 1
+    python benchmarks/plan_pilot.py --seed 100           # other seeds: another draw of the same runs
     python benchmarks/plan_pilot.py --keep P --keep-cells C --leave-out 2   # no model call
 
 ``--leave-out K`` runs nothing: the kept pilot's runs and the kept cells are
@@ -155,6 +156,7 @@ def main() -> None:
     ap.add_argument("--keep-cells", type=Path, help="run the cells here and keep them (to study them after)")
     ap.add_argument("--cells", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0, help="the cells' seed; the pilot's is 1000 past it")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument(
         "--threads", type=int, default=1, help="llama.cpp threads (1: no spinning on a loaded CPU)"
@@ -172,10 +174,12 @@ def main() -> None:
     try:
         pilot = args.keep or tmp / "pilot"
         if not pilot.is_dir():
-            pilot_plan, _ = build_plan(parse([*common, f"replicates={args.pilot_runs}", "seed=1000"]))
+            pilot_plan, _ = build_plan(
+                parse([*common, f"replicates={args.pilot_runs}", f"seed={args.seed + 1000}"])
+            )
             print(f"pilot: {args.pilot_runs} runs", flush=True)
             run_cells(pilot_plan, pilot)
-        sweep = [*common, f"replicates={args.cells}", "sweep.concurrency=1"]
+        sweep = [*common, f"replicates={args.cells}", f"seed={args.seed}", "sweep.concurrency=1"]
         dry, _ = build_plan(parse(sweep))
         started = time.perf_counter()
         calibrated, _ = build_plan(parse([*sweep, "--pilot", str(pilot)]))
