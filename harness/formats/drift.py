@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START
 
 from harness.agents import CritiqueAgent, PersonaAgent, ThinkingAgent, TopicAgent
 from harness.agents.human import HumanDebater, is_human
@@ -27,6 +27,7 @@ from harness.agents.probe import ProbeAgent
 from harness.agents.thinking import debater_system
 from harness.agents.transcript import window
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.formats.graphs import SharedStateGraph as StateGraph
 from harness.probes.catalog import active_probes
 from harness.probes.isolation import check_interviews, check_probes
 from harness.runtime.context import RunContext

@@ -28,7 +28,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START
 
 from harness.agents import TopicAgent
 from harness.agents.arguer import ArguerAgent, arguer_system, write_budget
@@ -36,6 +36,7 @@ from harness.agents.debate_synthesizer import DebateSynthesizerAgent
 from harness.agents.evidence_judge import EvidenceJudgeAgent
 from harness.agents.human import HumanArguer, is_human
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
+from harness.formats.graphs import SharedStateGraph as StateGraph
 from harness.formats.grounded_checks import SIDES, check_citation_marks, check_turn_order, check_turn_sources
 from harness.formats.searching import check_collection, open_search
 from harness.models.sentences import within

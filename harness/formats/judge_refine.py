@@ -36,10 +36,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START
 
 from harness.agents import AdvocateAgent, EvaluatorAgent, TopicAgent
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.formats.graphs import SharedStateGraph as StateGraph
 from harness.runtime.context import RunContext
 from harness.schema import Config, ConfigError, read_text
 from harness.store.memory import JsonlLog

@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START
 
 from harness.agents import FactCheckerAgent, SpeakerAgent, TopicAgent, VerdictAgent
 from harness.agents.grounded_checker import MAX_CLAIMS, GroundedFactCheckerAgent
@@ -37,6 +37,7 @@ from harness.agents.speaker import speaker_system
 from harness.agents.verdict import CRITERIA
 from harness.formats.base import PROMPTS, Format, FormatOptions, Seat
 from harness.formats.fact_checks import check_fact_check_marks, check_grounded_strikes, check_strikes
+from harness.formats.graphs import SharedStateGraph as StateGraph
 from harness.formats.moderated_checks import (
     check_drafts_stay_private,
     check_speech_sources,

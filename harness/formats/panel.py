@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END, START
 
 from harness.agents import (
     AnalystAgent,
@@ -37,6 +37,7 @@ from harness.agents import (
     TopicAgent,
 )
 from harness.formats.base import PROMPTS, Format, FormatOptions, RunLogs, Seat
+from harness.formats.graphs import SharedStateGraph as StateGraph
 from harness.runtime.context import RunContext
 from harness.runtime.fanout import fans_out, together
 from harness.schema import Config, ConfigError
