@@ -41,6 +41,7 @@ from harness.store.fingerprint import (
     PLACE_KEYS,
     continuation_key,
     differences,
+    digest,
     read_fingerprint,
     write_fingerprint,
 )
@@ -126,10 +127,12 @@ def start_unstarted(
         )
     roles = build_roles(run, prices, build)
     record_continuation(run_dir, run, overrides)
-    write_fingerprint(run_dir, components(run.cfg, roles, run.fmt))
+    parts = components(run.cfg, roles, run.fmt)  # once: fingerprint.json and the snapshots' digest
+    write_fingerprint(run_dir, parts)
     manifest = new_manifest(run, run_dir, roles)
     manifest.history[0].detail = "by resume: the run had stopped before its manifest was written"
-    return execute(run, run_dir, roles, manifest, dict(run.fmt.initial_state(run.cfg)))
+    state = dict(run.fmt.initial_state(run.cfg))
+    return execute(run, run_dir, roles, manifest, state, fingerprint=digest(parts))
 
 
 def check_length(run_dir: Path, run: Resolved, snap: Snapshot | None) -> None:
@@ -292,6 +295,7 @@ def resume_run(
         if skipped:
             detail += f"; skipped snapshots: {skipped}"
         manifest.history.append(HistoryEntry(action="resume_forced" if changed else "resume", detail=detail))
-        result = execute(run, run_dir, roles, manifest, state, Resumption(snap, detail, forced=bool(changed)))
+        resumption = Resumption(snap, detail, forced=bool(changed))
+        result = execute(run, run_dir, roles, manifest, state, resumption, fingerprint=digest(parts))
         result.note = "\n".join(filter(None, (warning, result.note)))
         return result
