@@ -173,3 +173,24 @@ def test_a_formats_options_are_checked_once_and_each_config_gets_its_own_copy(ma
     second, _ = validated(cfg)
     assert first.format == second.format == _structured(fmt.options, dict(cfg.format), "format.")
     assert first.format is not second.format  # a later check may set a field of its own copy
+
+
+# Every kind of value a top-level field may be given, and those the merge refuses or changes.
+TOP_SAMPLES = [0, 7, -3, 2**40, True, False, None, 0.5, [1], {"a": 1}]
+TOP_SAMPLES += ["", "x", "run-3_b", "3", "true", "null", "???", "${seed}"]
+
+
+def test_a_top_level_value_taken_as_it_is_is_what_its_merge_makes() -> None:
+    from omegaconf import OmegaConf
+
+    from harness.formats.sections import _as_merged, _field_node, _hints, _top_fields
+
+    taken = set()
+    for name in _top_fields():
+        for value in TOP_SAMPLES:
+            if _as_merged(name, value):
+                merged = getattr(OmegaConf.to_object(OmegaConf.merge(_field_node(name), {name: value})), name)
+                assert merged == value and type(merged) is type(value), (name, value)
+                taken.add(str(_hints()[name]))
+    # each scalar field type of Config's top level takes some value as it is; no other type any
+    assert taken == {"<class 'int'>", "<class 'str'>", "<class 'bool'>", "str | None"}

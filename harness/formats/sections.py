@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import functools
 import json
+import types
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -96,12 +97,14 @@ def _top_values(given: dict[str, Any]) -> dict[str, Any]:
     """``Config``'s top-level values (``roles`` and ``format`` too), each kept once
     checked. A config missing more than ``FEW`` of them (a process's first) is
     merged onto the whole top-level schema at once; a sweep's next cells miss one
-    or two (``replicate``, ``run_name``), each checked alone against its own
-    field: OmegaConf checks each field on its own, so either is what the whole
-    merge makes of it."""
+    or two, each checked alone against its own field: OmegaConf checks each field
+    on its own, so either is what the whole merge makes of it. A value the merge
+    would keep as it is (``_as_merged``: a cell's ``run_name``, ``replicate``,
+    ``seed``) is taken as it is."""
     if given.keys() - _top_fields():
         raise KeyError("a key the schema does not know")  # the whole merge names it
-    keys = {name: (name, _key(given.get(name, _ABSENT))) for name in _top_fields()}
+    plain = {name: value for name, value in given.items() if _as_merged(name, value)}
+    keys = {name: (name, _key(given.get(name, _ABSENT))) for name in _top_fields() if name not in plain}
     kept = {name: _memo.get(key, _ABSENT) for name, key in keys.items()}
     missing = [name for name, value in kept.items() if value is _ABSENT]  # a kept value may be None
     if len(missing) > FEW:
@@ -113,7 +116,22 @@ def _top_values(given: dict[str, Any]) -> dict[str, Any]:
             kept[name] = getattr(OmegaConf.to_object(alone), name)
     for name in missing:
         _remember(keys[name], kept[name])
-    return {name: copy.deepcopy(value) for name, value in kept.items()}
+    return {**plain, **{name: copy.deepcopy(value) for name, value in kept.items()}}
+
+
+def _as_merged(name: str, value: Any) -> bool:
+    """Whether the merge onto its field makes ``value`` itself, so it needs none: an int,
+    str or bool of exactly the field's type (no bool for an int), or None where the field
+    takes None, but never "???" (OmegaConf's missing value) or an interpolation. A new
+    cell's ``run_name``, ``replicate`` and ``seed`` are such (each merge ~0.5 ms).
+    test_run_start checks it against the merge, type by type."""
+    hint = _hints()[name]
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None:
+        return type(None) in allowed
+    if isinstance(value, str) and (value == "???" or "${" in value):
+        return False
+    return type(value) in allowed and type(value) in (int, str, bool)
 
 
 def structured_options(schema: type, data: dict[str, Any], prefix: str) -> Any:
