@@ -173,17 +173,27 @@ def _code_written(n: int) -> Written:
 
 def strings(node: Any, path: str = "") -> Iterator[tuple[str, str]]:
     """Every string in a tree of dataclasses, dicts and lists, with its dotted path."""
-    if dataclasses.is_dataclass(node) and not isinstance(node, type):
-        for f in dataclasses.fields(node):
-            yield from strings(getattr(node, f.name), f"{path}.{f.name}" if path else f.name)
-    elif isinstance(node, dict):
-        for key, value in node.items():
-            yield from strings(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(node, list | tuple):
-        for value in node:
-            yield from strings(value, path)
-    elif isinstance(node, str):
+    if isinstance(node, str):
         yield path, node
+        return
+    for sub, child in _children(node, path):
+        if isinstance(child, str):
+            yield sub, child
+        elif not isinstance(child, int | float | None):  # no generator for a number (a config's most values)
+            yield from strings(child, sub)
+
+
+def _children(node: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """The values ``node`` holds, with their dotted paths; none for a value that is no tree."""
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return (
+            (f"{path}.{f.name}" if path else f.name, getattr(node, f.name)) for f in dataclasses.fields(node)
+        )
+    if isinstance(node, dict):
+        return ((f"{path}.{key}" if path else str(key), value) for key, value in node.items())
+    if isinstance(node, list | tuple):
+        return ((path, value) for value in node)
+    return iter(())
 
 
 def config_texts(config: Any, n: int) -> tuple[str, ...]:

@@ -110,8 +110,9 @@ class AgentContext:
     replies: JsonlLog[ReplyRecord] | None = None  # None: a context that keeps no replies (a unit test's)
     forced: bool = False  # a ``--force`` resume: a kept reply answers only the very request it was for
     budgets: Budgets = field(default_factory=Budgets)  # the run's and its sweep's, passed by every call
-    # the config's instruction texts for the echo check, found once (a run's config does not change)
-    _instructions: dict[int, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
+    # the config's instruction texts for the echo check, found once (a run's config does not
+    # change) and shared by the run's contexts (``RunContext.for_seat``)
+    instructions: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def spec(self, role: str) -> str:
         return self.roles[role].spec
@@ -315,9 +316,9 @@ class AgentContext:
     def _config_texts(self, n: int) -> tuple[str, ...]:
         if not n:
             return ()
-        if n not in self._instructions:
-            self._instructions[n] = config_texts(self.cfg, n)
-        return self._instructions[n]
+        if n not in self.instructions:
+            self.instructions[n] = config_texts(self.cfg, n)
+        return self.instructions[n]
 
     def _record_cuts(self, cuts: list[Cut], at: dict[str, Any], spec: str) -> None:
         """A ``cut`` event for each field a cap cut or left unfinished (ended at its last sentence)."""
@@ -376,6 +377,8 @@ class RunContext:
     forced: bool = False  # resumed with ``--force`` past a changed fingerprint
     budgets: Budgets = field(default_factory=Budgets)
     from_round: int = 0  # the round of the snapshot the run goes on from (0: its start)
+    # its agents' contexts' instruction texts (``AgentContext.instructions``): one config, found once
+    instructions: dict[int, tuple[str, ...]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
@@ -427,6 +430,7 @@ class RunContext:
             replies,
             self.forced,
             self.budgets,
+            self.instructions,
         )
 
     def for_public(self) -> AgentContext:
@@ -441,4 +445,5 @@ class RunContext:
             replies=public.get("replies"),
             forced=self.forced,
             budgets=self.budgets,
+            instructions=self.instructions,
         )
