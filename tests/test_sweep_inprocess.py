@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import OmegaConf, open_dict
 
 from harness.formats.checks import verify
 from harness.schema import ConfigError
@@ -284,15 +284,20 @@ def test_a_copied_cell_config_equals_what_hydra_composes(tmp_path: Path) -> None
         ["critic=strict", "+llm.extra=1"],
         ["model=openai", "model.kwargs.base_url=http://127.0.0.1:9/v1"],
     ]
+    # a value equal to the one its shape was composed with, but of another type; a key set twice
+    grid += [["model=scripted", f"llm.temperature={t}", "rounds=2"] for t in ("1", "1.0", "1", "true")]
+    grid += [["model=scripted", f"rounds={a}", f"rounds={b}"] for a, b in ((2, 5), (5, 2), (7, 5), (2, 5))]
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         master = compose(config_name="config", overrides=["critic=lenient"], return_hydra_config=True)
         configs = CellConfigs(loader, master)
         for overrides in grid:
-            want = OmegaConf.to_container(loader.load_sweep_config(master, overrides))
-            del want["hydra"]
-            assert OmegaConf.to_container(configs.compose(overrides)) == want, overrides
-    assert len(configs.shapes) == 3  # the grid's two model choices, and one more shape; '+' composes in full
+            want = loader.load_sweep_config(master, overrides)
+            with open_dict(want):
+                del want["hydra"]
+            # as YAML: 1, 1.0 and true are equal in Python
+            assert OmegaConf.to_yaml(configs.compose(overrides)) == OmegaConf.to_yaml(want), overrides
+    assert len(configs.shapes) == 5  # the grid's two model choices, three more shapes; '+' composes in full
 
 
 def api_sweep(sweep_dir: Path, base_url: str, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 
@@ -33,8 +33,9 @@ class CellConfigs:
     def __init__(self, loader: Any, master: DictConfig) -> None:
         self.loader, self.master = loader, master
         self.parser = OverridesParser.create()
-        self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], bytes] = {}
-        self.parsed: dict[str, Override] = {}  # a sweep's cells repeat their overrides
+        # each shape's config, pickled, and the values it was composed with (None: not to be compared)
+        self.shapes: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[bytes, list[Any] | None]] = {}
+        self.parsed: dict[str, Kind] = {}  # a sweep's cells repeat their overrides
         self.composed: dict[tuple[str, ...], DictConfig] = {}  # by the sweeper's check: used once
         self.lock = threading.Lock()
 
@@ -42,9 +43,11 @@ class CellConfigs:
         with self.lock:
             shape, values = self._split(overrides)
             if shape is not None and shape in self.shapes:
-                cfg = pickle.loads(self.shapes[shape])
-                for key, value in values:
-                    OmegaConf.update(cfg, key, value, merge=False)
+                blob, composed_with = self.shapes[shape]
+                cfg = pickle.loads(blob)
+                for i, (key, value) in enumerate(values):
+                    if composed_with is None or not _same(composed_with[i], value):
+                        OmegaConf.update(cfg, key, value, merge=False)
                 return cfg
             cfg = self.composed.pop(tuple(overrides), None)
             if cfg is None:
@@ -52,7 +55,7 @@ class CellConfigs:
             with open_dict(cfg):
                 del cfg["hydra"]  # the task's config, as run_job hands it over
             if shape is not None:
-                self.shapes[shape] = pickle.dumps(cfg)
+                self.shapes[shape] = (pickle.dumps(cfg), _apart(values))
             return cfg
 
     def shape(self, overrides: list[str]) -> Any:
@@ -65,15 +68,45 @@ class CellConfigs:
         """(the cell's shape, its values), or (None, []) when only Hydra may compose it."""
         groups, values = [], []
         for line in overrides:
-            if (override := self.parsed.get(line)) is None:  # Hydra's parser: ~0.2 ms an override
-                override = self.parsed[line] = self.parser.parse_overrides([line])[0]
-            key, value = override.key_or_group, override.value()
-            if override.type != OverrideType.CHANGE or override.package or key.startswith("hydra"):
+            if line not in self.parsed:
+                self.parsed[line] = self._kind(line)
+            kind = self.parsed[line]
+            if kind is None:
                 return None, []
-            if "." in key or (key in self.master and not OmegaConf.is_config(self.master[key])):
-                if isinstance(value, (dict, list)):
-                    return None, []
-                values.append((key, value))
+            if kind[0] == "value":
+                values.append((kind[1], kind[2]))
             else:
-                groups.append(override.input_line)
+                groups.append(kind[1])
         return (tuple(groups), tuple(k for k, _ in values)), values
+
+    def _kind(self, line: str) -> Kind:
+        """What one override line is to ``_split``: a group choice, a value (its key and
+        value: a scalar, the same object each time), or None. Kept by line: Hydra's
+        parser takes ~0.2 ms an override, and the master config does not change."""
+        override = self.parser.parse_overrides([line])[0]
+        key, value = override.key_or_group, override.value()
+        if override.type != OverrideType.CHANGE or override.package or key.startswith("hydra"):
+            return None
+        if "." in key or (key in self.master and not OmegaConf.is_config(self.master[key])):
+            return None if isinstance(value, (dict, list)) else ("value", key, value)
+        return ("group", line, None)  # Hydra's parser keeps the line as its input_line
+
+
+# an override line to ``CellConfigs._split``: ("group", line, None), ("value", key, value), or None
+Kind = tuple[str, str, Any] | None
+
+
+def _apart(values: list[tuple[str, Any]]) -> list[Any] | None:
+    """The values a shape was composed with, when each sets a key no other override
+    touches (no key twice, none inside another): then a cell's value equal to the
+    one the shape was composed with is in the copy already (Hydra set it once, and
+    setting it again sets the same). None otherwise: every value is set."""
+    keys = [key for key, _ in values]
+    if len(set(keys)) < len(keys) or any(b.startswith(f"{a}.") for a in keys for b in keys):
+        return None
+    return [value for _, value in values]
+
+
+def _same(a: Any, b: Any) -> bool:
+    """The same value of the same type (1, 1.0 and True are equal but set differently)."""
+    return type(a) is type(b) and a == b
