@@ -73,6 +73,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,20 @@ def module_file(name: str) -> Path:
     return Path(spec.origin)
 
 
+def read_source(path: Path) -> str:
+    """A module's source, read through its fd: ``read_text`` took ten calls a file
+    (a tty check, seeks, stats), and a cell reads every prompt module."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    # as read_text read it: universal newlines (a string literal's CRLF hashes as LF)
+    return b"".join(chunks).decode().replace("\r\n", "\n").replace("\r", "\n")
+
+
 _PARSING = threading.Lock()  # cells starting together parse each module once, not once apiece
 
 
@@ -155,7 +170,7 @@ def prompt_digests(modules: list[str] | tuple[str, ...]) -> dict[str, str]:
     a name two modules define hashes the sorted pair, so which holds which is no change."""
     found: dict[str, list[str]] = {}
     for name in modules:
-        source = module_file(name).read_text()
+        source = read_source(module_file(name))
         with _PARSING:
             digests = definitions(source)
         for key, sha in digests.items():
