@@ -47,7 +47,7 @@ _CELL: ContextVar[str | None] = ContextVar("drift_sweep_cell", default=None)
 _CELL_OVERRIDES: ContextVar[list[str] | None] = ContextVar("drift_sweep_cell_overrides", default=None)
 # a budget stopped the run (harness.cli.report), resumable; the sweep goes on
 _EXIT_STATUS = {0: "completed", INTERRUPTED: "interrupted", BUDGET_STOPPED: "interrupted"}
-_PLAN: dict[tuple[str, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
+_PLAN: dict[tuple[int, int, int, int], list[Cell]] = {}  # find_cell's: the last sweep.json read, by stat
 _PLAN_LOCK = threading.Lock()
 
 
@@ -76,7 +76,9 @@ def _planned(sweep_dir: Path) -> list[Cell]:
     """The sweep's cells, parsed once per process and again only when ``sweep.json`` is
     rewritten (a few times a sweep): parsing it for every cell would grow with the cells."""
     stat = (sweep_dir / INDEX_JSON).stat()
-    key = (str(sweep_dir.resolve()), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    # the file's identity (device, inode) names the sweep: no path to resolve, which took four
+    # stats, and a cell is found three or four times (steer, launcher, run_cell)
+    key = (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
     with _PLAN_LOCK:  # cells as threads of one process share the cache
         if key not in _PLAN:
             _PLAN.clear()

@@ -23,6 +23,11 @@ CELLS_DIR = "cells"
 EVENTS_JSONL = "cells.jsonl"  # the cell log: one line per cell status write, append-only
 
 
+# this machine's name, asked once a process: each record and each of the driver's
+# checks of a running cell asked the kernel again (os.uname)
+HOST = os.uname().nodename
+
+
 def utcnow() -> datetime:
     # not harness.store.records': importing its models is most of what ``status`` costs
     return datetime.now(UTC)
@@ -37,7 +42,7 @@ class CellRecord(BaseModel):
     error: str | None = None
     rounds: int | None = None
     seed: int | None = None
-    host: str = Field(default_factory=lambda: os.uname().nodename)
+    host: str = HOST
     pid: int = Field(default_factory=os.getpid)
     started_at: datetime = Field(default_factory=utcnow)
     ended_at: datetime | None = None
@@ -91,8 +96,12 @@ def write_cell_record(sweep_dir: Path, name: str, record: CellRecord) -> None:
     """The cell's status file, then the same record appended to the cell log."""
     from harness.store.rundir import write_atomic
 
-    (sweep_dir / CELLS_DIR).mkdir(exist_ok=True)
-    write_atomic(sweep_dir / CELLS_DIR / f"{name}.json", record.model_dump_json(indent=2))
+    path, text = sweep_dir / CELLS_DIR / f"{name}.json", record.model_dump_json(indent=2)
+    try:
+        write_atomic(path, text)
+    except FileNotFoundError:  # no cells/ yet: the sweep's first record (a mkdir each took two calls)
+        path.parent.mkdir(exist_ok=True)
+        write_atomic(path, text)
     line = CellEvent(cell=name, **record.model_dump()).model_dump_json() + "\n"
     # one write with O_APPEND: lines from several local processes never interleave
     fd = os.open(sweep_dir / EVENTS_JSONL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

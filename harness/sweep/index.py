@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from harness.cli.errors import BAD_INPUT, FAILED, INTERRUPTED, exit_code
 from harness.schema import ConfigError
-from harness.sweep.cell_status import EVENTS_JSONL, CellLog, CellRecord, read_cell_record, utcnow
+from harness.sweep.cell_status import EVENTS_JSONL, HOST, CellLog, CellRecord, read_cell_record, utcnow
 from harness.sweep.grid import Cell, override_key
 from harness.sweep.ready import die_with_parent
 
@@ -113,7 +113,7 @@ def _manifest(run_dir: Path) -> RunManifest | None:
 
 def _dead_here(record: CellRecord) -> bool:
     """A cell marked running by a process of this machine that no longer exists."""
-    if record.host != os.uname().nodename:
+    if record.host != HOST:
         return False  # another node's process: only its own scheduler knows
     try:
         os.kill(record.pid, 0)
@@ -126,7 +126,7 @@ def _dead_here(record: CellRecord) -> bool:
 
 def _running_here(row: Cell, record: CellRecord) -> bool:
     """The row says running, from this process's record that it is running."""
-    ours = record.pid == os.getpid() and record.host == os.uname().nodename
+    ours = record.pid == os.getpid() and record.host == HOST
     return ours and row.status == record.status == "running"
 
 
