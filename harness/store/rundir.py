@@ -170,7 +170,29 @@ _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def write_config(run_dir: Path, raw: dict[str, Any]) -> None:
-    write_atomic(run_dir / "config.yaml", yaml.dump(redact(raw), Dumper=_DUMPER, sort_keys=False))
+    write_atomic(run_dir / "config.yaml", _config_yaml(redact(raw)))
+
+
+# Each top-level key's YAML, by what it holds: a sweep's cells share most sections, and
+# dumping them took ~1 ms a cell. A block mapping's YAML is its keys' YAML in turn (no
+# state crosses from one key to the next), and ``redact`` copies every dict and list,
+# so no object recurs and no anchor ties two keys together.
+_SECTIONS: dict[str, str] = {}
+
+
+def _config_yaml(data: dict[str, Any]) -> str:
+    """``yaml.dump(data, sort_keys=False)``, each key's text made once a process."""
+    if not data:
+        return yaml.dump(data, Dumper=_DUMPER, sort_keys=False)
+    texts = []
+    for key, value in data.items():
+        held = repr((key, value))  # types and order too: 1 and 1.0, True and 1, a list and a tuple differ
+        if (text := _SECTIONS.get(held)) is None:
+            if len(_SECTIONS) >= 256:  # bounded: each cell's own values (seed, run_name) are new
+                _SECTIONS.clear()
+            text = _SECTIONS[held] = yaml.dump({key: value}, Dumper=_DUMPER, sort_keys=False)
+        texts.append(text)
+    return "".join(texts)
 
 
 def write_manifest(run_dir: Path, manifest: RunManifest) -> None:
