@@ -14,6 +14,7 @@ from harness.models.base import Completion, ModelRequest
 from harness.models.scripted import ScriptedModel
 from harness.models.structured import (
     CHARS_PER_TOKEN,
+    TURN_ROOM,
     extract_json,
     fit_schema,
     generate_structured,
@@ -303,8 +304,28 @@ def test_strings_are_cut_to_their_share_of_the_budget(max_tokens):
     chars = sum(most for _, most in fitted.values())
     assert chars < declared["scratchpad"][1] + declared["argument"][1]
     assert chars / CHARS_PER_TOKEN < max_tokens  # the strings fit the budget, with the JSON around them
-    # the scratchpad keeps its share: both fields are cut alike
-    assert fitted["scratchpad"][1] / fitted["argument"][1] == pytest.approx(300 / 500, abs=0.05)
+    if fitted["argument"][1] > TURN_ROOM:  # room for the turn: both fields are cut alike
+        assert fitted["scratchpad"][1] / fitted["argument"][1] == pytest.approx(300 / 500, abs=0.05)
+
+
+@pytest.mark.parametrize("max_tokens", [64, 96, 128])
+def test_a_tight_budget_gives_the_turn_room_before_the_scratchpad(max_tokens):
+    # At 96 tokens the scratchpad's share left the argument 114 characters, shorter than
+    # SmolLM2's usual first sentence: most thinking replies were cut with no sentence ended.
+    schema = ThinkingOutput.model_json_schema()
+    fitted = string_limits(fit_schema(schema, max_tokens))
+    assert fitted["argument"][1] == TURN_ROOM or fitted["scratchpad"][1] == fitted["scratchpad"][0]
+    assert fitted["argument"][1] > 500 * fitted["scratchpad"][1] / 300  # more than its proportional share
+    assert sum(most for _, most in fitted.values()) / CHARS_PER_TOKEN < max_tokens
+
+
+def test_an_optional_or_private_field_makes_no_turn_room():
+    # the critic's revision is optional, its feedback unpublished: both are cut alike
+    fitted = fit_schema(CritiqueOutput.model_json_schema(), 96)["properties"]
+    revised = next(o for o in fitted["revised_argument"]["anyOf"] if o.get("type") == "string")
+    assert revised["maxLength"] / fitted["critique_feedback"]["maxLength"] == pytest.approx(
+        500 / 400, abs=0.05
+    )
 
 
 def test_the_fit_shapes_decoding_not_validation():

@@ -7,8 +7,10 @@ A field published as a turn (``PUBLISHED``) must end a sentence whatever cut
 it: a small model closes a string mid-sentence far below its cap ("...supported
 by the"), and that cut is "unfinished". A cut leaving a published field no
 complete sentence makes the reply invalid (``NoSentence``), repaired like any
-other; a private field (a scratchpad, a rationale) keeps the text the cap left
-(a cut with nothing dropped), as no one reads it as a turn.
+other, unless the field may be null (the critic's optional revision): then it
+is left out, all of it dropped, as the model may leave it. A private field (a
+scratchpad, a rationale) keeps the text the cap left (a cut with nothing
+dropped), as no one reads it as a turn.
 ``harness.models.structured`` applies this to every reply; the grounded
 format's hard cut at ``format.charlimit`` ends its turn the same way (``within``).
 """
@@ -128,8 +130,13 @@ def _end_a_sentence(node: dict[str, Any]) -> None:
     node["pattern"] = _ENDS_A_SENTENCE % (least, most - 2, most)
 
 
-def _limits(node: dict[str, Any], root: dict[str, Any], data: Any, path: str, out: dict[str, int]) -> None:
-    """The ``maxLength`` each prose string of ``data`` was decoded under, by its path."""
+def _limits(
+    node: dict[str, Any], root: dict[str, Any], data: Any, path: str, out: dict[str, int], nullable: set[str]
+) -> None:
+    """The ``maxLength`` each prose string of ``data`` was decoded under, by its path;
+    in ``nullable``, the paths of the fields that may be null (an Optional)."""
+    if any(option.get("type") == "null" for option in node.get("anyOf", ())):
+        nullable.add(path)
     node = _resolve(node, root)
     if isinstance(data, str) and node.get("maxLength", 0) >= PROSE_CHARS:
         out[path] = int(node["maxLength"])
@@ -137,10 +144,10 @@ def _limits(node: dict[str, Any], root: dict[str, Any], data: Any, path: str, ou
         props = node.get("properties", {})
         for key, value in data.items():
             if key in props:
-                _limits(props[key], root, value, f"{path}.{key}" if path else key, out)
+                _limits(props[key], root, value, f"{path}.{key}" if path else key, out, nullable)
     elif isinstance(data, list) and "items" in node:
         for i, value in enumerate(data):
-            _limits(node["items"], root, value, f"{path}.{i}", out)
+            _limits(node["items"], root, value, f"{path}.{i}", out, nullable)
 
 
 def _open_field(texts: list[tuple[str, str]], raw: str) -> str | None:
@@ -153,7 +160,7 @@ def _open_field(texts: list[tuple[str, str]], raw: str) -> str | None:
     return None
 
 
-def _set(data: Any, path: str, value: str) -> None:
+def _set(data: Any, path: str, value: str | None) -> None:
     *parents, last = path.split(".")
     for key in parents:
         data = data[int(key)] if isinstance(data, list) else data[key]
@@ -167,9 +174,10 @@ def sentence_cuts(
     one left unfinished, at its last complete sentence; the cuts. ``texts`` are its
     strings by path, ``truncated`` whether the reply's JSON was left open. A string
     that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves a
-    published field none."""
+    published field none, unless it may be null: then it is set to None."""
     limits: dict[str, int] = {}
-    _limits(schema, schema, data, "", limits)
+    nullable: set[str] = set()
+    _limits(schema, schema, data, "", limits, nullable)
     capped = {path: "unfinished" for path, _ in texts if path in PUBLISHED}
     capped |= {path: "maxLength" for path, text in texts if path in limits and len(text) >= limits[path]}
     if truncated and (open_ := _open_field(texts, raw)) in limits:
@@ -180,6 +188,10 @@ def sentence_cuts(
             continue
         if not kept and path not in PUBLISHED:  # private: re-asking would only lose the turn
             cuts.append(Cut(path, 0, capped[path]))
+            continue
+        if not kept and path in nullable:  # optional (the critic's revision): left out, as it may be
+            _set(data, path, None)
+            cuts.append(Cut(path, len(text), capped[path]))
             continue
         if not kept:
             raise NoSentence(
