@@ -302,7 +302,7 @@ def fit_schema(schema: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     fitted = copy.deepcopy(schema)
     strings: list[_String] = []
     overhead = _strings(fitted, fitted, 1, strings) + _TOKENS_MARGIN
-    declared = sum(s.node["maxLength"] * s.times for s in strings)
+    declared = sum(s.cap * s.times for s in strings)
     budget = (max_tokens - overhead) * CHARS_PER_TOKEN
     if declared <= budget or declared == 0:
         return schema
@@ -317,8 +317,7 @@ def _make_turn_room(strings: list[_String]) -> None:
     """Raise each turn cut below ``TURN_ROOM`` (or its declared cap, if less) towards
     it, with characters taken from the other strings' share above their minimum,
     in proportion: the reply may hold no more characters in all than before."""
-    short = [(s, min(TURN_ROOM, s.cap) - s.node["maxLength"]) for s in strings if s.turn]
-    short = [(s, gap) for s, gap in short if gap > 0]
+    short = [(s, gap) for s in strings if s.turn and (gap := min(TURN_ROOM, s.cap) - s.node["maxLength"]) > 0]
     others = [s for s in strings if not s.turn]
     needed = sum(gap * s.times for s, gap in short)
     spare = sum((s.node["maxLength"] - s.least) * s.times for s in others)
