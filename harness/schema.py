@@ -87,6 +87,9 @@ class ModelConfig:
     # local:* only: chat (the model's chat template) or completion (a base model: the
     # messages as a document with a worked example reply; harness.models.completion_frame)
     prompt_style: str = "chat"
+    # local:* only: llama.cpp's repeat penalty over the reply's last 64 tokens; null: 1.0, none.
+    # SmolLM2 otherwise often loops one sentence to the cap (docs/models.md)
+    repeat_penalty: float | None = None
     # how to ask for JSON: auto picks per provider (see harness.models.registry)
     structured_mode: str = "auto"
     # passed through to LangChain's init_chat_model (base_url, api_key, ...)
@@ -137,6 +140,16 @@ class ModelConfig:
             self.prompt_style == "chat" or self.spec.startswith("local:"),
             f"{key}.prompt_style",
             f"completion is for local:* models only, got spec {self.spec!r}",
+        )
+        _require(
+            self.repeat_penalty is None or self.repeat_penalty > 0,
+            f"{key}.repeat_penalty",
+            f"must be > 0 (1.0: none), got {self.repeat_penalty}",
+        )
+        _require(  # an API model's own penalties go through model.kwargs
+            self.repeat_penalty is None or self.spec.startswith("local:"),
+            f"{key}.repeat_penalty",
+            f"is for local:* models only, got spec {self.spec!r} (an API model: model.kwargs.frequency_penalty)",
         )
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", f"must be >= 0, got {self.reject_first}")

@@ -311,6 +311,19 @@ def test_lazy_mode_hands_its_grammar_to_the_sampler_hook(fake_llama, monkeypatch
         local.LlamaCppModel("local:smollm2", grammar_mode="eager")
 
 
+def test_repeat_penalty_reaches_llama_cpp_and_is_validated(run, fake_llama, settings):
+    from harness.schema import ConfigError
+
+    run("model=smollm2", *FULL_GRAMMAR, "rounds=1", "model.repeat_penalty=1.15")
+    (llama,) = local._LOADED.values()
+    assert llama.calls and all(c["repeat_penalty"] == 1.15 for c in llama.calls)
+    assert local.LlamaCppModel("local:smollm2").repeat_penalty == 1.0  # unset: llama.cpp's none
+    with pytest.raises(ConfigError, match=r"^model.repeat_penalty: must be > 0"):
+        settings("model=smollm2", "model.repeat_penalty=0")
+    with pytest.raises(ConfigError, match=r"^model.repeat_penalty: is for local:\* models only"):
+        settings("model=smollm2", "model.spec=scripted:default", "model.repeat_penalty=1.1")
+
+
 def test_grammar_mode_is_validated(settings):
     from harness.schema import ConfigError
 

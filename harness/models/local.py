@@ -243,6 +243,7 @@ class LlamaCppModel:
         grammar_mode: str = "full",
         prefix_cache: bool = False,
         prompt_style: str = "chat",
+        repeat_penalty: float | None = None,
     ) -> None:
         if grammar_mode not in GRAMMAR_MODES:
             raise ModelConfigError(f"grammar_mode must be one of {GRAMMAR_MODES}, got {grammar_mode!r}")
@@ -256,6 +257,7 @@ class LlamaCppModel:
         self.grammar_mode = grammar_mode
         self.prefix_cache = prefix_cache
         self.prompt_style = prompt_style
+        self.repeat_penalty = repeat_penalty or 1.0  # llama.cpp's "none"
 
     @property
     def llama(self) -> Any:
@@ -310,6 +312,7 @@ class LlamaCppModel:
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             seed=request.seed,
+            repeat_penalty=self.repeat_penalty,
         )
         return out["choices"][0]["message"].get("content") or "", out.get("usage") or {}
 
@@ -331,6 +334,7 @@ class LlamaCppModel:
             temperature=request.temperature,
             max_tokens=request.max_tokens,
             seed=request.seed,
+            repeat_penalty=self.repeat_penalty,
         )
         return out["choices"][0]["text"] or "", out.get("usage") or {}
 

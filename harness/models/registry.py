@@ -83,7 +83,15 @@ def check_local(cfg: ModelConfig, key: str, knobs: str | None) -> None:
 def local(cfg: ModelConfig) -> ChatModel:
     from harness.models.local import LlamaCppModel
 
-    knobs = ("n_ctx", "n_threads", "n_gpu_layers", "grammar_mode", "prefix_cache", "prompt_style")
+    knobs = (
+        "n_ctx",
+        "n_threads",
+        "n_gpu_layers",
+        "grammar_mode",
+        "prefix_cache",
+        "prompt_style",
+        "repeat_penalty",
+    )
     return LlamaCppModel(cfg.spec, **fields(cfg, *knobs))
 
 
