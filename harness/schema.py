@@ -123,6 +123,12 @@ class ModelConfig:
 
     def check(self, key: str = "model") -> None:
         _require(":" in self.spec, f"{key}.spec", f"expected 'provider:name', got {self.spec!r}")
+        self._check_local(key)
+        self._check_scripted(key)
+        self._check_remote(key)
+
+    def _check_local(self, key: str) -> None:
+        """llama.cpp's settings, and the decoding keys only a local:* model takes."""
         _require(self.n_ctx >= 256, f"{key}.n_ctx", f"must be >= 256, got {self.n_ctx}")
         _require(
             self.n_threads is None or self.n_threads >= 1,
@@ -151,6 +157,9 @@ class ModelConfig:
             f"{key}.repeat_penalty",
             f"is for local:* models only, got spec {self.spec!r} (an API model: model.kwargs.frequency_penalty)",
         )
+
+    def _check_scripted(self, key: str) -> None:
+        """The scripted model's faults and field-script settings."""
         _require(self.latency_s >= 0, f"{key}.latency_s", f"must be >= 0, got {self.latency_s}")
         _require(self.reject_first >= 0, f"{key}.reject_first", f"must be >= 0, got {self.reject_first}")
         for name in (
@@ -163,6 +172,14 @@ class ModelConfig:
         ):
             value = getattr(self, name)
             _require(0 <= value <= 1, f"{key}.{name}", f"must be in [0, 1], got {value}")
+        _require(
+            self.judge_winner in ("pro", "con", "for", "against", "random"),
+            f"{key}.judge_winner",
+            f"must be pro, con, for, against or random, got {self.judge_winner!r}",
+        )
+
+    def _check_remote(self, key: str) -> None:
+        """A provider's limits and reasoning knobs."""
         for name in ("concurrency", "max_concurrency", "rpm", "tpm"):
             value = getattr(self, name)
             _require(value is None or value >= 1, f"{key}.{name}", f"must be >= 1, got {value}")
@@ -180,11 +197,6 @@ class ModelConfig:
             self.thinking_budget is None or self.thinking_budget >= -1,
             f"{key}.thinking_budget",
             f"must be null, -1 (Gemini: dynamic), 0 (off) or a token count, got {self.thinking_budget}",
-        )
-        _require(
-            self.judge_winner in ("pro", "con", "for", "against", "random"),
-            f"{key}.judge_winner",
-            f"must be pro, con, for, against or random, got {self.judge_winner!r}",
         )
 
 
