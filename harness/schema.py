@@ -69,6 +69,15 @@ PROMPT_STYLES = ("chat", "completion")
 REASONING_EFFORTS = ("minimal", "low", "medium", "high")
 
 
+# The keys only a local:* model takes: each at the value that asks nothing of another model,
+# and what an API model uses instead. Whatever moves a config's model off local:* (a plan's
+# dry passes) puts these back to that value (harness.plan.dry).
+LOCAL_ONLY: dict[str, tuple[Any, str]] = {
+    "prompt_style": ("chat", ""),
+    "repeat_penalty": (None, " (an API model: model.kwargs.frequency_penalty)"),
+}
+
+
 @dataclass
 class ModelConfig:
     """One model, selected for all roles by the ``model`` group."""
@@ -143,20 +152,17 @@ class ModelConfig:
             value = getattr(self, name)
             _require(value in allowed, f"{key}.{name}", f"must be one of {allowed}, got {value!r}")
         _require(
-            self.prompt_style == "chat" or self.spec.startswith("local:"),
-            f"{key}.prompt_style",
-            f"completion is for local:* models only, got spec {self.spec!r}",
-        )
-        _require(
             self.repeat_penalty is None or self.repeat_penalty > 0,
             f"{key}.repeat_penalty",
             f"must be > 0 (1.0: none), got {self.repeat_penalty}",
         )
-        _require(  # an API model's own penalties go through model.kwargs
-            self.repeat_penalty is None or self.spec.startswith("local:"),
-            f"{key}.repeat_penalty",
-            f"is for local:* models only, got spec {self.spec!r} (an API model: model.kwargs.frequency_penalty)",
-        )
+        for name, (neutral, hint) in LOCAL_ONLY.items():
+            value = getattr(self, name)
+            _require(
+                value == neutral or self.spec.startswith("local:"),
+                f"{key}.{name}",
+                f"{value!r} is for local:* models only, got spec {self.spec!r}{hint}",
+            )
 
     def _check_scripted(self, key: str) -> None:
         """The scripted model's faults and field-script settings."""

@@ -103,7 +103,7 @@ def test_prompt_style_is_validated_before_anything_loads(settings) -> None:  # t
     assert settings("model=smollm2").model.prompt_style == "chat"
     with pytest.raises(ConfigError, match=r"^model.prompt_style: must be one of \('chat', 'completion'\)"):
         settings("model=gemma3_270m", "model.prompt_style=document")
-    with pytest.raises(ConfigError, match=r"^model.prompt_style: completion is for local:\* models only"):
+    with pytest.raises(ConfigError, match=r"^model.prompt_style: 'completion' is for local:\* models only"):
         settings("model=openai", "+model.prompt_style=completion")
 
 

@@ -320,7 +320,7 @@ def test_repeat_penalty_reaches_llama_cpp_and_is_validated(run, fake_llama, sett
     assert local.LlamaCppModel("local:smollm2").repeat_penalty == 1.0  # unset: llama.cpp's none
     with pytest.raises(ConfigError, match=r"^model.repeat_penalty: must be > 0"):
         settings("model=smollm2", "model.repeat_penalty=0")
-    with pytest.raises(ConfigError, match=r"^model.repeat_penalty: is for local:\* models only"):
+    with pytest.raises(ConfigError, match=r"^model.repeat_penalty: 1.1 is for local:\* models only"):
         settings("model=smollm2", "model.spec=scripted:default", "model.repeat_penalty=1.1")
 
 

@@ -525,9 +525,15 @@ def test_a_ctrl_c_during_a_dry_pass_plans_nothing(
     assert exc.value.code == 130 and err == "error: interrupted; nothing planned\n" and "cell" not in out
 
 
-def test_a_base_model_prompted_as_a_document_is_planned(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    "model",
+    [["model=gemma3_270m"], ["model=smollm2", "model.repeat_penalty=1.15"]],
+    ids=["document", "penalty"],
+)
+def test_a_local_only_key_is_planned(model: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     # model=gemma3_270m (prompt_style=completion) was 'error: model.prompt_style: completion is
-    # for local:* models only, got spec 'scripted:default'': its dry passes' stand-in was refused
-    assert main(["model=gemma3_270m", "rounds=1"]) == 0
+    # for local:* models only, got spec 'scripted:default'', and model.repeat_penalty the same:
+    # its dry passes' stand-in was refused
+    assert main([*model, "rounds=1"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("memory-"))
     assert row.split()[1:4] == ["1", "rounds", "6"]  # a persona, a draft and a critique a team

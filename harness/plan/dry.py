@@ -50,7 +50,7 @@ from harness.models.base import ChatModel, Completion, ModelRequest
 from harness.models.registry import build_model
 from harness.models.scripted import REFERENCE_TEMPERATURE
 from harness.models.structured import CHARS_PER_TOKEN, min_tokens
-from harness.schema import Config, ModelConfig
+from harness.schema import LOCAL_ONLY, Config, ModelConfig
 
 Kind = Literal["point", "low", "short", "high"]
 PLAN_ROLE = "plan_role"  # a model kwarg naming the role, so each role gets a recorder of its own
@@ -194,9 +194,10 @@ def dry_config(cfg: DictConfig, settings: Config, kind: Kind, units: int, seed_o
         if "search" in out:
             out.search.transport = "local"  # the same passages, without the MCP server's process
         if not all(scripted(s) for s in specs.values()):
-            # a base model's document prompt is for local:* models only: the scripted stand-in
-            # takes the chat prompt (a few words shorter; a pilot calibrates what is sent)
-            OmegaConf.update(out, "model.prompt_style", "chat", merge=False)
+            # the scripted stand-in takes no local-only key: the chat prompt, not a base model's
+            # document (a few words shorter; a pilot calibrates what is sent), and no penalty
+            for name, (neutral, _) in LOCAL_ONLY.items():
+                OmegaConf.update(out, f"model.{name}", neutral, merge=False)
         for role, spec in specs.items():
             own = scripted(spec)
             OmegaConf.update(out, f"roles.{role}.spec", spec if own else "scripted:default", merge=False)
