@@ -19,6 +19,7 @@ load 12): the CPU is shared, expect noise in wall time.
     python benchmarks/plan_pilot.py                      # 2 pilot runs, 4 cells, 2 rounds, 96 tokens a reply
     python benchmarks/plan_pilot.py --cells 2 --rounds 1
     python benchmarks/plan_pilot.py --seed 100           # other seeds: another draw of the same runs
+    python benchmarks/plan_pilot.py --set model.repeat_penalty=1.15   # any override, pilot and cells alike
     python benchmarks/plan_pilot.py --keep P --keep-cells C --leave-out 2   # no model call
 
 ``--leave-out K`` runs nothing: the kept pilot's runs and the kept cells are
@@ -162,10 +163,13 @@ def main() -> None:
         "--threads", type=int, default=1, help="llama.cpp threads (1: no spinning on a loaded CPU)"
     )
     ap.add_argument("--leave-out", type=int, help="no run: each K kept runs as the pilot of the rest")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="one more override, pilot and cells"
+    )
     args = ap.parse_args()
     os.environ.setdefault("DRIFT_WORKERS", "1")
     common = ["-m", "model=smollm2", f"rounds={args.rounds}", f"llm.max_tokens={args.max_tokens}", PRICES]
-    common.append(f"model.n_threads={args.threads}")
+    common += [f"model.n_threads={args.threads}", *args.set]
     if args.leave_out:
         leave_out(args.leave_out, [args.keep, args.keep_cells], common)
         return
