@@ -24,7 +24,7 @@ import pandas as pd
 from analysis.embed import Embedder
 from analysis.semantic import against, big5_proxy, history_signals
 from analysis.text import text_signals
-from harness.store.copies import similarity
+from harness.store.copies import repeat_share, similarity
 
 BASELINE_TURNS = 2  # an agent's "opening": its first published turns
 Vec = Callable[[str], np.ndarray]
@@ -122,7 +122,10 @@ def copied(texts: list[str]) -> list[float]:
 
 def turn_rows(ctx: RunTexts, texts: Callable[[str], dict[str, float]]) -> list[dict[str, float]]:
     turns = ctx.turns
-    rows: list[dict[str, float]] = [{"copied": c} for c in copied(list(turns.text))]
+    rows: list[dict[str, float]] = [
+        {"copied": c, "repeated": repeat_share(t)}
+        for c, t in zip(copied(list(turns.text)), turns.text, strict=True)
+    ]
     for _, group in turns.groupby("team"):
         hist = history_signals(list(group.text), np.stack([ctx.vec(t) for t in group.text]))
         for j, i in enumerate(group.index):

@@ -26,7 +26,7 @@ from harness.resume import resume_run
 from harness.runtime.context import RunContext
 from harness.runtime.interrupt import RunStopped
 from harness.schema import ModelConfig
-from harness.store.copies import find_copy, similarity
+from harness.store.copies import find_copy, find_repeat, repeat_share, similarity
 from harness.store.records import Published, parse_record
 
 LIMIT = 120
@@ -241,6 +241,23 @@ def cons_copies(request: ModelRequest, data: dict[str, Any]) -> None:
         data["argument"] = rival.group(1)
 
 
+LOOP = "Remote work saves every worker {} hours."
+
+
+def pros_loops(request: ModelRequest, data: dict[str, Any]) -> None:
+    """PROS's drafts write one sentence three times, as SmolLM2 looping to its cap does
+    (a sentence of its round's: no turn copies another)."""
+    if request.tags.get("role") == "thinking" and request.tags.get("team") == "pros":
+        loop = LOOP.format(request.tags["round"])
+        data["argument"] = f"{loop} {loop} {loop.lower()[:-1]}!"
+
+
+def loops_and_copies(request: ModelRequest, data: dict[str, Any]) -> None:
+    """PROS loops (``pros_loops``) and CONS copies the looping turn (``cons_copies``)."""
+    pros_loops(request, data)
+    cons_copies(request, data)
+
+
 def events(run_dir: Any, name: str) -> list[Any]:
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     return [e for e in map(parse_record, lines) if getattr(e, "event", None) == name]
@@ -257,6 +274,25 @@ def test_a_copied_turn_is_a_copy_event_naming_it_and_counted(run):
     assert all(e.data["similarity"] == 1.0 for e in copies)
     assert result.manifest.counts.copies == 2 and result.manifest.counts.by_event["copy"] == 2
     assert "copies 2" in summary_line(result.manifest, 2)
+
+
+def test_a_repeat_is_a_sentence_the_turn_writes_again_by_its_words():
+    text = "It is too high. It costs. It is too high. it is TOO high! Remote work helps people."
+    found = find_repeat(text)
+    assert found is not None and (found.sentence, found.times, found.share) == ("It is too high.", 3, 0.5)
+    assert repeat_share(text) == 0.5  # 2 of its 4 sentences of 3 words or more ("It costs." is not one)
+    assert find_repeat("Yes. Yes. Remote work helps people.") is None  # too short to count
+    assert find_repeat("It is too high. It is too low.") is None and repeat_share("") == 0.0
+
+
+def test_a_turn_repeating_itself_is_a_repeat_event_and_counted(run):
+    result = run("rounds=2", build=rewriting(pros_loops))
+    repeats = events(result.run_dir, "repeat")
+    assert [(e.data["turn"], e.data["sentence"], e.data["times"], e.data["share"]) for e in repeats] == [
+        (f"r000{r}.pros.argument.i0", LOOP.format(r), 3, 0.667) for r in (1, 2)
+    ]  # round 1's too: a repeat needs no earlier turn
+    assert result.manifest.counts.repeats == 2 and result.manifest.counts.by_event["repeat"] == 2
+    assert "repeats 2" in summary_line(result.manifest, 2)
 
 
 def test_reject_copies_has_the_critic_reject_a_copy_naming_it(run):
@@ -323,14 +359,18 @@ def test_a_resume_writes_a_copy_event_a_kill_lost_and_none_twice(run, monkeypatc
         check(self, turn, earlier)
 
     monkeypatch.setattr(RunContext, "_check_copy", killed)
-    first = run("rounds=2", build=rewriting(cons_copies))
+    first = run("rounds=2", build=rewriting(loops_and_copies))
     assert first.manifest.status == "interrupted"
     assert len(events(first.run_dir, "copy")) == 1 + landed
+    assert len(events(first.run_dir, "repeat")) == 3  # the killed turn's repeat is checked after its copy
     monkeypatch.undo()
-    again = resume_run(first.run_dir, build=rewriting(cons_copies))
+    again = resume_run(first.run_dir, build=rewriting(loops_and_copies))
     assert again.manifest.status == "completed"
     assert [e.data["turn"] for e in events(again.run_dir, "copy")] == [
         "r0001.cons.argument.i0",
         "r0002.cons.argument.i0",
     ]
-    assert again.manifest.counts.copies == 2
+    assert [e.data["turn"] for e in events(again.run_dir, "repeat")] == [
+        f"r000{r}.{seat}.argument.i0" for r in (1, 2) for seat in ("pros", "cons")
+    ]
+    assert (again.manifest.counts.copies, again.manifest.counts.repeats) == (2, 4)

@@ -12,7 +12,7 @@ __all__ = ["Progress", "summary_line"]
 
 
 def summary_line(manifest: RunManifest, rounds: int) -> str:
-    """``completed: rounds 3/3 | <the format's counts> | copies 0 | cuts 0 | tokens ... | wall ...``;
+    """``completed: rounds 3/3 | <the format's counts> | copies 0 | repeats 0 | cuts 0 | tokens ... | wall ...``;
     a run that ended short of ``rounds`` names why (``rounds 4/6 (cap: synthesis after round 4)``)."""
     from harness.formats import FORMATS
 
@@ -20,7 +20,8 @@ def summary_line(manifest: RunManifest, rounds: int) -> str:
     fmt = FORMATS.get(manifest.format)
     shown = fmt.counts if fmt else ("published", "schema_failures", "retries")
     parts = [f"{name.replace('_', ' ').replace('loop locks', 'loop-locks')} {c.get(name)}" for name in shown]
-    parts += [f"copies {c.copies}", f"cuts {c.cuts}"]  # every format's: repeated turns, capped replies
+    # every format's: turns repeating an earlier one, turns repeating themselves, capped replies
+    parts += [f"copies {c.copies}", f"repeats {c.repeats}", f"cuts {c.cuts}"]
     # a format that closed the run early (a panel's synthesis, a verdict) says why it is short
     # (an interrupted run's reason is the line above it, with how to go on)
     short = manifest.status == "completed" and manifest.stop_reason and c.rounds_completed < rounds

@@ -47,7 +47,7 @@ from harness.runtime.interrupt import RunStopped
 from harness.runtime.otel import traced_agent, traced_call
 from harness.schema import Config
 from harness.slots import waiting
-from harness.store.copies import find_copy
+from harness.store.copies import find_copy, find_repeat
 from harness.store.memory import JsonlLog, RunMemory
 from harness.store.records import ErrorInfo, PromptRecord, Published, ReplyRecord, SeatInfo, record_id
 
@@ -383,16 +383,28 @@ class RunContext:
     def __post_init__(self) -> None:
         self.events = EventLog(self.memory.events)
         self._recheck_copies()
-        self.memory.shared.on_append.append(self._check_copy)  # every format publishes through it
+        # every format publishes through it; a copy first, then a repeat (both checks are cheap)
+        self.memory.shared.on_append += [self._check_copy, self._check_repeat]
 
     def _recheck_copies(self) -> None:
         """A resume checks the turns that landed after its snapshot again: a kill between
-        a turn's append and its ``copy`` event loses the event, and the turn then replays
-        as landed. An event already written has the same id, so none is written twice."""
+        a turn's append and its ``copy`` or ``repeat`` event loses the event, and the turn
+        then replays as landed. An event already written has the same id, so none is
+        written twice."""
         landed = list(self.memory.shared)  # a fresh run's is empty
         for i, turn in enumerate(landed):
             if turn.round > self.from_round:
                 self._check_copy(turn, landed[:i])
+                self._check_repeat(turn)
+
+    def _check_repeat(self, turn: Published) -> None:
+        """A ``repeat`` event when ``turn`` writes one of its own sentences again."""
+        if (repeat := find_repeat(turn.text)) is None:
+            return
+        detail = f"{turn.id} writes {repeat.sentence!r} {repeat.times} times"
+        self._turn_event(
+            "repeat", turn, detail, sentence=repeat.sentence, times=repeat.times, share=repeat.share
+        )
 
     def _check_copy(self, turn: Published, earlier: list[Published] | None = None) -> None:
         """A ``copy`` event when ``turn`` repeats an earlier published turn (by default
@@ -401,18 +413,20 @@ class RunContext:
             earlier = [r for r in self.memory.shared if r.id != turn.id]
         if (copy := find_copy(turn.text, earlier, self.cfg.critic.copy_threshold)) is None:
             return
+        data = {"copies": copy.id, "seat": copy.seat, "round": copy.round, "similarity": copy.similarity}
+        self._turn_event("copy", turn, f"{turn.id} repeats {copy.names()}", **data)
+
+    def _turn_event(self, name: str, turn: Published, detail: str, **data: Any) -> None:
+        """An event about a published turn, at its round, seat and draft iteration."""
         self.events.emit(
-            "copy",
+            name,
             round_=turn.round,
             team=turn.team,
             role=turn.role,
             iteration=turn.iteration,
-            detail=f"{turn.id} repeats {copy.names()}",
+            detail=detail,
             turn=turn.id,  # the event's id follows the turn's draft iteration; this is the turn's own
-            copies=copy.id,
-            seat=copy.seat,
-            round=copy.round,
-            similarity=copy.similarity,
+            **data,
         )
 
     def for_seat(self, name: str) -> AgentContext:

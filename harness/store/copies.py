@@ -1,4 +1,5 @@
-"""Copies: a turn that repeats an earlier published turn, its own seat's or another's.
+"""Copies: a turn that repeats an earlier published turn, its own seat's or another's;
+and repeats: a turn that writes one of its own sentences again ("X. X. X.").
 
 The measure is cheap on purpose, as it runs at every publish: the share of a
 text's word 5-grams found in one earlier turn (containment, so a copy that
@@ -6,6 +7,12 @@ adds a line of its own still counts). Texts shorter than five words compare
 as one whole word sequence. A repetition is a drift phenomenon to measure:
 the engine records it (a ``copy`` event), the critic rejects it only when
 ``critic.reject_copies`` is set, and the analysis reads it per turn.
+
+A repeat is counted by sentences: the text split after each ``.``, ``!`` or
+``?``, each sentence compared by its lowercased words, so "It is too high." and
+"it is too high!" are one. Sentences of fewer than ``MIN_WORDS`` words ("Yes.")
+are no repeat. A copy needs an earlier turn; a small model looping one
+sentence up to its cap needs none, and only a repeat shows it.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from dataclasses import dataclass
 from harness.store.records import Published
 
 N = 5  # words per shingle
+MIN_WORDS = 3  # a shorter sentence written twice is no repeat
 _WORD = re.compile(r"\w+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -57,3 +66,45 @@ def find_copy(text: str, earlier: Iterable[Published], threshold: float) -> Copy
         if score >= threshold and (best is None or score > best.similarity):
             best = Copy(turn.id, turn.team, turn.round, round(score, 3))
     return best
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A turn's own sentence written again: the one written most, and how much."""
+
+    sentence: str  # as the turn first wrote it
+    times: int  # how many times the turn wrote it
+    share: float  # the share of the turn's sentences that repeat an earlier one of it
+
+
+def repeats(text: str) -> list[tuple[str, ...]]:
+    """The turn's sentences (as lowercased words) that repeat an earlier one of it."""
+    seen: set[tuple[str, ...]] = set()
+    again: list[tuple[str, ...]] = []
+    for words in _sentence_words(text):
+        if words in seen:
+            again.append(words)
+        seen.add(words)
+    return again
+
+
+def repeat_share(text: str) -> float:
+    """The share of ``text``'s sentences that repeat an earlier one of it (0 for none)."""
+    sentences = _sentence_words(text)
+    return len(repeats(text)) / len(sentences) if sentences else 0.0
+
+
+def find_repeat(text: str) -> Repeat | None:
+    """The sentence ``text`` writes most often, if it writes one more than once."""
+    again = repeats(text)
+    if not again:
+        return None
+    most = max(set(again), key=lambda w: (again.count(w), -again.index(w)))
+    first = next(s for s in _SENTENCE.split(text.strip()) if tuple(_WORD.findall(s.lower())) == most)
+    return Repeat(first, again.count(most) + 1, round(repeat_share(text), 3))
+
+
+def _sentence_words(text: str) -> list[tuple[str, ...]]:
+    """Each sentence of ``text`` of at least ``MIN_WORDS`` words, as lowercased words."""
+    words = (tuple(_WORD.findall(s.lower())) for s in _SENTENCE.split(text.strip()))
+    return [w for w in words if len(w) >= MIN_WORDS]

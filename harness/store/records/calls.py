@@ -68,11 +68,12 @@ register_event(
     "budget",  # the next call could cross budget.usd / budget.tokens: the run stopped before it
     "cut",  # a length cap cut a reply's field: it ends at its last sentence ({field, dropped_chars, cap})
     "copy",  # a published turn repeats an earlier one ({copies, seat, round, similarity})
+    "repeat",  # a published turn writes one of its own sentences again ({turn, sentence, times, share})
     "quarantine",  # a resume moved a log's torn last line to <log>.quarantine ({log, began})
 )
 
 # The events RunCounts counts in a field of its own (beside ``by_event``).
-_COUNTED = {"cut": "cuts", "copy": "copies"}
+_COUNTED = {"cut": "cuts", "copy": "copies", "repeat": "repeats"}
 
 
 class PromptRecord(Envelope):

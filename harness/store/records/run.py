@@ -23,6 +23,7 @@ class RunCounts(BaseModel):
     retries: int = 0
     published: int = 0
     copies: int = 0  # published turns repeating an earlier one ("copy" events)
+    repeats: int = 0  # published turns writing one of their own sentences again ("repeat" events)
     cuts: int = 0  # reply fields a length cap cut, ended at their last sentence ("cut" events)
     input_tokens: int = 0
     output_tokens: int = 0
