@@ -25,9 +25,8 @@ from analysis.registry import signal_names
 from analysis.signals import embed_pool, run_signals, team_rank
 from analysis.text import text_signals
 
-SIGNALS_VERSION = (
-    6  # bump when a signal's method changes (6: repeated; 5: copied; 4: motion_distance exact 0)
-)
+# bump when a signal's method changes (6: repeated; 5: copied; 4: motion_distance exact 0)
+SIGNALS_VERSION = 6
 KEYS = ["run_id", "round", "team"]
 EMBEDDINGS_FILE = "embeddings.sqlite"  # in the cache folder, shared by every embedder
 
