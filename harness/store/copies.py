@@ -77,11 +77,11 @@ class Repeat:
     share: float  # the share of the turn's sentences that repeat an earlier one of it
 
 
-def repeats(text: str) -> list[tuple[str, ...]]:
-    """The turn's sentences (as lowercased words) that repeat an earlier one of it."""
+def repeats(sentences: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """Those of a turn's ``sentences`` (``_sentence_words``) that repeat an earlier one."""
     seen: set[tuple[str, ...]] = set()
     again: list[tuple[str, ...]] = []
-    for words in _sentence_words(text):
+    for words in sentences:
         if words in seen:
             again.append(words)
         seen.add(words)
@@ -91,17 +91,18 @@ def repeats(text: str) -> list[tuple[str, ...]]:
 def repeat_share(text: str) -> float:
     """The share of ``text``'s sentences that repeat an earlier one of it (0 for none)."""
     sentences = _sentence_words(text)
-    return len(repeats(text)) / len(sentences) if sentences else 0.0
+    return len(repeats(sentences)) / len(sentences) if sentences else 0.0
 
 
 def find_repeat(text: str) -> Repeat | None:
     """The sentence ``text`` writes most often, if it writes one more than once."""
-    again = repeats(text)
+    sentences = _sentence_words(text)
+    again = repeats(sentences)
     if not again:
         return None
     most = max(set(again), key=lambda w: (again.count(w), -again.index(w)))
     first = next(s for s in _SENTENCE.split(text.strip()) if tuple(_WORD.findall(s.lower())) == most)
-    return Repeat(first, again.count(most) + 1, round(repeat_share(text), 3))
+    return Repeat(first, again.count(most) + 1, round(len(again) / len(sentences), 3))
 
 
 def _sentence_words(text: str) -> list[tuple[str, ...]]:
