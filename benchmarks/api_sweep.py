@@ -12,7 +12,10 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
 0. Driver CPU a call: the same sweep on the scripted model at zero latency,
    one cell and N cells, each command in its own process; (user + sys) of the
    N-cell command over its calls (start-up included; goal <= 2 ms), and the
-   marginal figure (what the other N - 1 cells added, over their calls).
+   marginal figure (what the other N - 1 cells added, over their calls). Then
+   the N-cell command again under ``memory.fsync=round``, and again with its
+   folders on tmpfs (``/dev/shm``), where fsyncs and new files cost next to
+   nothing: the difference is the disk's share, the rest the driver's own.
    0b. The issue's own shape of the whole-process ratio: the scripted model
    sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
    the N-cell (and ``--big``) command's wall over the 1-cell command's; then
@@ -66,6 +69,7 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
     python benchmarks/api_sweep.py --quick       # 12 cells x 2 rounds, no 256-cell or 10,000 RPM sweep
     python benchmarks/api_sweep.py --cells 32 --rounds 3 --window 5 --skip-process
     python benchmarks/api_sweep.py --only-rpm --rounds 3   # the 10,000 RPM runs, 1 and 2 processes
+    python benchmarks/api_sweep.py --only-cpu     # phase 0 alone: the driver's CPU a call, and the disk's share
     python benchmarks/api_sweep.py --only-rpm --rounds 3 --ray   # 1 process, then 2 Ray workers (the ray extra)
 
 The process launcher's 64-cell sweep peaked at 8.6 GB of summed RSS. Every sweep's folder
@@ -278,10 +282,17 @@ def read_sweep(sweep: Sweep, sweep_dir: Path, began: float) -> None:
 
 
 def run_sweep(
-    sim: ProviderSim | None, label: str, cells: int, rounds: int, extra: list[str], timeout_s: float
+    sim: ProviderSim | None,
+    label: str,
+    cells: int,
+    rounds: int,
+    extra: list[str],
+    timeout_s: float,
+    under: Path | None = None,
 ) -> Sweep:
-    """One sweep under the API key ``sk-<label>``, in a temp folder removed when the script ends."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"api-sweep-{label}-"))
+    """One sweep under the API key ``sk-<label>``, in a temp folder (in ``under``, or the
+    system's temp folder) removed when the script ends."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"api-sweep-{label}-", dir=under))
     KEPT.append(tmp)  # removed once every sweep has run (remove_kept)
     sweep_dir = tmp / "sweep"
     cmd = command(sim, sweep_dir, cells, rounds, extra)
@@ -357,7 +368,8 @@ def driver_cpu(n: int, r: int, timeout_s: float) -> None:
     """Phase 0: the driver's CPU a model call, scripted model at zero latency: one
     cell and ``n`` cells, each command in its own process. Whole: the n-cell
     command's user + sys over its calls (start-up included); marginal: what the
-    other n - 1 cells added, over the calls they added."""
+    other n - 1 cells added, over the calls they added. Then where the disk's
+    share goes (``disk_share``)."""
     compiled()
     one = run_sweep(None, "cpu-one", 1, r, ["sweep.concurrency=1"], timeout_s)
     many = run_sweep(None, "cpu-many", n, r, [f"sweep.concurrency={n}"], timeout_s)
@@ -365,6 +377,26 @@ def driver_cpu(n: int, r: int, timeout_s: float) -> None:
     print(
         f"0. driver CPU a call (scripted, zero latency): 1 cell {cpu_line(one)}; {n} cells {cpu_line(many)}"
         f" (whole, goal <= 2); marginal {marginal:.1f} ms a call; failed cells {one.failed + many.failed}",
+        flush=True,
+    )
+    disk_share(n, r, timeout_s, many)
+
+
+def disk_share(n: int, r: int, timeout_s: float, many: Sweep) -> None:
+    """The same n-cell command twice more, beside the first: under
+    ``memory.fsync=round`` (a run's logs fsynced once a round, not each record),
+    and with its folders in memory (tmpfs, ``/dev/shm``: fsyncs and new files
+    cost the kernel next to nothing). What is left on tmpfs is the driver's own."""
+    rounds = run_sweep(None, "cpu-round", n, r, [f"sweep.concurrency={n}", "memory.fsync=round"], timeout_s)
+    print(f"   memory.fsync=round: {cpu_line(rounds)}; failed cells {rounds.failed}", flush=True)
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        print("   tmpfs: skipped, no writable /dev/shm", flush=True)
+        return
+    memory = run_sweep(None, "cpu-tmpfs", n, r, [f"sweep.concurrency={n}"], timeout_s, under=shm)
+    print(
+        f"   on tmpfs: {cpu_line(memory)}; failed cells {memory.failed}; "
+        f"the disk's share under the default: {(many.cpu_s - memory.cpu_s) / max(many.calls, 1) * 1000:.1f} ms a call",
         flush=True,
     )
 
@@ -563,6 +595,7 @@ def main() -> None:
         help="phase 4's driver processes, each a run (1 2)",
     )
     parser.add_argument("--only-rpm", action="store_true", help="phase 4 alone")
+    parser.add_argument("--only-cpu", action="store_true", help="phase 0 alone (driver CPU a call)")
     parser.add_argument("--ray", action="store_true", help="phase 4's runs past 1 on Ray (sweep.engine=ray)")
     parser.add_argument("--inspect-path", default=None, help="a folder holding inspect_ai, if apart")
     args = parser.parse_args()
@@ -576,6 +609,10 @@ def main() -> None:
     if not args.only_rpm:
         driver_cpu(n, r, timeout_s)
         print(f"   ({load()})")
+    if args.only_cpu:
+        print(f"total {time.perf_counter() - began:.0f} s, {load()}")
+        return
+    if not args.only_rpm:
         sleeping(args, n, r, timeout_s)
         print(f"   ({load()})")
         swept, demand = unlimited(args, n, r, timeout_s)
