@@ -594,14 +594,17 @@ def main() -> None:
         default=[1, 2],
         help="phase 4's driver processes, each a run (1 2)",
     )
-    parser.add_argument("--only-rpm", action="store_true", help="phase 4 alone")
-    parser.add_argument("--only-cpu", action="store_true", help="phase 0 alone (driver CPU a call)")
+    only = parser.add_mutually_exclusive_group()
+    only.add_argument("--only-rpm", action="store_true", help="phase 4 alone")
+    only.add_argument("--only-cpu", action="store_true", help="phase 0 alone (driver CPU a call)")
     parser.add_argument("--ray", action="store_true", help="phase 4's runs past 1 on Ray (sweep.engine=ray)")
     parser.add_argument("--inspect-path", default=None, help="a folder holding inspect_ai, if apart")
     args = parser.parse_args()
     n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
     if args.quick:
         args.big, args.rpm_cells = [], 0
+    if args.only_cpu:
+        args.rpm_cells = 0
     timeout_s = min(args.timeout, 150.0) if args.quick else args.timeout
     print(f"{n} cells x {r} rounds, latency {args.latency:g} s, {os.cpu_count()} cores, {load()}", flush=True)
     began = time.perf_counter()
@@ -609,10 +612,7 @@ def main() -> None:
     if not args.only_rpm:
         driver_cpu(n, r, timeout_s)
         print(f"   ({load()})")
-    if args.only_cpu:
-        print(f"total {time.perf_counter() - began:.0f} s, {load()}")
-        return
-    if not args.only_rpm:
+    if not (args.only_rpm or args.only_cpu):
         sleeping(args, n, r, timeout_s)
         print(f"   ({load()})")
         swept, demand = unlimited(args, n, r, timeout_s)
