@@ -387,8 +387,8 @@ def disk_share(n: int, r: int, timeout_s: float, many: Sweep) -> None:
     ``memory.fsync=round`` (a run's logs fsynced once a round, not each record),
     and with its folders in memory (tmpfs, ``/dev/shm``: fsyncs and new files
     cost the kernel next to nothing). What is left on tmpfs is the driver's own."""
-    rounds = run_sweep(None, "cpu-round", n, r, [f"sweep.concurrency={n}", "memory.fsync=round"], timeout_s)
-    print(f"   memory.fsync=round: {cpu_line(rounds)}; failed cells {rounds.failed}", flush=True)
+    by_round = run_sweep(None, "cpu-round", n, r, [f"sweep.concurrency={n}", "memory.fsync=round"], timeout_s)
+    print(f"   memory.fsync=round: {cpu_line(by_round)}; failed cells {by_round.failed}", flush=True)
     shm = Path("/dev/shm")
     if not (shm.is_dir() and os.access(shm, os.W_OK)):
         print("   tmpfs: skipped, no writable /dev/shm", flush=True)

@@ -78,7 +78,7 @@ class Repeat:
 
 
 def repeats(sentences: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """Those of a turn's ``sentences`` (``_sentence_words``) that repeat an earlier one."""
+    """Those of a turn's ``sentences`` (each its words, ``_sentences``) that repeat an earlier one."""
     seen: set[tuple[str, ...]] = set()
     again: list[tuple[str, ...]] = []
     for words in sentences:
@@ -90,22 +90,22 @@ def repeats(sentences: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
 
 def repeat_share(text: str) -> float:
     """The share of ``text``'s sentences that repeat an earlier one of it (0 for none)."""
-    sentences = _sentence_words(text)
+    sentences = [words for _, words in _sentences(text)]
     return len(repeats(sentences)) / len(sentences) if sentences else 0.0
 
 
 def find_repeat(text: str) -> Repeat | None:
     """The sentence ``text`` writes most often, if it writes one more than once."""
-    sentences = _sentence_words(text)
-    again = repeats(sentences)
+    sentences = _sentences(text)
+    again = repeats([words for _, words in sentences])
     if not again:
         return None
     most = max(set(again), key=lambda w: (again.count(w), -again.index(w)))
-    first = next(s for s in _SENTENCE.split(text.strip()) if tuple(_WORD.findall(s.lower())) == most)
+    first = next(raw for raw, words in sentences if words == most)
     return Repeat(first, again.count(most) + 1, round(len(again) / len(sentences), 3))
 
 
-def _sentence_words(text: str) -> list[tuple[str, ...]]:
-    """Each sentence of ``text`` of at least ``MIN_WORDS`` words, as lowercased words."""
-    words = (tuple(_WORD.findall(s.lower())) for s in _SENTENCE.split(text.strip()))
-    return [w for w in words if len(w) >= MIN_WORDS]
+def _sentences(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Each sentence of ``text`` of at least ``MIN_WORDS`` words: as written, and as lowercased words."""
+    split = ((raw, tuple(_WORD.findall(raw.lower()))) for raw in _SENTENCE.split(text.strip()))
+    return [(raw, words) for raw, words in split if len(words) >= MIN_WORDS]
