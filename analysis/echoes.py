@@ -29,7 +29,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from analysis.records_io import read_logs
-from harness.models.echo import EchoCheck, config_texts, echo_check, strings, written_ngrams
+from harness.models.echo import EchoCheck, config_texts, echo_check, strings, written_ngrams, written_pieces
 from harness.models.structured import extract_json, schema_text
 from harness.schema import StructuredConfig
 from harness.store.records import PromptRecord, ReplyRecord
@@ -93,8 +93,10 @@ def run_checks(
     }
     # no prompt logged: test against whatever the harness could have written
     union = frozenset().union(*(c.instructions for c in own.values())) if own else written_ngrams(extra, n)
+    pieces = [c.instruction_pieces for c in own.values()] if own else [written_pieces(extra, n)]
     replies = [r for r in records if isinstance(r, ReplyRecord)]
-    return dataclasses.replace(base, instructions=union), own, replies
+    every = tuple(dict.fromkeys(p for held in pieces for p in held))
+    return dataclasses.replace(base, instructions=union, instruction_pieces=every), own, replies
 
 
 def echoes(check: EchoCheck, text: Any) -> bool:

@@ -101,16 +101,22 @@ def think(cfg: Any, model: Replies, echo_words: int, rival: str | None = None, *
     return ask(model, messages, ThinkingOutput, echo_words, config_texts(cfg, echo_words))
 
 
+def reasked_once(result: Any, model: Replies, copies: str, quoted: str) -> None:
+    """The first reply refused as one that ``copies`` (the error's middle) the ``quoted``
+    run, the second taken; the re-ask says why."""
+    assert result.ok and result.attempts == 2
+    assert result.errors == [
+        f"{copies} ({quoted!r}) instead of writing what the field asks for in its own words"
+    ]
+    assert quoted in model.requests[1].messages[-1]["content"]
+
+
 def test_a_paraphrased_label_is_rejected_and_the_reask_quotes_the_copied_run(settings):
     model = Replies(thought(PARAPHRASE), thought(REASONED))
     result = think(settings(), model, echo_words=8)
-    assert result.ok and result.value.argument == REASONED and result.attempts == 2
+    assert result.value.argument == REASONED
     copied = "argument to publish, two to four sentences with a concrete reason"
-    assert result.errors == [
-        f"argument: copies 11 words of the instructions ({copied!r}) instead of writing what the "
-        "field asks for in its own words"
-    ]
-    assert copied in model.requests[1].messages[-1]["content"]  # the re-ask says why
+    reasked_once(result, model, "argument: copies 11 words of the instructions", copied)
 
 
 def test_echo_words_zero_turns_the_check_off(settings):
@@ -333,3 +339,51 @@ def test_a_line_copied_across_its_round_number_is_rejected(settings):
             if refused
             else []
         )
+
+
+def persona_prompt(cfg: Any) -> list[dict[str, str]]:
+    """The persona agent's real prompt, round 2, no transcript shown."""
+    from harness.agents.persona import PersonaAgent
+
+    view = SimpleNamespace(
+        persona=SimpleNamespace(last=lambda: None), seat=Seat("pros", "PROS", "pros", "for the motion", ())
+    )
+    agent = PersonaAgent(SimpleNamespace(cfg=cfg), view)  # type: ignore[arg-type]
+    agent.debate = lambda round_: ""  # type: ignore[method-assign]
+    return agent.messages(MOTION, 2, None)
+
+
+def test_a_persona_copying_its_instruction_with_words_changed_is_rejected(settings):
+    # SmolLM2's personas, in 9 recorded runs: its line "one sentence saying who your team
+    # is and how it argues" with a word added and two changed; no 8 words of it in a row
+    from harness.agents.persona import PersonaOutput
+
+    echo = "One sentence saying who your current team is and how they argue."
+    own = "Pragmatic economists who argue from commuting costs and measured output."
+    replies = [
+        json.dumps({"decision": "evolve", "persona": p, "rationale": "The debate moved on."})
+        for p in (echo, own)
+    ]
+    model = Replies(*replies)
+    result = ask(model, persona_prompt(settings()), PersonaOutput, echo_words=8)
+    assert result.value.persona == own
+    copies = "persona: copies 9 words of the instructions with a word or two changed"
+    reasked_once(result, model, copies, "One sentence saying who your current team is and how")
+
+
+@pytest.mark.parametrize(
+    ("text", "copied"),
+    [
+        ("one sentence saying who your new team is and how they argue", (9, 0, 10)),
+        ("saying who your team was and how it argues", (8, 0, 9)),  # one word changed
+        ("one sentence saying who your team is, then a plan of our own", None),  # 7 words, then its own
+        ("who is the team and how does it argue", None),  # the words, not their order
+        ("one sentence saying who your X Y Z team is and how it argues", None),  # three in a row
+    ],
+)
+def test_an_altered_copy_is_n_minus_one_words_in_order_one_in_four_changed(text, copied):
+    from harness.models.altered import altered_run
+    from harness.models.echo import words
+
+    piece = " ".join(words("persona: one sentence saying who your team is and how it argues"))
+    assert altered_run(piece, words(text), 8) == copied

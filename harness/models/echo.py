@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.models.altered import altered_run, near, seeds
 from harness.models.reply_example import example_reply
 
 _WORD = re.compile(r"[a-z0-9]+", re.IGNORECASE)  # a word, lowercased after
@@ -122,6 +123,7 @@ class Written:
     by_gram: dict[str, tuple[str, ...]]  # every n-word run of every piece -> the pieces holding it
     grams: frozenset[str]  # every n-word run of every piece
     fields: frozenset[tuple[str, str]] = frozenset()  # the words either side of a field in such a run
+    pieces: tuple[str, ...] = ()  # every piece, its words space-joined (a field's as ``FIELD``)
 
 
 def across(left: list[str], right: list[str], n: int) -> list[str]:
@@ -150,8 +152,12 @@ def written(texts: tuple[str, ...], n: int) -> Written:
                 fields.add((left[-1], right[0]))
                 for gram in runs:
                     by_gram.setdefault(gram, []).append(piece)
+    pieces = tuple(dict.fromkeys(piece for held in by_gram.values() for piece in held))
     return Written(
-        {k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()}, frozenset(by_gram), frozenset(fields)
+        {k: tuple(dict.fromkeys(v)) for k, v in by_gram.items()},
+        frozenset(by_gram),
+        frozenset(fields),
+        pieces,
     )
 
 
@@ -236,6 +242,11 @@ class EchoCheck:
     example: frozenset[str] = frozenset()  # the runs of the schema's worked example (a base model's prompt)
     shown: Shown | None = None  # the prompt's instruction runs, found as asked (a model call's check)
     fields: tuple[frozenset[tuple[str, str]], ...] = ()  # ``Written.fields`` of the code and the config
+    # the pieces an altered copy (``harness.models.altered``) is sought in: the instructions'
+    # (when ``shown`` is None; else those it shows), the schema's texts, the worked example's
+    instruction_pieces: tuple[str, ...] = ()
+    schema_pieces: tuple[str, ...] = ()
+    example_pieces: tuple[str, ...] = ()
 
     def filled(self, ws: list[str]) -> list[int]:
         """Where ``ws`` has a word between two that sit either side of a field:
@@ -301,14 +312,40 @@ class EchoCheck:
         for name in sorted(self.spelled - {own}):
             if name in lowered and re.search(rf"(?<!\w){name}(?!\w)", lowered):  # the test first: cheap
                 return f"{path}: writes the field name {name!r} instead of what the field asks for"
-        if (found := self.copied(text, tokens)) is None:
+        if (found := self.copied(text, tokens)) is not None:
+            count, run, source = found
+            copies = f"copies {count} words of {source}"
+        elif (found := self.altered(text, tokens)) is not None:
+            count, run, source = found
+            copies = f"copies {count} words of {source} with a word or two changed"
+        else:
             return None
-        count, run, source = found
         quote = run if len(run) <= QUOTE_CHARS else run[: QUOTE_CHARS - 1] + "…"
-        return (
-            f"{path}: copies {count} words of {source} ({quote!r}) instead of writing "
-            "what the field asks for in its own words"
-        )
+        return f"{path}: {copies} ({quote!r}) instead of writing what the field asks for in its own words"
+
+    def altered(self, text: str, ws: list[str]) -> tuple[int, str, str] | None:
+        """The first stretch of ``text`` (its ``words``, ``ws``) that copies a piece of
+        the instructions, the schema or the worked example altered (``harness.models.altered``):
+        (its matched words, the stretch as written, where it comes from)."""
+        if len(ws) < self.n:
+            return None
+        runs = seeds(ws, self.n)
+        for source, piece in self._near(runs):
+            if (found := altered_run(piece, ws, self.n)) is not None:
+                matched, start, end = found
+                spans = list(_WORD.finditer(text))
+                return matched, text[spans[start].start() : spans[end - 1].end()], source
+        return None
+
+    def _near(self, runs: set[str]) -> Iterator[tuple[str, str]]:
+        """(source, piece) of each piece sharing a run with a reply's ``runs``: the instructions first."""
+        if self.shown is not None:
+            shown = self.shown
+            for pieces in shown.pieces():
+                yield from (("the instructions", p) for p in near(pieces, runs, self.n) if shown.shows(p))
+        yield from (("the instructions", p) for p in near(self.instruction_pieces, runs, self.n))
+        yield from (("the reply schema", p) for p in near(self.schema_pieces, runs, self.n))
+        yield from (("the worked example", p) for p in near(self.example_pieces, runs, self.n))
 
 
 class Shown:
@@ -357,6 +394,14 @@ class Shown:
     def fields(self) -> tuple[frozenset[tuple[str, str]], ...]:
         return tuple(w.fields for w in self._pieces())
 
+    def pieces(self) -> tuple[tuple[str, ...], ...]:
+        """Every piece of the prompt code, and of ``extra``, shown or not."""
+        return tuple(written.pieces for written in self._pieces())
+
+    def shown_pieces(self) -> tuple[str, ...]:
+        """The pieces these messages show whole."""
+        return tuple(piece for pieces in self.pieces() for piece in pieces if self.shows(piece))
+
     def instructs(self, gram: str) -> bool:
         """Whether ``gram`` is a run of a piece these messages show whole."""
         code, extra = self._pieces()
@@ -404,19 +449,45 @@ def written_ngrams(extra: tuple[str, ...], n: int) -> frozenset[str]:
     return code_written(n).grams | written(extra, n).grams
 
 
+def written_pieces(extra: tuple[str, ...], n: int) -> tuple[str, ...]:
+    """Every piece the harness could write (``written_ngrams``'s pieces)."""
+    return code_written(n).pieces + written(extra, n).pieces
+
+
+@dataclass(frozen=True)
+class _SchemaFacts:
+    grams: frozenset[str]  # the schemas' n-word runs, each JSON text as one text
+    names: frozenset[str]  # the words of their field names
+    choices: frozenset[str]
+    spelled: frozenset[str]
+    example: frozenset[str]  # the worked example's n-word runs
+    pieces: tuple[str, ...]  # the schemas' texts of n - 1 words or more, words space-joined
+    example_pieces: tuple[str, ...]
+
+
 @functools.lru_cache(maxsize=256)
-def _schema_facts(schemas: tuple[str, ...], n: int) -> tuple[frozenset[str], ...]:
+def _schema_facts(schemas: tuple[str, ...], n: int) -> _SchemaFacts:
     names: set[str] = set()
     choices: set[str] = set()
     for text in schemas:
         _schema_parts(json.loads(text), names, choices)
-    name_words = frozenset(w for name in names for w in words(name))
-    grams = frozenset(g for text in schemas for g in ngrams(words(text), n))  # the JSON as one text
-    spelled = frozenset(name.lower() for name in names if _SPELLED.fullmatch(name))
     # a base model is shown a worked example reply (harness.models.completion_frame): its text is not an answer
     shown = [text for schema in schemas for text in example_texts(json.loads(schema))]
-    example = frozenset(g for text in shown for g in ngrams(words(text), n))
-    return grams, name_words, frozenset(choices), spelled, example
+    texts = [text for schema in schemas for _, text in strings(json.loads(schema))]
+    return _SchemaFacts(
+        grams=frozenset(g for text in schemas for g in ngrams(words(text), n)),
+        names=frozenset(w for name in names for w in words(name)),
+        choices=frozenset(choices),
+        spelled=frozenset(name.lower() for name in names if _SPELLED.fullmatch(name)),
+        example=frozenset(g for text in shown for g in ngrams(words(text), n)),
+        pieces=_long(texts, n - 1),
+        example_pieces=_long(shown, n - 1),
+    )
+
+
+def _long(texts: Iterable[str], least: int) -> tuple[str, ...]:
+    """The words of each of ``texts`` with ``least`` words or more, space-joined, once each."""
+    return tuple(dict.fromkeys(" ".join(ws) for text in texts if len(ws := words(text)) >= least))
 
 
 def echo_check(
@@ -430,8 +501,23 @@ def echo_check(
     """The check for a reply to ``messages`` under ``schemas`` (JSON schema texts).
     ``lazy``: its instruction runs are found as a reply's runs ask (a model call
     checks one reply; the analysis, which reads them all, takes them whole)."""
-    grams, names, choices, spelled, example = _schema_facts(schemas, n)
+    facts = _schema_facts(schemas, n)
     prompt = shown(messages, extra, n)
-    if lazy:
-        return EchoCheck(n, frozenset(), grams, names, choices, spelled, example, prompt, prompt.fields())
-    return EchoCheck(n, prompt.runs, grams, names, choices, spelled, example, fields=prompt.fields())
+    # lazy: the prompt's instruction runs and pieces are found as a reply's runs ask
+    found: dict[str, Any] = (
+        {"instructions": frozenset(), "shown": prompt}
+        if lazy
+        else {"instructions": prompt.runs, "instruction_pieces": prompt.shown_pieces()}
+    )
+    return EchoCheck(
+        n=n,
+        schema=facts.grams,
+        names=facts.names,
+        choices=facts.choices,
+        spelled=facts.spelled,
+        example=facts.example,
+        fields=prompt.fields(),
+        schema_pieces=facts.pieces,
+        example_pieces=facts.example_pieces,
+        **found,
+    )
