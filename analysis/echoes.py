@@ -1,7 +1,8 @@
 """Echo rates: how often what the models wrote copies their instructions.
 
 A text that holds ``n`` consecutive words of the prompt text the harness wrote,
-or of a reply schema, or nothing but field names, says nothing the debate
+or of a reply schema (or ``n`` words of them with a word or two changed,
+``harness.models.altered``), or nothing but field names, says nothing the debate
 asked for (issue 30). ``harness.models.echo`` defines such runs, and rejects
 replies that hold one when ``structured.echo_words`` is set; here the same test
 is applied after the fact, to runs of any age, at one ``n`` for all of them.
@@ -262,7 +263,8 @@ def echo_section(result: Analysis, n: int = ECHO_WORDS) -> list[str]:
     lines = [
         f"A text echoes when it holds {n} consecutive words of the prompt text the harness wrote (its "
         "prompt code's and config's, not the motion, transcript or passages it quotes) or of a reply "
-        "schema, only field names, or another field's snake_case name (harness.models.echo; "
+        f"schema, or {n} words of them with a word or two changed (harness.models.altered), "
+        "only field names, or another field's snake_case name (harness.models.echo; "
         "`structured.echo_words` rejects such replies from issue 30 on). A reply is tested against its "
         "own prompt, every attempt counted; `accepted` are the replies a call ended on.",
         "",
