@@ -379,6 +379,7 @@ def test_a_persona_copying_its_instruction_with_words_changed_is_rejected(settin
         ("one sentence saying who your team is, then a plan of our own", None),  # 7 words, then its own
         ("who is the team and how does it argue", None),  # the words, not their order
         ("one sentence saying who your X Y Z team is and how it argues", None),  # three in a row
+        ("one sentence telling who your side is and how it argues", None),  # 4 unmatched to 9 matched
     ],
 )
 def test_an_altered_copy_is_n_minus_one_words_in_order_one_in_four_changed(text, copied):

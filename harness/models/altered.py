@@ -5,14 +5,15 @@ SmolLM2 published "one sentence saying who your current team is and how they
 argue" as its team's persona: its instruction, "one sentence saying who your
 team is and how it argues", with a word added and two changed. No run of 8
 words is the instruction's, so the echo check's exact runs
-(``harness.models.echo``) let it through: 24 of 73 persona replies in nine
+(``harness.models.echo``) let it through: 23 of 73 persona replies in nine
 recorded SmolLM2 runs were such copies, all accepted. A stretch counts as an
 altered copy of a piece when:
 
 - it is at least ``n`` words long and ``n - 1`` or more of its words are the
   piece's, in the piece's order;
-- at most one word in ``ALTERED`` of it, or of the piece's stretch it
-  matches, is not matched;
+- the words left unmatched in it and in the piece's stretch it matches, counted
+  together, are at most one for every ``PER_ALTERED`` matched: a word added or
+  dropped counts one, a word changed two (one on each side);
 - and between two matched stretches at most ``GAP`` words differ on each side.
 
 A copy that is exact for ``n`` words is the echo check's; an exact copy of
@@ -26,16 +27,17 @@ import difflib
 import functools
 from collections.abc import Iterable, Sequence
 
-ALTERED = 4  # one word in four of a stretch may be changed, added or dropped
+PER_ALTERED = 3  # matched words for each unmatched one: 8 allow one word changed or two added
 GAP = 2  # words that may differ between two matched stretches, on each side
 
 
 def seed(n: int) -> int:
     """How long a run of its piece every altered copy (at ``n``) holds whole.
 
-    ``m >= n - 1`` matched words in a stretch at most ``m * ALTERED / (ALTERED - 1)``
-    long leave at most ``m / 3`` words altered, so at most ``m / 3 + 1`` matched
-    runs: one is over ``3m / (m + 3)`` words, 3 from ``m = 7`` (the default n, 8)."""
+    ``m >= n - 1`` matched words leave at most ``m / 3`` unmatched, and each gap
+    between two matched runs holds one or more of those: so at most ``m / 3 + 1``
+    runs, and the longest is at least ``3m / (m + 3)`` words, over 2 from ``m = 7``
+    (the default n, 8) and over 1 from ``m = 2``."""
     return 3 if n >= 8 else 2
 
 
@@ -85,8 +87,8 @@ def altered_run(piece: str, words: Sequence[str], n: int) -> tuple[int, int, int
     for first, last in _stretches(blocks):
         matched = sum(b.size for b in blocks[first : last + 1])
         start, end = blocks[first].b, blocks[last].b + blocks[last].size
-        spread = max(end - start, blocks[last].a + blocks[last].size - blocks[first].a)
-        if matched >= n - 1 and end - start >= n and matched * ALTERED >= spread * (ALTERED - 1):
+        unmatched = (end - start - matched) + (blocks[last].a + blocks[last].size - blocks[first].a - matched)
+        if matched >= n - 1 and end - start >= n and unmatched * PER_ALTERED <= matched:
             found.append((matched, start, end))
     return max(found, key=lambda f: f[0], default=None)
 
