@@ -20,8 +20,10 @@ import pytest
 from analysis.echoes import echo_rates, echo_section
 from analysis.load import Tables
 from harness.agents import CritiqueAgent, ThinkingAgent, ThinkingOutput
+from harness.agents.persona import PersonaAgent, PersonaOutput
+from harness.models.altered import altered_run
 from harness.models.base import Completion, ModelRequest
-from harness.models.echo import config_texts
+from harness.models.echo import config_texts, words
 from harness.models.structured import generate_structured
 from harness.runtime.context import AgentContext, EventLog, RoleModel, Seat, StepHook
 from harness.schema import ConfigError
@@ -343,8 +345,6 @@ def test_a_line_copied_across_its_round_number_is_rejected(settings):
 
 def persona_prompt(cfg: Any) -> list[dict[str, str]]:
     """The persona agent's real prompt, round 2, no transcript shown."""
-    from harness.agents.persona import PersonaAgent
-
     view = SimpleNamespace(
         persona=SimpleNamespace(last=lambda: None), seat=Seat("pros", "PROS", "pros", "for the motion", ())
     )
@@ -356,8 +356,6 @@ def persona_prompt(cfg: Any) -> list[dict[str, str]]:
 def test_a_persona_copying_its_instruction_with_words_changed_is_rejected(settings):
     # SmolLM2's personas, in 9 recorded runs: its line "one sentence saying who your team
     # is and how it argues" with a word added and two changed; no 8 words of it in a row
-    from harness.agents.persona import PersonaOutput
-
     echo = "One sentence saying who your current team is and how they argue."
     own = "Pragmatic economists who argue from commuting costs and measured output."
     replies = [
@@ -382,9 +380,6 @@ def test_a_persona_copying_its_instruction_with_words_changed_is_rejected(settin
         ("one sentence telling who your side is and how it argues", None),  # 4 unmatched to 9 matched
     ],
 )
-def test_an_altered_copy_is_n_minus_one_words_in_order_one_in_four_changed(text, copied):
-    from harness.models.altered import altered_run
-    from harness.models.echo import words
-
+def test_an_altered_copy_is_n_minus_one_words_in_order_one_unmatched_in_three(text, copied):
     piece = " ".join(words("persona: one sentence saying who your team is and how it argues"))
     assert altered_run(piece, words(text), 8) == copied
