@@ -469,11 +469,12 @@ class _SchemaFacts:
 def _schema_facts(schemas: tuple[str, ...], n: int) -> _SchemaFacts:
     names: set[str] = set()
     choices: set[str] = set()
-    for text in schemas:
-        _schema_parts(json.loads(text), names, choices)
+    parsed = [json.loads(text) for text in schemas]
+    for schema in parsed:
+        _schema_parts(schema, names, choices)
     # a base model is shown a worked example reply (harness.models.completion_frame): its text is not an answer
-    shown = [text for schema in schemas for text in example_texts(json.loads(schema))]
-    texts = [text for schema in schemas for _, text in strings(json.loads(schema))]
+    shown = [text for schema in parsed for text in example_texts(schema)]
+    texts = [text for schema in parsed for _, text in strings(schema)]
     return _SchemaFacts(
         grams=frozenset(g for text in schemas for g in ngrams(words(text), n)),
         names=frozenset(w for name in names for w in words(name)),
