@@ -23,7 +23,7 @@ from harness.engine.fingerprint import components
 from harness.engine.interviews import Interviews
 from harness.engine.progress import Progress
 from harness.formats import Format, max_tokens_key
-from harness.models.base import ChatModel
+from harness.models.base import ChatModel, waits
 from harness.models.prices import PriceTable, load_prices
 from harness.models.registry import build_model, check_model
 from harness.models.retry import error_info
@@ -33,6 +33,7 @@ from harness.runtime.context import ModelCallError, RunContext
 from harness.runtime.interrupt import RunStopped, SecondSignal, StopOnSignal
 from harness.runtime.otel import traced_run
 from harness.schema import Config, ConfigError, ModelConfig
+from harness.slots import alone
 from harness.store.fingerprint import digest, write_fingerprint
 from harness.store.memory import RunMemory
 from harness.store.reader import ledger
@@ -321,7 +322,9 @@ def execute(
         base=base,
     )
     total = fmt.planned_rounds(cfg)
-    with recording(run_dir, manifest, state, snapshots, total):
+    # a sweep's cell whose models never wait runs alone: it has nothing to lend (harness.slots)
+    never_waits = not any(waits(bound.model) for bound in roles.values())
+    with alone(never_waits), recording(run_dir, manifest, state, snapshots, total):
         with traced_run(cfg, manifest, detail):  # the run's OpenTelemetry trace, if tracing.otel
             stopped = run_graph(fmt, ctx, state, snapshots)
         ended(manifest, state, total, stopped)

@@ -52,7 +52,11 @@ class Completion:
 
 @runtime_checkable
 class ChatModel(Protocol):
-    """A chat model built from a ``provider:name`` spec by ``build_model``."""
+    """A chat model built from a ``provider:name`` spec by ``build_model``.
+
+    A model whose calls never wait on anything outside this process's Python (no
+    server, no sleep, no native code) says so with ``waits = False``: a sweep's cell
+    then keeps its run slot through the call (``harness.slots``). Unset, it waits."""
 
     spec: str
 
@@ -61,6 +65,11 @@ class ChatModel(Protocol):
     def model_files(self) -> dict[str, str]:
         """Local weight files this model reads, as {path: sha256} (empty if remote)."""
         ...
+
+
+def waits(model: ChatModel) -> bool:
+    """Whether a call of ``model`` may wait (``ChatModel``'s ``waits``; True unless it says not)."""
+    return bool(getattr(model, "waits", True))
 
 
 class ProviderError(Exception):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -20,6 +21,7 @@ from tenacity import (
 )
 
 from harness.schema import RetryConfig
+from harness.slots import waiting
 from harness.store.records import ErrorInfo, ErrorKind
 
 T = TypeVar("T")
@@ -137,6 +139,12 @@ def call_with_retry(
     return _retrying(policy, on_retry)(attempt)
 
 
+def _lent_sleep(seconds: float) -> None:
+    """A backoff's sleep lends the cell's run slot, as the call around it may not (``ChatModel.waits``)."""
+    with waiting():
+        time.sleep(seconds)
+
+
 def _retrying(policy: RetryConfig, on_retry: Callable[[int, BaseException, float], None] | None) -> Retrying:
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
@@ -149,5 +157,6 @@ def _retrying(policy: RetryConfig, on_retry: Callable[[int, BaseException, float
         stop=stop_after_attempt(policy.max_attempts),
         wait=backoff(policy),
         before_sleep=before_sleep,
+        sleep=_lent_sleep,
         reraise=True,
     )

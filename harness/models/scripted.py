@@ -106,6 +106,11 @@ class ScriptedModel:
     def model_files(self) -> dict[str, str]:
         return {}
 
+    @property
+    def waits(self) -> bool:
+        """Only its latency waits: at zero a call is this process's CPU alone (``ChatModel``)."""
+        return self.latency_s > 0
+
     def complete(self, request: ModelRequest) -> Completion:
         started = time.perf_counter()
         if self.latency_s:

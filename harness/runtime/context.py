@@ -19,14 +19,14 @@ seed and request hash are ``harness.runtime.calls``. Both are re-exported here.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
-from harness.models.base import Completion, Message, ModelRequest
+from harness.models.base import Completion, Message, ModelRequest, waits
 from harness.models.echo import config_texts
 from harness.models.retry import call_with_retry, error_info
 from harness.models.sentences import Cut
@@ -249,8 +249,10 @@ class AgentContext:
             with self._budgeted(bound, request, where) as held:
                 if attempt == 0:  # logged just before the call it shows, so a replayed call logs nothing new
                     self._log_prompt(agent, tags, "prompt", request.messages)
-                try:  # the cell's run slot is lent out while it waits on the model, retries too
-                    with waiting():
+                # the cell's run slot is lent out while it waits on the model, retries too;
+                # a model that never waits keeps it (two thread switches a call saved)
+                try:
+                    with waiting() if waits(bound.model) else nullcontext():
                         completion = call_with_retry(
                             lambda: _sent(bound, request, held), self.cfg.retry, on_retry
                         )

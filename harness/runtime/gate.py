@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from harness.runtime.interrupt import RunStopped, stop_reason
+from harness.slots import waiting
 
 EVERY = "*"
 POLL_S = 0.2  # how often a held call looks again for a stop asked of its run
@@ -56,7 +57,7 @@ class Gate:
         """Return once calls to ``spec`` may go; raise ``RunStopped`` if the run is stopped meanwhile."""
         if not self.holds(spec):
             return
-        with self._cond:
+        with waiting(), self._cond:  # held: the cell's run slot is lent out (a call may keep it)
             self.waiting += 1
             try:
                 while self.holds(spec):
