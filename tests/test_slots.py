@@ -11,12 +11,12 @@ import time
 import pytest
 
 from harness import slots
-from harness.models.base import ProviderError, waits
+from harness.models.base import Completion, ModelRequest, ProviderError, waits
 from harness.models.registry import build_model
 from harness.models.retry import call_with_retry
 from harness.models.scripted import ScriptedModel
 from harness.runtime.gate import Gate
-from harness.schema import RetryConfig
+from harness.schema import ModelConfig, RetryConfig
 from harness.slots import Lending, Slots, alone, slot, syncing, waiting
 
 
@@ -176,7 +176,7 @@ class _Probe:
     def model_files(self) -> dict[str, str]:
         return {}
 
-    def complete(self, request):  # type: ignore[no-untyped-def]
+    def complete(self, request: ModelRequest) -> Completion:
         if self.other is None:
             ran = threading.Event()
 
@@ -197,7 +197,7 @@ def test_a_run_whose_model_never_waits_runs_alone_through_its_calls(
     monkeypatch.setattr(slots, "_SLOTS", Slots(2))
     probes: list[_Probe] = []
 
-    def build(cfg):  # type: ignore[no-untyped-def]
+    def build(cfg: ModelConfig) -> _Probe:
         probes.append(_Probe(build_model(cfg)))
         return probes[-1]
 
