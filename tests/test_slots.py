@@ -50,8 +50,9 @@ def test_a_released_slot_goes_to_the_longest_waiter_not_back_to_its_holder() -> 
     assert order == ["b", "c", "a"]
 
 
-def _other_cell(ran: threading.Event) -> threading.Thread:
-    """A cell thread that sets ``ran`` once it gets a slot, queued behind the caller's."""
+def _other_cell(ran: threading.Event, queues: bool = True) -> threading.Thread:
+    """A cell thread that sets ``ran`` once it gets a slot; ``queues``: it is queued
+    behind the caller's before this returns (False: a slot may be free for it)."""
 
     def other() -> None:
         with slot():
@@ -59,7 +60,8 @@ def _other_cell(ran: threading.Event) -> threading.Thread:
 
     t = threading.Thread(target=other)
     t.start()
-    _queued(slots._SLOTS, 1)
+    if queues:
+        _queued(slots._SLOTS, 1)
     return t
 
 
@@ -179,13 +181,7 @@ class _Probe:
     def complete(self, request: ModelRequest) -> Completion:
         if self.other is None:
             ran = threading.Event()
-
-            def other() -> None:
-                with slot():
-                    ran.set()
-
-            self.other = threading.Thread(target=other)
-            self.other.start()
+            self.other = _other_cell(ran, queues=False)
             # lent, the slot is handed on at once (up to 5 s on a loaded machine); alone, never
             self.other_ran = ran.wait(5 if self.waits else 0.3)
         return self.inner.complete(request)
