@@ -131,6 +131,16 @@ def test_the_wall_line_names_the_seconds_a_call_it_used(
     assert said in wall
 
 
+@pytest.mark.parametrize(("model", "said"), [("model=openai", True), ("model=scripted", False)])
+def test_a_real_models_plan_without_a_pilot_says_it_is_uncalibrated(
+    model: str, said: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([model, "rounds=1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("uncalibrated:")]
+    assert len(lines) == int(said)
+    assert all("--pilot" in line for line in lines)
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_help_is_a_usage_and_exit_0(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["model=scripted", flag]) == 0
