@@ -100,6 +100,12 @@ def test_a_local_models_grammar_closes_a_published_string_only_on_a_sentence_end
     assert pattern.match("Remote work saves time.")
     assert not pattern.match("Remote work saves time")  # SmolLM2's whole clause, closed unfinished
     assert not pattern.match("Remote work is supported by the .")
+    assert not pattern.match(
+        ", and remote work saves time."
+    )  # SmolLM2's critic's revision, begun mid-sentence
+    assert not pattern.match(
+        "Remote work saves time.\n\nNote: it does."
+    )  # raw newlines: no JSON string has them
     assert pattern.match("x" * cap) and not pattern.match("x" * (cap + 1))  # the cap still closes it
     assert "[.!?]" in grammar_text(schema)  # llama.cpp's converter took it: no plain-JSON fallback
     assert sentence_grammar_schema(request_schema(Turn, 96)) == request_schema(Turn, 96)  # not published
@@ -113,6 +119,15 @@ def test_a_cut_leaving_a_published_field_no_sentence_is_asked_again_for_shorter_
     assert result.value is not None and result.value.argument == "Short and whole." and result.attempts == 2
     assert "argument: cut at its length limit, and no sentence ended before that" in result.errors[0]
     assert "shorter" in model.requests[1].messages[-1]["content"]  # the repair asks for it
+
+
+def test_a_published_field_begun_mid_sentence_is_asked_again():
+    model = Replies(
+        json.dumps({"argument": ", and the evidence is plain."}), json.dumps({"argument": "It is plain."})
+    )
+    result = ask_model(model, Post)
+    assert result.value is not None and result.value.argument == "It is plain." and result.attempts == 2
+    assert result.errors[0].startswith("argument: begins mid-sentence (', and the evidence")
 
 
 def test_a_cut_leaving_a_private_field_no_sentence_keeps_it_as_cut():

@@ -3,8 +3,8 @@
 A string counts as cut by a cap when it reached the ``maxLength`` it was
 decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
 prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
-A field published as a turn (``PUBLISHED``) must end a sentence whatever cut
-it: a small model closes a string mid-sentence far below its cap ("...supported
+A field published as a turn (``PUBLISHED``) must begin a sentence (not on a
+comma: ``_begun``), and end one whatever cut it: a small model closes a string mid-sentence far below its cap ("...supported
 by the"), and that cut is "unfinished". A cut leaving a published field no
 complete sentence makes the reply invalid (``NoSentence``), repaired like any
 other, unless the field may be null (the critic's optional revision): then it
@@ -103,12 +103,21 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 PROSE_CHARS = 80
 
 
-# A published prose string decoded under a grammar may close only after ".",
-# "!" or "?" right after a word, or at its cap (a cut there is ended at a sentence, as any cut):
-# SmolLM2 ends a whole clause without its period ("...than office work") and,
-# re-asked, writes the same reply again, three attempts running. No escapes
-# inside: a turn has no use for them.
-_ENDS_A_SENTENCE = r'^([^"\\]{%d,%d}[^"\\ ][.!?]|[^"\\]{%d})$'
+# What no sentence begins with: a published field that starts on one continues a
+# sentence it never wrote (SmolLM2's critic revised a draft as ", and the evidence is...").
+# Not "-" or a quote: a list item or a quotation begins one.
+_CONTINUES = ",.;:!?)]}"
+
+# A published prose string decoded under a grammar begins on no such mark, and may
+# close only after ".", "!" or "?" right after a word, or at its cap (a cut there is
+# ended at a sentence, as any cut): SmolLM2 ends a whole clause without its period
+# ("...than office work") and, re-asked, writes the same reply again, three attempts
+# running. No escapes and no control characters inside (JSON allows neither raw; SmolLM2
+# wrote raw newlines into a published turn): a turn has no use for them.
+_CHAR = r'[^"\\\x00-\x1f]'
+_BEGINS = r'[^"\\\x00-\x1f ,.;:!?)\]}]'
+_LAST = r'[^"\\\x00-\x1f ]'
+_ENDS_A_SENTENCE = f"^({_BEGINS}{_CHAR}{{%d,%d}}{_LAST}[.!?]|{_BEGINS}{_CHAR}{{%d}})$"
 
 
 def sentence_grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -126,8 +135,8 @@ def sentence_grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
 def _end_a_sentence(node: dict[str, Any]) -> None:
     if node.get("type") != "string" or node.get("maxLength", 0) < PROSE_CHARS or "pattern" in node:
         return
-    least, most = max(int(node.pop("minLength", 2)) - 2, 0), int(node.pop("maxLength"))
-    node["pattern"] = _ENDS_A_SENTENCE % (least, most - 2, most)
+    least, most = max(int(node.pop("minLength", 3)) - 3, 0), int(node.pop("maxLength"))
+    node["pattern"] = _ENDS_A_SENTENCE % (least, most - 3, most - 1)
 
 
 def _limits(
@@ -175,6 +184,7 @@ def sentence_cuts(
     strings by path, ``truncated`` whether the reply's JSON was left open. A string
     that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves a
     published field none, unless it may be null: then it is set to None."""
+    _begun(texts)
     limits: dict[str, int] = {}
     nullable: set[str] = set()
     _limits(schema, schema, data, "", limits, nullable)
@@ -201,6 +211,16 @@ def sentence_cuts(
         _set(data, path, kept)
         cuts.append(Cut(path, len(text) - len(kept), capped[path]))
     return cuts
+
+
+def _begun(texts: list[tuple[str, str]]) -> None:
+    """Raises ``NoSentence`` if a published field begins mid-sentence (``_CONTINUES``)."""
+    for path, text in texts:
+        start = text.lstrip()
+        if path in PUBLISHED and start[:1] and start[0] in _CONTINUES:
+            raise NoSentence(
+                f"{path}: begins mid-sentence ({start[:24]!r}...); begin it with the first word of a sentence"
+            )
 
 
 _HOW = {
