@@ -100,12 +100,9 @@ def test_a_local_models_grammar_closes_a_published_string_only_on_a_sentence_end
     assert pattern.match("Remote work saves time.")
     assert not pattern.match("Remote work saves time")  # SmolLM2's whole clause, closed unfinished
     assert not pattern.match("Remote work is supported by the .")
-    assert not pattern.match(
-        ", and remote work saves time."
-    )  # SmolLM2's critic's revision, begun mid-sentence
-    assert not pattern.match(
-        "Remote work saves time.\n\nNote: it does."
-    )  # raw newlines: no JSON string has them
+    # SmolLM2's critic's revision, begun mid-sentence; a turn with raw newlines, which no JSON string has
+    assert not pattern.match(", and remote work saves time.")
+    assert not pattern.match("Remote work saves time.\n\nNote: it does.")
     assert pattern.match("x" * cap) and not pattern.match("x" * (cap + 1))  # the cap still closes it
     assert "[.!?]" in grammar_text(schema)  # llama.cpp's converter took it: no plain-JSON fallback
     assert sentence_grammar_schema(request_schema(Turn, 96)) == request_schema(Turn, 96)  # not published

@@ -4,10 +4,11 @@ A string counts as cut by a cap when it reached the ``maxLength`` it was
 decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
 prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
 A field published as a turn (``PUBLISHED``) must begin a sentence (not on a
-comma: ``_begun``), and end one whatever cut it: a small model closes a string mid-sentence far below its cap ("...supported
-by the"), and that cut is "unfinished". A cut leaving a published field no
-complete sentence makes the reply invalid (``NoSentence``), repaired like any
-other, unless the field may be null (the critic's optional revision): then it
+comma: ``_begun``), and end one whatever cut it: a small model closes a string
+mid-sentence far below its cap ("...supported by the"), and that cut is
+"unfinished". One begun mid-sentence makes the reply invalid (``NoSentence``),
+repaired like any other, and so does a cut leaving a published field no
+complete sentence, unless the field may be null (the critic's optional revision): then it
 is left out, all of it dropped, as the model may leave it. A private field (a
 scratchpad, a rationale) keeps the text the cap left (a cut with nothing
 dropped), as no one reads it as a turn.
@@ -182,8 +183,9 @@ def sentence_cuts(
     """End each prose string of ``data`` (in place) that a cap cut, and each published
     one left unfinished, at its last complete sentence; the cuts. ``texts`` are its
     strings by path, ``truncated`` whether the reply's JSON was left open. A string
-    that ends a sentence anyway is no cut. Raises ``NoSentence`` when a cut leaves a
-    published field none, unless it may be null: then it is set to None."""
+    that ends a sentence anyway is no cut. Raises ``NoSentence`` when a published field
+    begins mid-sentence, or when a cut leaves one none (one that may be null is then set
+    to None instead)."""
     _begun(texts)
     limits: dict[str, int] = {}
     nullable: set[str] = set()
