@@ -97,6 +97,31 @@ def test_loop_lock_publish_last(run, records, reject_first):
     assert result.manifest.counts.approvals == 0
 
 
+def test_loop_lock_publishes_the_last_valid_draft_when_a_schema_failure_followed_it(run, records):
+    # fault seed 5: pros' first draft is valid (and rejected), its second fails the schema;
+    # the turn loop-locks with the first as its last draft (it published nothing before)
+    result = run(
+        "rounds=1",
+        "model.malformed_rate=0.5",
+        "model.seed=5",
+        "model.reject_first=9",
+        "critic.max_iterations=2",
+        "structured.max_repairs=0",
+        "critic.on_loop_lock=publish_last",
+    )
+    run_dir = result.run_dir
+    events = records(run_dir / "events.jsonl")
+    failed = [
+        e.iteration for e in events if (e.event, e.team, e.role) == ("schema_failure", "pros", "thinking")
+    ]
+    drafts = records(run_dir / "pros" / "thinking.jsonl")
+    published = [a for a in records(run_dir / "shared_memory.jsonl") if a.team == "pros"]
+    assert [d.iteration for d in drafts] == [0] and failed == [1]
+    assert [(a.source, a.draft_id, a.text) for a in published] == [
+        ("loop_lock", drafts[0].id, drafts[0].draft)
+    ]
+
+
 def test_loop_lock_skip_turn_publishes_nothing_and_moves_on(run, records):
     result = run(
         "rounds=2", "model.reject_first=3", "critic.max_iterations=3", "critic.on_loop_lock=skip_turn"

@@ -187,13 +187,19 @@ class DriftNodes:
         if policy == "abort":
             return {"done": True, "stop_reason": f"loop_lock_abort r{state['round']} {state['team']}"}
         if policy == "publish_last":
-            view = self.views[state["team"]]
-            draft, verdict = (
-                view.thinking.get(state["draft_id"] or ""),
-                view.critique.get(state["critique_id"] or ""),
-            )
-            self.publish(state["round"], state["team"], draft, verdict)
+            verdict = self.views[state["team"]].critique.get(state["critique_id"] or "")
+            self.publish(state["round"], state["team"], self.last_draft(state), verdict)
         return {}
+
+    def last_draft(self, state: DriftState) -> ThinkingRecord | None:
+        """The turn's last valid draft. A schema failure after it leaves ``draft_id``
+        None (the critic judges no draft), but the draft it failed to replace is
+        still the last one the team wrote: without it a loop-lock published nothing."""
+        view = self.views[state["team"]]
+        if state["draft_id"]:
+            return view.thinking.get(state["draft_id"])
+        last = view.thinking.last()
+        return last if last is not None and last.round == state["round"] else None
 
     def publish(
         self, round_: int, team: str, draft: ThinkingRecord | None, verdict: CritiqueRecord | None
