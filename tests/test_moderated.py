@@ -167,6 +167,28 @@ def test_the_speech_cap_policy_applies(run, records, policy, published, stop):
     assert verify(run_dir) == ([], [])
 
 
+def test_the_cap_publishes_the_last_valid_speech_when_a_schema_failure_followed_it(run, records):
+    # fault seed 1: Pro's rebuttal (round 3) is a valid speech that fails its check, then a
+    # reply that fails the schema; the cap publishes the first (it published nothing before)
+    result = run(
+        MOD,
+        "model.factcheck_fail_rate=1.0",
+        "format.max_strikes=9",
+        "format.max_speech_retries=1",
+        "format.on_speech_cap=publish_last",
+        "model.malformed_rate=0.4",
+        "model.seed=1",
+        "structured.max_repairs=0",
+    )
+    run_dir = result.run_dir
+    drafts = [d for d in records(run_dir / "pro" / "drafts.jsonl") if d.round == 3]
+    (speech,) = [s for s in records(run_dir / "shared_memory.jsonl") if s.round == 3]
+    assert [d.iteration for d in drafts] == [0]  # attempt 1 wrote no valid speech
+    assert (speech.source, speech.iteration, speech.draft_id) == ("cap", 0, drafts[0].id)
+    assert speech.fact_check_id == "r0003.pro.fact_check.i0" and speech.text == drafts[0].text
+    assert verify(run_dir) == ([], [])
+
+
 def test_unchecked_stages_publish_without_a_check(run, records):
     result = run(
         MOD,

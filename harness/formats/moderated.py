@@ -183,6 +183,14 @@ class ModeratedNodes:
     def check_of(self, state: ModeratedState) -> FactCheckRecord | None:
         return self.factchecks.get(state["check_id"]) if state["check_id"] else None
 
+    def last_attempt(self, state: ModeratedState) -> int | None:
+        """The stage's last attempt that wrote a valid speech. At the cap, a reply that
+        failed the schema after it leaves ``draft_id`` None, but that speech is still
+        the last one the seat made: without it ``publish_last`` published nothing."""
+        seat, _ = self.at(state)
+        tried = range(state["attempt"], -1, -1)
+        return next((a for a in tried if self.draft(state["round"], seat, a) is not None), None)
+
     # -- nodes ---------------------------------------------------------------
 
     def topic(self, state: ModeratedState) -> dict:
@@ -259,11 +267,11 @@ class ModeratedNodes:
         return {}
 
     def publish(self, state: ModeratedState) -> dict:
-        round_ = state["round"]
+        round_, attempt = state["round"], self.last_attempt(state)
         seat, stage = self.at(state)
-        draft = self.draft(round_, seat, state["attempt"])
-        assert draft is not None, "only a draft is published"
-        check = self.check_of(state)
+        draft = self.draft(round_, seat, attempt) if attempt is not None else None
+        assert attempt is not None and draft is not None, "only a draft is published"
+        check = self.factchecks.get(record_id(round_, seat, "fact_check", attempt))
         source = "unchecked" if check is None else "passed" if check.verdict == "pass" else "cap"
         self.shared.append(
             SpeechRecord(
@@ -271,7 +279,7 @@ class ModeratedNodes:
                 round=round_,
                 team=seat,
                 role="speaker",
-                iteration=state["attempt"],
+                iteration=attempt,
                 model=draft.model,
                 text=draft.text,
                 phase=stage,
@@ -345,7 +353,7 @@ class ModeratedNodes:
     def route_after_cap(self, state: ModeratedState) -> Literal["publish", "advance", "verdict", "end"]:
         if state["done"]:
             return "end"
-        if self.options.on_speech_cap == "publish_last" and state["draft_id"] is not None:
+        if self.options.on_speech_cap == "publish_last" and self.last_attempt(state) is not None:
             return "publish"
         return self.route_next(state)  # skip: nothing is published for this stage
 
