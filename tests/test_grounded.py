@@ -431,6 +431,33 @@ def test_a_turn_that_never_validates_is_skipped_with_an_event(run, records, grou
     assert kept == result.manifest.counts.model_calls
 
 
+def test_out_of_attempts_a_turn_publishes_its_last_valid_draft(run, records, grounded):
+    """Attempt 0's draft validates but its citations fail, so it is sent back;
+    attempt 1's reply fails the schema (fault seed 5). The turn publishes
+    attempt 0's draft, as it would a last attempt's badly cited one, not nothing."""
+    result = run(
+        *grounded,
+        "rounds=1",
+        "model.seed=5",
+        "model.bad_citation_rate=1.0",
+        "format.on_bad_citation=retry",
+        "model.malformed_rate=0.5",
+        "structured.max_repairs=0",
+    )
+    run_dir = result.run_dir
+    failed = [
+        e.iteration
+        for e in records(run_dir / "events.jsonl")
+        if e.event == "schema_failure" and e.team == "for" and e.role == "arguer"
+    ]
+    assert [d.iteration for d in records(run_dir / "for" / "drafts.jsonl")] == [0]
+    assert 1 in failed  # the re-write's reply never validated
+    turn = turns_of(run_dir, records)[0]
+    assert (turn.team, turn.draft_id, turn.iteration) == ("for", "r0001.for.draft.i0", 0)
+    assert result.manifest.counts.get("turn_skipped") == 0
+    assert verify(run_dir)[0] == []
+
+
 def test_a_run_resumed_just_before_its_final_gives_the_final_the_same_prompt(run, grounded, tmp_path):
     """The final reads what a resumed run still holds in memory (its window), not the whole run."""
     args = (*grounded, "rounds=6", "format.final_window=2", "memory.window_rounds=1")

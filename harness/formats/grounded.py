@@ -273,10 +273,20 @@ class GroundedNodes:
     def retry(self, state: GroundedState) -> dict:
         return {"attempt": state["attempt"] + 1, "draft_id": None}
 
+    def last_draft(self, state: GroundedState) -> DraftRecord | None:
+        """The turn's draft to publish: this attempt's, else the latest earlier
+        attempt's (its reply validated, its citations failed, and every later
+        reply failed the schema), else None."""
+        seat = self.seat(state).name
+        drafts = self.ctx.memory.seat(seat).logs["drafts"]
+        if state["draft_id"]:
+            return drafts.get(state["draft_id"])
+        ids = (record_id(state["round"], seat, "draft", a) for a in range(state["attempt"], -1, -1))
+        return next((d for d in map(drafts.get, ids) if d is not None), None)
+
     def publish(self, state: GroundedState) -> dict:
         seat = self.seat(state)
-        drafts = self.ctx.memory.seat(seat.name).logs["drafts"]
-        draft: DraftRecord | None = drafts.get(state["draft_id"]) if state["draft_id"] else None
+        draft = self.last_draft(state)
         assert draft is not None, "only a draft is published"
         text, truncated = within(draft.text, self.options.charlimit)
         if truncated:  # recorded as data, like a cap's cut inside a reply (harness.models.structured)
@@ -297,8 +307,9 @@ class GroundedNodes:
                 round=state["round"],
                 team=seat.name,
                 role="arguer",
-                iteration=state["attempt"],
+                iteration=draft.iteration,
                 model=draft.model,
+                usage=self.step_usage(state),  # a failed last attempt's search step, if any (none else)
                 text=text,
                 phase="turn",
                 alias=seat.alias,
@@ -375,7 +386,11 @@ class GroundedNodes:
     def route_after_write(self, state: GroundedState) -> Literal["publish", "retry", "skip"]:
         can_retry = state["attempt"] < self.options.max_turn_retries
         if state["draft_id"] is None:  # no valid reply
-            return "retry" if can_retry else "skip"
+            if can_retry:
+                return "retry"
+            # out of attempts: an earlier valid draft is published, as a draft whose
+            # citations still fail is at the last attempt; with none, nothing is
+            return "publish" if self.last_draft(state) is not None else "skip"
         if self.options.on_bad_citation == "retry" and can_retry:
             draft = self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
             if draft is not None and bad_citations(draft.citations):
