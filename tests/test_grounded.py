@@ -458,6 +458,22 @@ def test_out_of_attempts_a_turn_publishes_its_last_valid_draft(run, records, gro
     assert verify(run_dir)[0] == []
 
 
+def test_a_rewrite_after_a_failed_reply_is_told_why_the_draft_before_it_failed(run, records, grounded):
+    """Fault seed 5: FOR's attempt 0 cites badly, attempt 1's reply fails the
+    schema, and attempt 2 is still shown attempt 0's draft and its reasons."""
+    args = ("rounds=1", "model.seed=5", "model.bad_citation_rate=1.0", "format.on_bad_citation=retry")
+    faults = ("model.malformed_rate=0.5", "structured.max_repairs=0", "format.max_turn_retries=2")
+    run_dir = run(*grounded, *args, *faults).run_dir
+    drafts = records(run_dir / "for" / "drafts.jsonl")
+    assert [d.iteration for d in drafts] == [0, 2]
+    prompt = next(
+        p for p in records(run_dir / "for" / "prompts.jsonl") if p.id.startswith("r0001.for.arguer.i2")
+    )
+    asked = prompt.messages[-1]["content"]
+    assert "Its citations failed" in asked
+    assert drafts[0].text[:60] in asked
+
+
 def test_a_run_resumed_just_before_its_final_gives_the_final_the_same_prompt(run, grounded, tmp_path):
     """The final reads what a resumed run still holds in memory (its window), not the whole run."""
     args = (*grounded, "rounds=6", "format.final_window=2", "memory.window_rounds=1")

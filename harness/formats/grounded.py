@@ -230,11 +230,9 @@ class GroundedNodes:
 
     def write(self, state: GroundedState) -> dict:
         seat, attempt = self.seat(state).name, state["attempt"]
-        failed = None
-        if attempt > 0:
-            drafts = self.ctx.memory.seat(seat).logs["drafts"]
-            before = drafts.get(record_id(state["round"], seat, "draft", attempt - 1))
-            failed = (before, reasons(before.citations)) if before is not None else None
+        # the reasons of the latest earlier draft, even when a failed reply came between
+        before = self.latest_draft(state, attempt - 1)
+        failed = (before, reasons(before.citations)) if before is not None else None
         usage = self.step_usage(state)
         draft = self.arguers[seat].write(
             state["topic"],
@@ -273,16 +271,21 @@ class GroundedNodes:
     def retry(self, state: GroundedState) -> dict:
         return {"attempt": state["attempt"] + 1, "draft_id": None}
 
+    def latest_draft(self, state: GroundedState, attempt: int) -> DraftRecord | None:
+        """The turn's draft of the latest attempt up to ``attempt`` that wrote one. Never
+        a later one's: a replayed step must not see what a killed run wrote after it."""
+        seat = self.seat(state).name
+        drafts = self.ctx.memory.seat(seat).logs["drafts"]
+        ids = (record_id(state["round"], seat, "draft", a) for a in range(attempt, -1, -1))
+        return next((d for d in map(drafts.get, ids) if d is not None), None)
+
     def last_draft(self, state: GroundedState) -> DraftRecord | None:
         """The turn's draft to publish: this attempt's, else the latest earlier
         attempt's (its reply validated, its citations failed, and every later
         reply failed the schema), else None."""
-        seat = self.seat(state).name
-        drafts = self.ctx.memory.seat(seat).logs["drafts"]
         if state["draft_id"]:
-            return drafts.get(state["draft_id"])
-        ids = (record_id(state["round"], seat, "draft", a) for a in range(state["attempt"], -1, -1))
-        return next((d for d in map(drafts.get, ids) if d is not None), None)
+            return self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
+        return self.latest_draft(state, state["attempt"])
 
     def publish(self, state: GroundedState) -> dict:
         seat = self.seat(state)
