@@ -110,7 +110,7 @@ def test_a_local_models_grammar_closes_a_published_string_only_on_a_sentence_end
 
 def test_a_cut_leaving_a_published_field_no_sentence_is_asked_again_for_shorter_sentences():
     model = Replies(
-        json.dumps({"argument": "no sentence ends here " * 18}), json.dumps({"argument": "Short and whole."})
+        json.dumps({"argument": "No sentence ends here " * 18}), json.dumps({"argument": "Short and whole."})
     )
     result = ask_model(model, Post, max_tokens=96)  # a cap of ~190 characters
     assert result.value is not None and result.value.argument == "Short and whole." and result.attempts == 2
@@ -125,6 +125,16 @@ def test_a_published_field_begun_mid_sentence_is_asked_again():
     result = ask_model(model, Post)
     assert result.value is not None and result.value.argument == "It is plain." and result.attempts == 2
     assert result.errors[0].startswith("argument: begins mid-sentence (', and the evidence")
+    # SmolLM2's moderated opening: a sentence's predicate, its subject left in the prompt
+    fragment = "has been the topic of debate for years."
+    model = Replies(
+        json.dumps({"argument": fragment}), json.dumps({"argument": "It has been debated for years."})
+    )
+    result = ask_model(model, Post)
+    assert result.attempts == 2 and result.errors[0].startswith("argument: begins mid-sentence ('has been")
+    # a number begins a sentence as it is (so would a letter with no case)
+    numbered = Replies(json.dumps({"argument": "2017 was the year Ghent closed its centre."}))
+    assert ask_model(numbered, Post).attempts == 1
 
 
 def test_a_cut_leaving_a_private_field_no_sentence_keeps_it_as_cut():
@@ -157,7 +167,7 @@ def test_a_published_field_left_mid_sentence_ends_at_its_last_sentence():
     assert ask(reply("It is supported by the")).value.text == "It is supported by the"  # type: ignore[union-attr]
     # a published field with no sentence at all is invalid, and asked again
     retried = ask_model(
-        Replies(json.dumps({"argument": "we should act now"}), json.dumps({"argument": "Act now."})), Post
+        Replies(json.dumps({"argument": "We should act now"}), json.dumps({"argument": "Act now."})), Post
     )
     assert retried.attempts == 2 and "argument: stops mid-sentence" in retried.errors[0]
 

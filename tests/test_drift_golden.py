@@ -2,7 +2,8 @@
 on the scripted model, every record keeps the text, order and ids (and every
 other field) it had before formats became objects (``fixtures/drift_golden.json``,
 made by ``fixtures/make_drift_golden.py`` on the main of that time; since
-issue 39 the scripted texts end their sentences, the one change made on purpose)."""
+issue 39 the scripted texts end their sentences and begin with a capital, the
+changes made on purpose)."""
 
 from __future__ import annotations
 

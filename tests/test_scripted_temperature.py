@@ -21,10 +21,12 @@ from harness.schema import ConfigError
 SCHEMAS = {"persona": PersonaOutput.model_json_schema(), "thinking": ThinkingOutput.model_json_schema()}
 # sha256 of replies() at 0.7 from the model before temperature mattered (commit bbcf416),
 # with issue 39's sentence ends: the same text with a period after every few words
-# (checked against bbcf416's digests, 6c84633... and 80e5a4b..., with only periods inserted)
+# (checked against bbcf416's digests, 6c84633... and 80e5a4b..., with only periods inserted),
+# and its capital at each text's start (checked against f1f92f9... and c19bc06...: every
+# text equal but for its first letter, upper-cased, and nothing else)
 BEFORE = {
-    None: "f1f92f9f4470ed4c41f4bbcad1a7903ec50419dc84544e05d697d0a69e89404b",
-    4: "c19bc066c067f922dc30254e232c06ab391c8bbad55a417787760e259812448c",
+    None: "773684cf6698302a0b24ea7cf406f48183a5f45565d59401f37cc6c81e09d7f5",
+    4: "2d76dd0dfe66826e0cff3c1e4bfebec5706d709e5d7982f8b3fd6652e8d79ad3",
 }
 
 

@@ -186,7 +186,9 @@ def sentence(
 
 def sentences(words: str) -> str:
     """``words`` as sentences of at most ``SENTENCE_WORDS`` words, of even length, each
-    ending with a period: the words themselves (and so the token counts) unchanged."""
+    ending with a period, the first word capitalised (a published field may not begin
+    in lower case: ``harness.models.sentences``): the words (and token counts) unchanged."""
     out = words.split()
+    out[:1] = [w[:1].upper() + w[1:] for w in out[:1]]
     size = math.ceil(len(out) / max(1, math.ceil(len(out) / SENTENCE_WORDS)))
     return " ".join(w + "." if (i + 1) % size == 0 or i == len(out) - 1 else w for i, w in enumerate(out))

@@ -4,7 +4,7 @@ A string counts as cut by a cap when it reached the ``maxLength`` it was
 decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
 prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
 A field published as a turn (``PUBLISHED``) must begin a sentence (not on a
-comma: ``_begun``), and end one whatever cut it: a small model closes a string
+comma or a lower-case letter: ``_begun``), and end one whatever cut it: a small model closes a string
 mid-sentence far below its cap ("...supported by the"), and that cut is
 "unfinished". One begun mid-sentence makes the reply invalid (``NoSentence``),
 repaired like any other, and so does a cut leaving a published field no
@@ -104,9 +104,11 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 PROSE_CHARS = 80
 
 
-# What no sentence begins with: a published field that starts on one continues a
-# sentence it never wrote (SmolLM2's critic revised a draft as ", and the evidence is...").
-# Not "-" or a quote: a list item or a quotation begins one.
+# What no sentence begins with, nor a lower-case letter: a published field that starts
+# on one continues a sentence it never wrote (SmolLM2's critic revised a draft as ", and
+# the evidence is...", its moderated Pro opened "has been the topic of debate for years.").
+# Not "-" or a quote: a list item or a quotation begins one; nor a digit, nor a letter
+# with no case. The grammar leaves the case free: a forced capital would hide a fragment.
 _CONTINUES = ",.;:!?)]}"
 
 # A published prose string decoded under a grammar begins on no such mark, and may
@@ -216,10 +218,10 @@ def sentence_cuts(
 
 
 def _begun(texts: list[tuple[str, str]]) -> None:
-    """Raises ``NoSentence`` if a published field begins mid-sentence (``_CONTINUES``)."""
+    """Raises ``NoSentence`` if a published field begins mid-sentence (``_CONTINUES``, lower case)."""
     for path, text in texts:
         start = text.lstrip()
-        if path in PUBLISHED and start[:1] and start[0] in _CONTINUES:
+        if path in PUBLISHED and start[:1] and (start[0] in _CONTINUES or start[0].islower()):
             raise NoSentence(
                 f"{path}: begins mid-sentence ({start[:24]!r}...); begin it with the first word of a sentence"
             )
