@@ -2,16 +2,16 @@
 
 A string counts as cut by a cap when it reached the ``maxLength`` it was
 decoded under, or when the reply ran out of ``max_tokens`` inside it. Only
-prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it.
-A field published as a turn (``PUBLISHED``) must begin a sentence (not on a
-comma or a lower-case letter: ``_begun``), and end one whatever cut it: a small model closes a string
-mid-sentence far below its cap ("...supported by the"), and that cut is
-"unfinished". One begun mid-sentence makes the reply invalid (``NoSentence``),
-repaired like any other, and so does a cut leaving a published field no
-complete sentence, unless the field may be null (the critic's optional revision): then it
-is left out, all of it dropped, as the model may leave it. A private field (a
-scratchpad, a rationale) keeps the text the cap left (a cut with nothing
-dropped), as no one reads it as a turn.
+prose counts (``PROSE_CHARS``); a name or a label ends where its cap ends it. A
+field published as a turn (``PUBLISHED``) must begin a sentence (not on a
+comma, nor on a lower-case letter: ``_begun``), and end one whatever cut it: a
+small model closes a string mid-sentence far below its cap ("...supported by
+the"), and that cut is "unfinished". One begun mid-sentence makes the reply
+invalid (``NoSentence``), repaired like any other, and so does a cut leaving a
+published field no complete sentence, unless the field may be null (the
+critic's optional revision): then it is left out, all of it dropped, as the
+model may leave it. A private field (a scratchpad, a rationale) keeps the text
+the cap left (a cut with nothing dropped), as no one reads it as a turn.
 ``harness.models.structured`` applies this to every reply; the grounded
 format's hard cut at ``format.charlimit`` ends its turn the same way (``within``).
 """
@@ -104,11 +104,11 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 PROSE_CHARS = 80
 
 
-# What no sentence begins with, nor a lower-case letter: a published field that starts
-# on one continues a sentence it never wrote (SmolLM2's critic revised a draft as ", and
-# the evidence is...", its moderated Pro opened "has been the topic of debate for years.").
-# Not "-" or a quote: a list item or a quotation begins one; nor a digit, nor a letter
-# with no case. The grammar leaves the case free: a forced capital would hide a fragment.
+# What no sentence begins with, any more than with a lower-case letter: a published
+# field that starts on one continues a sentence it never wrote (SmolLM2's critic revised
+# a draft as ", and the evidence is...", its moderated Pro opened "has been the topic of
+# debate for years."). A "-", a quote, a digit or a letter with no case begins one. The
+# grammar leaves the case free: a capital forced on a fragment would only hide it.
 _CONTINUES = ",.;:!?)]}"
 
 # A published prose string decoded under a grammar begins on no such mark, and may
