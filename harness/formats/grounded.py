@@ -273,23 +273,17 @@ class GroundedNodes:
 
     def latest_draft(self, state: GroundedState, attempt: int) -> DraftRecord | None:
         """The turn's draft of the latest attempt up to ``attempt`` that wrote one. Never
-        a later one's: a replayed step must not see what a killed run wrote after it."""
+        a later one's: a replayed step must not see what a killed run wrote after it.
+        Up to the current attempt, it is the draft to publish: this attempt's, else the
+        latest earlier one's (its citations failed, and every later reply the schema)."""
         seat = self.seat(state).name
         drafts = self.ctx.memory.seat(seat).logs["drafts"]
         ids = (record_id(state["round"], seat, "draft", a) for a in range(attempt, -1, -1))
         return next((d for d in map(drafts.get, ids) if d is not None), None)
 
-    def last_draft(self, state: GroundedState) -> DraftRecord | None:
-        """The turn's draft to publish: this attempt's, else the latest earlier
-        attempt's (its reply validated, its citations failed, and every later
-        reply failed the schema), else None."""
-        if state["draft_id"]:
-            return self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
-        return self.latest_draft(state, state["attempt"])
-
     def publish(self, state: GroundedState) -> dict:
         seat = self.seat(state)
-        draft = self.last_draft(state)
+        draft = self.latest_draft(state, state["attempt"])
         assert draft is not None, "only a draft is published"
         text, truncated = within(draft.text, self.options.charlimit)
         if truncated:  # recorded as data, like a cap's cut inside a reply (harness.models.structured)
@@ -393,7 +387,7 @@ class GroundedNodes:
                 return "retry"
             # out of attempts: an earlier valid draft is published, as a draft whose
             # citations still fail is at the last attempt; with none, nothing is
-            return "publish" if self.last_draft(state) is not None else "skip"
+            return "publish" if self.latest_draft(state, state["attempt"]) is not None else "skip"
         if self.options.on_bad_citation == "retry" and can_retry:
             draft = self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
             if draft is not None and bad_citations(draft.citations):
