@@ -10,9 +10,11 @@ once, by the pilot). Priced at $1 / $4 per 1M input / output tokens
 
 Printed: calls, input and output tokens, dollars and wall time, each plan
 against the actual, their ratio, and whether the actual falls in the
-pilot plan's interval; the load average before and after. Goal: the pilot's
-point within +-25% of the actual in calls, tokens and dollars, +-35% in wall
-time. Nothing is asserted. One process, one llama.cpp thread
+pilot plan's interval; then every ``--pilot-runs`` of the runs just made as
+the pilot of the others (as ``--leave-out``: one draw says little about how
+often a pilot of that size lands); the load average before and after. Goal:
+the pilot's point within +-25% of the actual in calls, tokens and dollars,
++-35% in wall time. Nothing is asserted. One process, one llama.cpp thread
 (``--threads``; two spin-wait each other on a loaded CPU, 163 s a call at
 load 12): the CPU is shared, expect noise in wall time.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import math
 import os
 import shutil
 import statistics
@@ -146,7 +149,8 @@ def leave_out(k: int, folders: list[Path], common: list[str]) -> None:
         shown = " ".join(f"{r:.2f}" for r in ratios)
         print(f"pilot {chosen}: calls, input, output, dollars {shown}; {cells_in}/{len(got)} cells inside")
     print(
-        f"within +-25%: calls {met[0]}, input {met[1]}, output {met[2]}, dollars {met[3]}; inside {inside}/{held}"
+        f"within +-25% of {math.comb(len(runs), k)} pilots: calls {met[0]}, input {met[1]}, output {met[2]}, "
+        f"dollars {met[3]}; cells inside their interval {inside}/{held}"
     )
 
 
@@ -191,7 +195,13 @@ def main() -> None:
         print(f"planned from the pilot in {took:.1f} s; sweep: {args.cells} cells", flush=True)
         for line in calibrated.pilot.lines() if calibrated.pilot else []:
             print(f"  {line}")
-        report(dry, calibrated, run_cells(calibrated, args.keep_cells or tmp / "sweep"))
+        cells = args.keep_cells or tmp / "sweep"
+        report(dry, calibrated, run_cells(calibrated, cells))
+        # one draw says little about the next: how often would another pair of these runs have met it?
+        print(
+            f"every {args.pilot_runs} of these runs as the pilot of the others (no model call):", flush=True
+        )
+        leave_out(args.pilot_runs, [pilot, cells], common)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"load average {os.getloadavg()}")
