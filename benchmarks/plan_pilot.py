@@ -197,7 +197,7 @@ def main() -> None:
             print(f"  {line}")
         cells = args.keep_cells or tmp / "sweep"
         report(dry, calibrated, run_cells(calibrated, cells))
-        # one draw says little about the next: how often would another pair of these runs have met it?
+        # one draw says little about the next: how often would other pilots among these runs have met it?
         print(
             f"every {args.pilot_runs} of these runs as the pilot of the others (no model call):", flush=True
         )
