@@ -389,7 +389,7 @@ class GroundedNodes:
             # citations still fail is at the last attempt; with none, nothing is
             return "publish" if self.latest_draft(state, state["attempt"]) is not None else "skip"
         if self.options.on_bad_citation == "retry" and can_retry:
-            draft = self.ctx.memory.seat(self.seat(state).name).logs["drafts"].get(state["draft_id"])
+            draft = self.latest_draft(state, state["attempt"])  # this attempt's: its reply validated
             if draft is not None and bad_citations(draft.citations):
                 return "retry"
         return "publish"
