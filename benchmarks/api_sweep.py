@@ -16,6 +16,9 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    the N-cell command again under ``memory.fsync=round``, and again with its
    folders on tmpfs (``/dev/shm``), where fsyncs and new files cost next to
    nothing: the difference is the disk's share, the rest the driver's own.
+   Each of these four commands runs ``--cpu-repeats`` times (3; 1 with
+   ``--quick``), one of each in turn, and the least CPU of each is printed
+   with the range: the host's noise only adds CPU to the same work.
    0b. The issue's own shape of the whole-process ratio: the scripted model
    sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
    the N-cell (and ``--big``) command's wall over the 1-cell command's; then
@@ -364,41 +367,64 @@ def compiled() -> None:
         compileall.compile_dir(REPO / package, quiet=1)
 
 
-def driver_cpu(n: int, r: int, timeout_s: float) -> None:
+def driver_cpu(n: int, r: int, timeout_s: float, repeats: int) -> None:
     """Phase 0: the driver's CPU a model call, scripted model at zero latency: one
     cell and ``n`` cells, each command in its own process. Whole: the n-cell
     command's user + sys over its calls (start-up included); marginal: what the
-    other n - 1 cells added, over the calls they added. Then where the disk's
-    share goes (``disk_share``)."""
+    other n - 1 cells added, over the calls they added. Beside it, where the
+    disk's share goes: the n-cell command under ``memory.fsync=round`` (a run's
+    logs fsynced once a round, not each record), and with its folders in memory
+    (tmpfs, ``/dev/shm``: fsyncs and new files cost the kernel next to nothing),
+    what is left there being the driver's own.
+
+    Each command runs ``repeats`` times, one of each in turn, and the least CPU of
+    each is printed with the range: a slower host, or a busier one, only adds CPU
+    to the same work (the same tmpfs command took 3.6-5.7 s within an hour here),
+    so the least is the figure the host disturbed least, and the range how much."""
     compiled()
-    one = run_sweep(None, "cpu-one", 1, r, ["sweep.concurrency=1"], timeout_s)
-    many = run_sweep(None, "cpu-many", n, r, [f"sweep.concurrency={n}"], timeout_s)
+    shm = Path("/dev/shm")
+    commands: dict[str, tuple[int, list[str], Path | None]] = {
+        "one": (1, ["sweep.concurrency=1"], None),
+        "many": (n, [f"sweep.concurrency={n}"], None),
+        "round": (n, [f"sweep.concurrency={n}", "memory.fsync=round"], None),
+    }
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        commands["tmpfs"] = (n, [f"sweep.concurrency={n}"], shm)
+    runs: dict[str, list[Sweep]] = {label: [] for label in commands}
+    for turn in range(repeats):
+        for label, (cells, extra, under) in commands.items():
+            runs[label].append(
+                run_sweep(None, f"cpu-{label}-{turn}", cells, r, extra, timeout_s, under=under)
+            )
+    least = {label: min(sweeps, key=lambda s: s.cpu_s) for label, sweeps in runs.items()}
+    one, many = least["one"], least["many"]
+    failed = sum(s.failed for sweeps in runs.values() for s in sweeps)
     marginal = (many.cpu_s - one.cpu_s) / max(many.calls - one.calls, 1) * 1000
+    how = f"the least of {repeats} runs of each command, taken in turn" if repeats > 1 else "one run of each"
     print(
-        f"0. driver CPU a call (scripted, zero latency): 1 cell {cpu_line(one)}; {n} cells {cpu_line(many)}"
-        f" (whole, goal <= 2); marginal {marginal:.1f} ms a call; failed cells {one.failed + many.failed}",
+        f"0. driver CPU a call (scripted, zero latency; {how}): 1 cell {cpu_line(one)}; "
+        f"{n} cells {cpu_line(many)} (whole, goal <= 2{spread(runs['many'])}); "
+        f"marginal {marginal:.1f} ms a call; failed cells {failed}",
         flush=True,
     )
-    disk_share(n, r, timeout_s, many)
-
-
-def disk_share(n: int, r: int, timeout_s: float, many: Sweep) -> None:
-    """The same n-cell command twice more, beside the first: under
-    ``memory.fsync=round`` (a run's logs fsynced once a round, not each record),
-    and with its folders in memory (tmpfs, ``/dev/shm``: fsyncs and new files
-    cost the kernel next to nothing). What is left on tmpfs is the driver's own."""
-    by_round = run_sweep(None, "cpu-round", n, r, [f"sweep.concurrency={n}", "memory.fsync=round"], timeout_s)
-    print(f"   memory.fsync=round: {cpu_line(by_round)}; failed cells {by_round.failed}", flush=True)
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+    print(f"   memory.fsync=round: {cpu_line(least['round'])}{spread(runs['round'])}", flush=True)
+    if "tmpfs" not in least:
         print("   tmpfs: skipped, no writable /dev/shm", flush=True)
         return
-    memory = run_sweep(None, "cpu-tmpfs", n, r, [f"sweep.concurrency={n}"], timeout_s, under=shm)
+    memory = least["tmpfs"]
     print(
-        f"   on tmpfs: {cpu_line(memory)}; failed cells {memory.failed}; "
-        f"the disk's share under the default: {(many.cpu_s - memory.cpu_s) / max(many.calls, 1) * 1000:.1f} ms a call",
+        f"   on tmpfs: {cpu_line(memory)}{spread(runs['tmpfs'])}; the disk's share under "
+        f"the default: {(many.cpu_s - memory.cpu_s) / max(many.calls, 1) * 1000:.1f} ms a call",
         flush=True,
     )
+
+
+def spread(sweeps: list[Sweep]) -> str:
+    """The range of ``sweeps``' CPU a call, as "; runs 1.9-2.6 ms a call"; "" for one sweep."""
+    if len(sweeps) < 2:
+        return ""
+    per_call = sorted(s.cpu_s / max(s.calls, 1) * 1000 for s in sweeps)
+    return f"; runs {per_call[0]:.1f}-{per_call[-1]:.1f} ms a call"
 
 
 def sleeping(args: argparse.Namespace, n: int, r: int, timeout_s: float) -> None:
@@ -585,6 +611,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per sweep (900)")
     parser.add_argument("--skip-process", action="store_true", help="no joblib sweep")
     parser.add_argument("--big", type=int, nargs="*", default=[256], help="also these many cells (256)")
+    parser.add_argument(
+        "--cpu-repeats",
+        type=int,
+        default=None,
+        help="phase 0: runs of each command, the least printed (3; --quick 1)",
+    )
     parser.add_argument("--rpm", type=int, default=10_000, help="phase 4's limit, requests a minute")
     parser.add_argument("--rpm-cells", type=int, default=256, help="phase 4's cells (256; 0: skip)")
     parser.add_argument(
@@ -603,6 +635,9 @@ def main() -> None:
     n, r = (12, 2) if args.quick else (max(4, args.cells // 4 * 4), args.rounds)
     if args.quick:
         args.big, args.rpm_cells = [], 0
+    if args.cpu_repeats is not None and args.cpu_repeats < 1:
+        parser.error(f"--cpu-repeats: at least 1, got {args.cpu_repeats}")
+    args.cpu_repeats = args.cpu_repeats or (1 if args.quick else 3)
     if args.only_cpu:
         args.rpm_cells = 0
     timeout_s = min(args.timeout, 150.0) if args.quick else args.timeout
@@ -610,7 +645,7 @@ def main() -> None:
     began = time.perf_counter()
     compiled()
     if not args.only_rpm:
-        driver_cpu(n, r, timeout_s)
+        driver_cpu(n, r, timeout_s, args.cpu_repeats)
         print(f"   ({load()})")
     if not (args.only_rpm or args.only_cpu):
         sleeping(args, n, r, timeout_s)
