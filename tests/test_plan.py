@@ -184,6 +184,9 @@ def test_schema_failures_in_a_pilot_add_their_repairs(pilot: Callable[..., list[
     plain, _ = build_plan(parse(["model=scripted", "rounds=4"]))
     calibrated, _ = build_plan(parse(["model=scripted", "rounds=4", *pilot("model.malformed_rate=0.5")]))
     assert calibrated.point().calls > 1.2 * plain.point().calls
+    # half a turn's replies malformed: turns within a run vary more than +-25%, which no pilot narrows
+    wide = [line for line in render(calibrated, None, 0, 0.0) if "the interval is wide" in line]
+    assert wide and "which more pilot runs do not narrow: 20 more would leave" in wide[0]
 
 
 def width(plan_: Plan) -> float:

@@ -523,7 +523,10 @@ class Calibration:
             line = f"{head}: {more[0]} more pilot run(s) like these would narrow it to about +-{after:.0%}"
         else:
             floor = math.sqrt(alone**2 + known * n / (n + 20))
-            line = f"{head}: a cell's own turns vary +-{alone:.0%}, so 20 more runs like these leave +-{floor:.0%}"
+            line = (
+                f"{head}: most of it is how a cell's own turns vary (+-{alone:.0%}), which more pilot "
+                f"runs do not narrow: 20 more would leave +-{floor:.0%}"
+            )
         self.wide = (width, line)
 
     def warn(self, estimate: Estimate, turns: Turns) -> None:
