@@ -524,8 +524,8 @@ class Calibration:
         else:
             floor = math.sqrt(alone**2 + known * n / (n + 20))
             line = (
-                f"{head}: most of it is how a cell's own turns vary (+-{alone:.0%}), which more pilot "
-                f"runs do not narrow: 20 more would leave +-{floor:.0%}"
+                f"{head}: a cell's own turns vary +-{alone:.0%}, which more pilot runs do not "
+                f"narrow: 20 more would leave +-{floor:.0%}"
             )
         self.wide = (width, line)
 
