@@ -369,6 +369,11 @@ def test_sweep_command_line_errors(tmp_path, capsys):
     assert sweep_main(["resume"]) == 2
     assert sweep_main(["status", str(tmp_path)]) == 2
     assert "no sweep.json" in capsys.readouterr().err
+    # killed as it started, a sweep made no folder: resuming it says to run its command again
+    assert sweep_main(["resume", str(tmp_path / "never-made")]) == 2
+    assert capsys.readouterr().err.endswith(
+        "no such folder; a sweep stopped before it made one: run its command again\n"
+    )
 
 
 def test_a_sweep_folder_that_is_a_file_is_one_line_and_the_file_is_kept(tmp_path, capsys):

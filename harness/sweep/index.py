@@ -93,6 +93,10 @@ INDEX_COST = IndexCost()
 def read_index(sweep_dir: Path) -> SweepIndex:
     path = sweep_dir / INDEX_JSON
     if not path.is_file():
+        if not sweep_dir.is_dir():  # e.g. a sweep killed as it started, before it made its folder
+            raise FileNotFoundError(
+                f"{sweep_dir}: no such folder; a sweep stopped before it made one: run its command again"
+            )
         raise FileNotFoundError(f"{sweep_dir}: no {INDEX_JSON}; is this a sweep folder?")
     return SweepIndex.model_validate_json(path.read_text())
 
