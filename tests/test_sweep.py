@@ -372,7 +372,7 @@ def test_sweep_command_line_errors(tmp_path, capsys):
     # killed as it started, a sweep made no folder: resuming it says to run its command again
     assert sweep_main(["resume", str(tmp_path / "never-made")]) == 2
     assert capsys.readouterr().err.endswith(
-        "no such folder; a sweep stopped before it made one: run its command again\n"
+        "no such folder (a sweep killed as it started makes none: run its command again)\n"
     )
 
 

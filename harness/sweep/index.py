@@ -95,7 +95,7 @@ def read_index(sweep_dir: Path) -> SweepIndex:
     if not path.is_file():
         if not sweep_dir.is_dir():  # e.g. a sweep killed as it started, before it made its folder
             raise FileNotFoundError(
-                f"{sweep_dir}: no such folder; a sweep stopped before it made one: run its command again"
+                f"{sweep_dir}: no such folder (a sweep killed as it started makes none: run its command again)"
             )
         raise FileNotFoundError(f"{sweep_dir}: no {INDEX_JSON}; is this a sweep folder?")
     return SweepIndex.model_validate_json(path.read_text())
