@@ -346,11 +346,13 @@ def timing_line(sweep: Sweep, one: Sweep) -> str:
     )
 
 
+def ms_a_call(sweep: Sweep) -> float:
+    """The sweep's CPU (user + sys) a model call, in ms."""
+    return sweep.cpu_s / max(sweep.calls, 1) * 1000
+
+
 def cpu_line(sweep: Sweep) -> str:
-    return (
-        f"{sweep.cpu_s:.1f} s (user + sys) over {sweep.calls} calls = "
-        f"{sweep.cpu_s / max(sweep.calls, 1) * 1000:.1f} ms a call"
-    )
+    return f"{sweep.cpu_s:.1f} s (user + sys) over {sweep.calls} calls = {ms_a_call(sweep):.1f} ms a call"
 
 
 def in_process(n: int) -> list[str]:
@@ -423,7 +425,7 @@ def spread(sweeps: list[Sweep]) -> str:
     """The range of ``sweeps``' CPU a call, as "; runs 1.9-2.6 ms a call"; "" for one sweep."""
     if len(sweeps) < 2:
         return ""
-    per_call = sorted(s.cpu_s / max(s.calls, 1) * 1000 for s in sweeps)
+    per_call = sorted(ms_a_call(s) for s in sweeps)
     return f"; runs {per_call[0]:.1f}-{per_call[-1]:.1f} ms a call"
 
 
