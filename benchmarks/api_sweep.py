@@ -18,7 +18,11 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    nothing: the difference is the disk's share, the rest the driver's own.
    Each of these four commands runs ``--cpu-repeats`` times (3; 1 with
    ``--quick``), one of each in turn, and the least CPU of each is printed
-   with the range: the host's noise only adds CPU to the same work.
+   with the range: the host's noise only adds CPU to the same work. Before
+   and after them, the CPU of a fixed Python loop (``host_probe``): the
+   machine's own speed then, which moved by a third within an hour on a
+   2-core VM at a load under 1, so figures of two sittings compare only
+   beside it.
    0b. The issue's own shape of the whole-process ratio: the scripted model
    sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
    the N-cell (and ``--big``) command's wall over the 1-cell command's; then
@@ -393,6 +397,7 @@ def driver_cpu(n: int, r: int, timeout_s: float, repeats: int) -> None:
     if shm.is_dir() and os.access(shm, os.W_OK):
         commands["tmpfs"] = (n, [f"sweep.concurrency={n}"], shm)
     runs: dict[str, list[Sweep]] = {label: [] for label in commands}
+    before = host_probe()
     for turn in range(repeats):
         for label, (cells, extra, under) in commands.items():
             runs[label].append(
@@ -412,13 +417,35 @@ def driver_cpu(n: int, r: int, timeout_s: float, repeats: int) -> None:
     print(f"   memory.fsync=round: {cpu_line(least['round'])}{spread(runs['round'])}", flush=True)
     if "tmpfs" not in least:
         print("   tmpfs: skipped, no writable /dev/shm", flush=True)
-        return
-    memory = least["tmpfs"]
+    else:
+        memory = least["tmpfs"]
+        print(
+            f"   on tmpfs: {cpu_line(memory)}{spread(runs['tmpfs'])}; the disk's share under "
+            f"the default: {(many.cpu_s - memory.cpu_s) / max(many.calls, 1) * 1000:.1f} ms a call",
+            flush=True,
+        )
     print(
-        f"   on tmpfs: {cpu_line(memory)}{spread(runs['tmpfs'])}; the disk's share under "
-        f"the default: {(many.cpu_s - memory.cpu_s) / max(many.calls, 1) * 1000:.1f} ms a call",
+        f"   host: a fixed Python loop took {before:.2f} s of CPU before these commands and "
+        f"{host_probe():.2f} s after (least of {PROBE_REPEATS} each); compare sittings beside it",
         flush=True,
     )
+
+
+PROBE_REPEATS = 3
+
+
+def host_probe() -> float:
+    """The least CPU, in seconds, of ``PROBE_REPEATS`` runs of one fixed pure-Python
+    loop (~0.2 s here): how fast the host runs Python at the moment, whatever the load says."""
+    least = float("inf")
+    for _ in range(PROBE_REPEATS):
+        began = time.process_time()
+        table: dict[str, int] = {}
+        for i in range(1_200_000):  # the driver's kind of work: small dicts, strings, calls
+            key = f"k{i % 997}"
+            table[key] = table.get(key, 0) + len(key)
+        least = min(least, time.process_time() - began)
+    return least
 
 
 def spread(sweeps: list[Sweep]) -> str:
