@@ -21,7 +21,7 @@ simulator bills each apart) and in its own temporary ``hydra.sweep.dir``.
    with the range: the host's noise only adds CPU to the same work. Before
    and after them, the CPU of a fixed Python loop (``host_probe``): the
    machine's own speed then, which moved by a third within an hour on a
-   2-core VM at a load under 1, so figures of two sittings compare only
+   2-core VM at a load of 0.1-1.2, so figures of two sittings compare only
    beside it.
    0b. The issue's own shape of the whole-process ratio: the scripted model
    sleeping ``--latency`` a call (no HTTP, as inspect_ai's sleeping ModelAPI),
@@ -115,6 +115,7 @@ from harness.sweep.index import read_index  # noqa: E402
 TEMPERATURES = ["0.2", "0.5", "0.8", "1.0"]
 POLL_S = 0.2
 MB = 1024 * 1024
+PROBE_REPEATS = 3  # host_probe's runs, the least taken
 # Each sweep's folder, kept until the script ends: on a file system without a journal
 # (ext4 here) a new inode is found by skipping every one freed in the last minute or
 # more, so removing one sweep's thousands of files made the next sweep's driver pay
@@ -431,20 +432,17 @@ def driver_cpu(n: int, r: int, timeout_s: float, repeats: int) -> None:
     )
 
 
-PROBE_REPEATS = 3
-
-
 def host_probe() -> float:
     """The least CPU, in seconds, of ``PROBE_REPEATS`` runs of one fixed pure-Python
     loop (~0.2 s here): how fast the host runs Python at the moment, whatever the load says."""
     least = float("inf")
     for _ in range(PROBE_REPEATS):
-        began = time.process_time()
+        began = time.thread_time()  # this thread's alone: nothing else of this process counts
         table: dict[str, int] = {}
         for i in range(1_200_000):  # the driver's kind of work: small dicts, strings, calls
             key = f"k{i % 997}"
             table[key] = table.get(key, 0) + len(key)
-        least = min(least, time.process_time() - began)
+        least = min(least, time.thread_time() - began)
     return least
 
 
